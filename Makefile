@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh Linux machine with Python 3 (>= 3.11) and g++:
+#   make site   build the book into _build/html
+#   make test   run the notebooks (nbval) and the unit tests, on the CPU or on a GPU
+# Both create .venv if it is missing and install requirements.txt into it.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.requirements.stamp
+
+# The notebooks and tests import gemmlab from the repository root.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export MPLBACKEND := Agg
+
+.PHONY: site test venv clean help
+
+help:
+	@echo "make site   build the book into _build/html (creates .venv if missing)"
+	@echo "make test   pytest --nbval-lax book/ tests/ (creates .venv if missing)"
+	@echo "make clean  remove _build (keeps .venv)"
+
+venv: $(STAMP)
+
+# Re-install whenever requirements.txt changes.
+$(STAMP): requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+site: $(STAMP)
+	$(BIN)/jupyter-book build --warningiserror --nitpick .
+	@echo "The book is in _build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest --nbval-lax book/ tests/
+
+clean:
+	rm -rf _build

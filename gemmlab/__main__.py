@@ -1,0 +1,84 @@
+"""Command line: python -m gemmlab steps | verify | bench | resources | sass."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import registry
+from .errors import GemmlabError
+from .kernel import instance, set_backend, step
+
+
+def _params(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise GemmlabError(f"--param takes NAME=INTEGER, not {pair!r}")
+        out[name] = int(value)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gemmlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("steps", help="list the steps")
+    for name, helptext in (("verify", "check a step against float64; exit 0 only if it passes"),
+                           ("resources", "registers, shared memory, spills (compile-only)"),
+                           ("sass", "print the SASS of a step (compile-only)")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("step")
+        p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter")
+        p.add_argument("--backend", choices=["cpu", "gpu"])
+        if name != "verify":
+            p.add_argument("--arch", default="sm_75", help="sm_75 (T4), sm_80, sm_90 ...")
+    p = sub.add_parser("bench", help="time steps against cuBLAS on the GPU, save to results/")
+    p.add_argument("steps", nargs="+")
+    p.add_argument("--size", type=int, action="append", help="M = N = K (repeatable)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter (all steps)")
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "steps":
+            for s in registry.steps():
+                params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
+                print(f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} <{params}>  {s.summary}")
+            return 0
+        if args.command == "bench":
+            from .bench import benchmark
+            from .kernel import backend
+
+            if backend() != "gpu":
+                print("bench needs a GPU (CuPy sees none here).", file=sys.stderr)
+                return 2
+            params = _params(args.param)
+            kernels = [step(s, **{k: v for k, v in params.items() if k in registry.get(s).params})
+                       for s in args.steps]
+            benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
+            return 0
+        set_backend(args.backend)
+        if args.command == "verify":
+            from .check import verify
+
+            report = verify(step(args.step, **_params(args.param)), raise_on_fail=False)
+            print(report)
+            return 0 if report.passed else 1
+        kernel = instance(args.step, **_params(args.param))
+        if args.command == "resources":
+            r = kernel.resources(args.arch)
+            print(r)
+            if args.arch == "sm_75":
+                ok = r.shared_bytes <= 64 * 1024 and not r.spills
+                print(f"fits a T4: {'yes' if ok else 'no'} (at most 64 KB shared memory, no spills)")
+        else:
+            print(kernel.sass(args.arch))
+        return 0
+    except GemmlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

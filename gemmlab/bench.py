@@ -1,0 +1,139 @@
+"""benchmark(): time steps against cuBLAS in the same run, on a GPU; recorded data without one.
+
+Protocol: a step is timed only after verify() passed; inputs are uniform in [-1, 1]; each kernel and
+the baseline are timed by cupyx.profiler.benchmark (CUDA events, warm-up first) and summarised by
+the median and the 10th/90th percentiles. The baseline is the faster of cupy.matmul and
+torch.matmul (both cuBLAS; TF32 off for fp32), measured in the same run.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+
+import numpy as np
+
+from . import registry, results
+from .check import verify
+from .kernel import Kernel, backend, step as make_step
+
+
+def _stats(times: np.ndarray) -> dict:
+    return {"median_s": float(np.median(times)), "p10_s": float(np.percentile(times, 10)),
+            "p90_s": float(np.percentile(times, 90))}
+
+
+def _time(fn, n_repeat: int, n_warmup: int) -> dict:
+    from cupyx.profiler import benchmark as cupy_benchmark
+
+    run = cupy_benchmark(fn, (), n_repeat=n_repeat, n_warmup=n_warmup)
+    return _stats(run.gpu_times[0])
+
+
+def _baselines(a, b, n_repeat: int, n_warmup: int) -> dict:
+    """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs."""
+    import cupy
+
+    out = {"cupy.matmul": _time(lambda: cupy.matmul(a, b), n_repeat, n_warmup)}
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+        out["torch.matmul"] = _time(lambda: torch.matmul(ta, tb), n_repeat, n_warmup)
+    except ImportError:
+        pass
+    return out
+
+
+def environment() -> dict:
+    """GPU name, compute capability, driver, CUDA runtime, CuPy and (if present) PyTorch versions."""
+    import cupy
+
+    from . import gpu
+
+    dev = gpu.device()
+    env = {"gpu": dev["name"], "cc": dev["cc"], "driver": dev["driver"], "cuda": dev["runtime"],
+           "cupy": cupy.__version__}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return env
+
+
+def _as_kernels(steps, params: dict | None) -> list[Kernel]:
+    out = []
+    for s in steps:
+        if isinstance(s, Kernel):
+            out.append(s)
+        else:
+            out.append(make_step(s, **((params or {}).get(s, {}))))
+    return out
+
+
+def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int = 30,
+              n_warmup: int = 5, save: bool = True, verbose: bool = True) -> list[dict]:
+    """Records of each step at each size (M = N = K), with the baseline measured in the same run.
+
+    On a GPU they are measured now (and saved to results/<gpu>.json when `save`); without one, the
+    recorded records for these steps and sizes are returned, each labelled source="recorded".
+    `params` maps a step name to template parameters; a step may also be given as a Kernel.
+    """
+    if backend() != "gpu":
+        names = {s.name if isinstance(s, Kernel) else registry.get(s).name for s in steps}
+        recs = [r for r in results.load() if r["step"] in names and r["m"] in sizes]
+        if verbose and not recs:
+            print("No GPU here and no recorded results for these steps yet.")
+        return recs
+
+    import cupy
+
+    kernels = _as_kernels(steps, params)
+    for k in kernels:
+        verify(k)  # raises: a step that computes the wrong answer is never timed
+    env = environment()
+    date = datetime.date.today().isoformat()
+    records = []
+    for size in sizes:
+        m = n = kk = int(size)
+        rng = cupy.random.default_rng(size)
+        inputs = {}
+        for k in kernels:
+            if k.dtype not in inputs:
+                a = (rng.random((m, kk), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
+                b = (rng.random((kk, n), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
+                inputs[k.dtype] = (a, b, _baselines(a, b, n_repeat, n_warmup))
+            a, b, base = inputs[k.dtype]
+            c = cupy.empty((m, n), dtype=k.dtype)
+            t = _time(lambda: k.run(a, b, c), n_repeat, n_warmup)
+            best = min(base, key=lambda name: base[name]["median_s"])
+            flops = 2.0 * m * n * kk
+            rec = {"step": k.name, "params": k.params, "dtype": str(k.dtype), "m": m, "n": n, "k": kk,
+                   **t, "tflops": flops / t["median_s"] / 1e12,
+                   "baseline": best, "baseline_median_s": base[best]["median_s"],
+                   "baseline_tflops": flops / base[best]["median_s"] / 1e12,
+                   "pct_of_baseline": 100.0 * base[best]["median_s"] / t["median_s"],
+                   "baselines": {name: v["median_s"] for name, v in base.items()},
+                   **env, "date": date, "n_repeat": n_repeat, "source": "live"}
+            records.append(rec)
+            if verbose:
+                print(f"{k.label:55s} {size:6d}  {rec['tflops']:8.2f} TFLOP/s  "
+                      f"{rec['pct_of_baseline']:6.1f}% of {best} ({rec['baseline_tflops']:.1f})")
+    if save and records:
+        results.save(records)
+    return records
+
+
+def table(records: list[dict]) -> str:
+    """A plain-text table: step, size, TFLOP/s, % of baseline, GPU, source."""
+    rows = [f"{'step':28s} {'size':>6s} {'TFLOP/s':>8s} {'% cuBLAS':>9s}  gpu (source)"]
+    for r in records:
+        rows.append(f"{r['step']:28s} {r['m']:6d} {r['tflops']:8.2f} {r['pct_of_baseline']:8.1f}%  "
+                    f"{r['gpu']} ({r.get('source', 'recorded')}, {r['date']})")
+    return "\n".join(rows)
+
+
+def dumps(records: list[dict]) -> str:
+    return json.dumps(records, indent=1)

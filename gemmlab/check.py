@@ -1,0 +1,129 @@
+"""verify(): a step against a float64 reference, structured inputs before random ones.
+
+The tolerance is the classical bound on a sum of K products, |fl(sum) - sum| <= K u sum|a||b|
+(u = unit roundoff of the accumulator), plus the output's rounding. Any summation order passes it;
+a layout bug (wrong row, missing tile) misses it by orders of magnitude; NaN and Inf never pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ShapeError, VerificationError
+from .kernel import Kernel, step as make_step
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "float64": 2.0**-53}
+MAX_LISTED = 8
+
+
+@dataclass
+class Case:
+    kind: str  # "identity", "ones", "random"
+    m: int
+    n: int
+    k: int
+    worst: float = 0.0  # largest |error| / bound over the output (< 1 passes)
+    rejected: str = ""  # the ShapeError text, if the step refused this shape
+
+
+@dataclass
+class VerifyReport:
+    name: str
+    label: str
+    cases: list[Case] = field(default_factory=list)
+    mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
+    failed_case: Case | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.failed_case is None
+
+    def __str__(self) -> str:
+        if not self.passed:
+            c = self.failed_case
+            listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
+            return (f"FAIL: {self.name} on the {c.kind} input {c.m}x{c.n}x{c.k}: first mismatches "
+                    f"(row, col, got, want): {listed}")
+        ran = [c for c in self.cases if not c.rejected]
+        text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shapes"
+        rejected = [c for c in self.cases if c.rejected]
+        if rejected:
+            text += f"; it rejects {len(rejected)} shape(s) before launch"
+        return text
+
+    def _repr_pretty_(self, p, cycle):  # IPython shows the sentence, not the dataclass
+        p.text(str(self))
+
+
+def tile_of(params: dict) -> tuple[int, int, int]:
+    """The (M, N, K) tile a step's parameters describe, used to pick shapes around its edges."""
+    p = params
+    edge = p.get("BLOCK", 0)
+    tm = p.get("BLOCK_M", edge or p.get("BLOCK_X", 16))
+    tn = p.get("BLOCK_N", edge or p.get("BLOCK_Y", 16))
+    tk = p.get("BLOCK_K", edge or 8)
+    return tm, tn, tk
+
+
+def default_cases(params: dict) -> list[Case]:
+    """Identity and ones first (a failure there is a layout bug), then random shapes off the tile grid."""
+    tm, tn, tk = tile_of(params)
+    t = max(tm, tn)
+    return [Case("identity", t, tn + 1, t), Case("ones", tm + 1, tn + 3, 2 * tk + 5),
+            Case("random", 1, 1, 1), Case("random", 2 * tm, 2 * tn, 4 * tk),
+            Case("random", 2 * tm + 3, tn + 5, 3 * tk + 7), Case("random", 67, 129, 33)]
+
+
+def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + k)
+    if kind == "identity":
+        a = np.eye(m, k)
+        b = rng.integers(-8, 9, size=(k, n))  # small integers: exact in fp16 and fp32
+    elif kind == "ones":
+        a, b = np.ones((m, k)), np.ones((k, n))
+    else:
+        a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    return a.astype(dtype), b.astype(dtype)
+
+
+def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bad mask, error/bound ratio) of `got` against the float64 product of the same inputs."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = a64 @ b64
+    k = a.shape[1]
+    bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
+    bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + 1e-30
+    err = np.abs(got.astype(np.float64) - want)
+    ratio = err / bound
+    bad = ~(err <= bound)  # NaN compares False, so NaN and Inf count as bad
+    return bad, np.where(np.isfinite(ratio), ratio, np.inf)
+
+
+def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True,
+           **params) -> VerifyReport:
+    """Check a step on several shapes against float64; raise VerificationError listing mismatches."""
+    if isinstance(kernel, str):
+        kernel = make_step(kernel, **params)
+    report = VerifyReport(kernel.name, kernel.label)
+    for case in cases or default_cases(kernel.params):
+        a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)
+        try:
+            got = kernel(a, b)
+        except ShapeError as e:
+            case.rejected = str(e)
+            report.cases.append(case)
+            continue
+        bad, ratio = compare(np.asarray(got), a, b, kernel.step.accumulate)
+        case.worst = float(ratio.max()) if ratio.size else 0.0
+        report.cases.append(case)
+        if bad.any():
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            rows, cols = np.nonzero(bad)
+            report.mismatches = [(int(r), int(c), float(got[r, c]), float(want[r, c]))
+                                 for r, c in zip(rows[:MAX_LISTED], cols[:MAX_LISTED])]
+            report.failed_case = case
+            break
+    if raise_on_fail and not report.passed:
+        raise VerificationError(str(report))
+    return report

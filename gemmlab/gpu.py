@@ -1,0 +1,114 @@
+"""GPU backend: CuPy RawModule (NVRTC) compiles a step for the current device and launches it."""
+from __future__ import annotations
+
+import functools
+
+from .errors import ArchError, BackendError, CompileError, ConfigError, KernelError
+from .nvrtc import Resources, raise_for_log
+from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device: all mean "no GPU backend"
+        return False
+
+
+def _cupy():
+    if not available():
+        raise BackendError("no CUDA GPU is visible to CuPy here; use backend='cpu' (the emulator) "
+                           "or run on a machine with an NVIDIA GPU (see the appendix on running the course).")
+    import cupy
+
+    return cupy
+
+
+@functools.lru_cache(maxsize=1)
+def device() -> dict:
+    """Name, compute capability and the launch limits of the current device."""
+    cupy = _cupy()
+    dev = cupy.cuda.Device()
+    attrs = dev.attributes
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    return {
+        "name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "cc": int(dev.compute_capability),
+        "sms": attrs["MultiProcessorCount"],
+        "max_threads_per_block": attrs["MaxThreadsPerBlock"],
+        "max_block": (attrs["MaxBlockDimX"], attrs["MaxBlockDimY"], attrs["MaxBlockDimZ"]),
+        "max_grid": (attrs["MaxGridDimX"], attrs["MaxGridDimY"], attrs["MaxGridDimZ"]),
+        "shared_per_block": attrs["MaxSharedMemoryPerBlock"],
+        "shared_per_block_optin": attrs["MaxSharedMemoryPerBlockOptin"],
+        "registers_per_block": attrs["MaxRegistersPerBlock"],
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+        "runtime": cupy.cuda.runtime.runtimeGetVersion(),
+    }
+
+
+def arch() -> str:
+    return f"sm_{device()['cc']}"
+
+
+class GpuModule:
+    """One compiled template instantiation on the current GPU."""
+
+    def __init__(self, source: str, name_expression: str, label: str):
+        cupy = _cupy()
+        self.label = label
+        includes = with_fp16_header(toolkit_include_dirs() + wheel_include_dirs())
+        options = ("-std=c++17", *[f"-I{d}" for d in includes])
+        try:
+            module = cupy.RawModule(code=source, options=options, name_expressions=[name_expression])
+            self.function = module.get_function(name_expression)
+        except cupy.cuda.compiler.CompileException as e:
+            raise_for_log(str(e), label, arch())
+        except cupy.cuda.driver.CUDADriverError as e:
+            if "INVALID_PTX" in str(e) or "UNSUPPORTED_PTX" in str(e):
+                raise ArchError(f"{label} could not be loaded on {device()['name']} ({arch()}): {e}. "
+                                "It likely uses an instruction this architecture lacks.") from None
+            raise CompileError(f"{label} could not be loaded: {e}") from None
+
+    def resources(self) -> Resources:
+        f = self.function
+        return Resources(arch(), f.num_regs, f.shared_size_bytes, f.local_size_bytes, 0, 0)
+
+    def launch(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
+        check_launch(self, grid, block, shared_mem)
+        cupy = _cupy()
+        if shared_mem > 48 * 1024 and self.function.max_dynamic_shared_size_bytes < shared_mem:
+            self.function.max_dynamic_shared_size_bytes = shared_mem
+        try:
+            self.function(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem, stream=stream)
+        except cupy.cuda.driver.CUDADriverError as e:
+            raise KernelError(f"{self.label} failed to launch: {e}") from None
+
+
+def check_launch(module: GpuModule, grid, block, shared_mem: int) -> None:
+    """Refuse a launch the device cannot run, with the reason, before CUDA does it cryptically."""
+    dev, f = device(), module.function
+    threads = block[0] * block[1] * block[2]
+    problems = []
+    if threads > dev["max_threads_per_block"]:
+        problems.append(f"{threads} threads per block, over the limit of {dev['max_threads_per_block']}")
+    for axis, (b, lim) in enumerate(zip(block, dev["max_block"])):
+        if b > lim:
+            problems.append(f"block dimension {'xyz'[axis]}={b} over the limit of {lim}")
+    for axis, (g, lim) in enumerate(zip(grid, dev["max_grid"])):
+        if g > lim:
+            problems.append(f"grid dimension {'xyz'[axis]}={g} over the limit of {lim}")
+    smem = f.shared_size_bytes + shared_mem
+    if smem > dev["shared_per_block_optin"]:
+        problems.append(f"{smem} bytes of shared memory per block, over this GPU's "
+                        f"{dev['shared_per_block_optin']}")
+    if f.num_regs * threads > dev["registers_per_block"]:
+        problems.append(f"{f.num_regs} registers x {threads} threads = {f.num_regs * threads} registers, "
+                        f"over the {dev['registers_per_block']} a block may use")
+    if problems:
+        raise ConfigError(f"{module.label} cannot launch: " + "; ".join(problems) +
+                          ". Choose smaller tiles or fewer threads per block.")
+

@@ -1,0 +1,187 @@
+"""A step compiled for a backend: call it on arrays, ask it for its resources, PTX and SASS."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import nvrtc, registry
+from .errors import ArchError, BackendError, ConfigError, InputError
+from .registry import Launch, Step
+from .source import assemble
+
+BACKENDS = ("gpu", "cpu")
+_forced: str | None = os.environ.get("GEMMLAB_BACKEND") or None
+
+
+def set_backend(name: str | None) -> None:
+    """Force 'gpu' or 'cpu' for every later step; None goes back to automatic."""
+    global _forced
+    if name is not None and name not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS} or None, not {name!r}")
+    _forced = name
+
+
+def backend(requested: str | None = None) -> str:
+    """The backend a step runs on: the requested one, else the forced one, else GPU when CuPy sees one."""
+    from . import gpu
+
+    name = requested or _forced
+    if name is None:
+        return "gpu" if gpu.available() else "cpu"
+    if name not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS}, not {name!r}")
+    if name == "gpu" and not gpu.available():
+        raise BackendError("backend='gpu' was asked for, but CuPy sees no CUDA GPU here; use backend='cpu'.")
+    return name
+
+
+def _compile(backend_name: str, source: str, expr: str, label: str):
+    if backend_name == "gpu":
+        from .gpu import GpuModule
+
+        return GpuModule(source, expr, label)
+    from . import cpu
+
+    return cpu.compile_kernel(source, expr, label=label)
+
+
+_modules: dict[tuple, object] = {}
+
+
+class Instance:
+    """A step with fixed template parameters: enough for compile-only analysis, no backend needed."""
+
+    def __init__(self, step: Step, params: dict, source_text: str | None = None):
+        self.step = step
+        self.params = step.resolve(params)
+        self.source = assemble(step.file, source_text)
+        self.name_expression = step.name_expression(self.params)
+        self.label = f"{step.name}{self._param_text()}"
+
+    def _param_text(self) -> str:
+        return "<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">" if self.params else ""
+
+    # --- compile-only analysis (no GPU needed) ---
+    def compiled(self, arch: str = "sm_75") -> nvrtc.Artifact:
+        return nvrtc.compile(self.source, self.name_expression, arch, label=self.label)
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.step.dtype)
+
+    def resources(self, arch: str | None = "sm_75") -> nvrtc.Resources:
+        """Registers, shared memory, stack and spills that ptxas reports for `arch`."""
+        return self.compiled(arch or "sm_75").resources
+
+    def ptx(self, arch: str = "sm_75") -> str:
+        return self.compiled(arch).ptx
+
+    def sass(self, arch: str = "sm_75") -> str:
+        return nvrtc.sass(self.compiled(arch))
+
+
+class Kernel(Instance):
+    """One step with fixed template parameters, compiled for one backend.
+
+    `Kernel(A, B)` returns C = A @ B. Inputs are checked (dtype, 2-D, contiguity, shapes) before
+    anything launches; NumPy and CuPy arrays are both accepted and the result has the input's type.
+    """
+
+    def __init__(self, step: Step, params: dict, backend_name: str | None = None, source_text: str | None = None):
+        super().__init__(step, params, source_text)
+        self.backend = backend(backend_name)
+        if self.backend == "gpu":
+            from . import gpu
+
+            cc = gpu.device()["cc"]
+            if cc < step.min_arch:
+                raise ArchError(f"{step.name} needs compute capability {step.min_arch / 10:.1f} or newer "
+                                f"(its instructions do not exist before sm_{step.min_arch}); this GPU, "
+                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use an earlier step, or "
+                                "backend='cpu' to run it in the emulator.")
+        key = (self.backend, self.source, self.name_expression)
+        if key not in _modules:  # a failed compile raises here and caches nothing
+            _modules[key] = _compile(self.backend, self.source, self.name_expression, self.label)
+        self.module = _modules[key]
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.label}, backend={self.backend!r})"
+
+    def resources(self, arch: str | None = None) -> nvrtc.Resources:
+        """For `arch` by NVRTC; with no arch, the live GPU function's (or sm_75's on the CPU backend)."""
+        if arch is None and self.backend == "gpu":
+            return self.module.resources()
+        return super().resources(arch)
+
+    def launch_config(self, m: int, n: int, k: int) -> Launch:
+        return self.step.launch(m, n, k, self.params)
+
+    def check_inputs(self, a, b) -> tuple[int, int, int]:
+        """(M, N, K) of a valid pair of inputs; an InputError saying what to fix otherwise."""
+        for name, x in (("A", a), ("B", b)):
+            if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+                raise InputError(f"{name} must be a NumPy or CuPy array, not {type(x).__name__}")
+            if x.ndim != 2:
+                raise InputError(f"{name} must be a 2-D matrix; it has shape {tuple(x.shape)}")
+            if x.dtype != self.dtype:
+                raise InputError(f"{self.step.name} takes {self.dtype} inputs but {name} is {x.dtype}: "
+                                 f"convert with {name}.astype(np.{self.dtype})")
+            if not x.flags.c_contiguous:
+                raise InputError(f"{name} is not C-contiguous (a transposed view or a slice?): the kernel "
+                                 f"reads it as row-major; pass np.ascontiguousarray({name}) "
+                                 f"(cupy.ascontiguousarray on a GPU)")
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise InputError(f"shapes do not match: A is {m}x{k} and B is {k2}x{n}; A's columns must equal B's rows")
+        registry.check_shape(self.step, m, n, k)
+        return m, n, k
+
+    def __call__(self, a, b):
+        m, n, k = self.check_inputs(a, b)
+        is_cupy = type(a).__module__.startswith("cupy") or type(b).__module__.startswith("cupy")
+        if self.backend == "gpu":
+            import cupy as xp
+        else:
+            xp = np
+        a_dev, b_dev = _to(xp, a), _to(xp, b)
+        c = xp.zeros((m, n), dtype=self.dtype)
+        if m and n and k:
+            self.run(a_dev, b_dev, c)
+        return _to(__import__("cupy") if is_cupy else np, c)
+
+    def run(self, a, b, c, stream=None) -> None:
+        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+        m, k = a.shape
+        n = b.shape[1]
+        cfg = self.launch_config(m, n, k)
+        args = [np.int32(m), np.int32(n), np.int32(k), a, b, c]
+        if self.backend == "gpu":
+            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
+        else:
+            from . import cpu
+
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
+
+def _to(xp, x):
+    """x as an array of module xp (numpy or cupy), copying between host and device if needed."""
+    if xp is np:
+        return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
+    return xp.asarray(x)
+
+
+def step(name: str, backend: str | None = None, source: str | None = None, **params) -> Kernel:
+    """Compile step `name` with template parameters `params` for the active (or given) backend.
+
+    `source` replaces the kernel file's text (a reader's edited kernel); common.cuh is still inlined.
+    """
+    return Kernel(registry.get(name), params, backend, source)
+
+
+def instance(name: str, source: str | None = None, **params) -> Instance:
+    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator)."""
+    return Instance(registry.get(name), params, source)

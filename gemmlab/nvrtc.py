@@ -1,0 +1,237 @@
+"""Compile-only analysis with no GPU: NVRTC from NVIDIA's pip wheel, called through ctypes.
+
+CuPy's RawModule needs a device even to compile, so this module talks to libnvrtc directly. It
+compiles a template instantiation for any architecture (sm_75 = T4, sm_80, sm_90), and reports
+what ptxas says about registers, shared memory and spills, the PTX, and the SASS (nvdisasm wheel).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ArchError, BackendError, CompileError, ConfigError
+from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
+
+T4_SHARED_LIMIT = 64 * 1024  # bytes of shared memory one block may use on sm_75
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel instantiation on one architecture."""
+
+    arch: str
+    registers: int
+    shared_bytes: int  # static shared memory; dynamic shared memory is the launch's business
+    local_bytes: int  # stack frame (local memory per thread)
+    spill_stores: int
+    spill_loads: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+    def __str__(self) -> str:
+        return (f"{self.arch}: {self.registers} registers, {self.shared_bytes} B static shared, "
+                f"{self.local_bytes} B stack, spills {self.spill_stores}/{self.spill_loads} B (st/ld)")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One compiled instantiation: PTX, cubin, ptxas log and resources."""
+
+    name_expression: str
+    lowered_name: str
+    arch: str
+    ptx: str
+    cubin: bytes
+    log: str
+    resources: Resources
+
+
+def _library_candidates() -> list[tuple[str, list[str]]]:
+    """(libnvrtc path, matching header folders), the pip wheel's first, then a toolkit's."""
+    found = []
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            for lib in sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.*[0-9]")), reverse=True):
+                if "builtins" not in lib:
+                    found.append((lib, wheel_include_dirs() + toolkit_include_dirs()))
+    except ImportError:
+        pass
+    for root in [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]:
+        for lib in sorted(glob.glob(os.path.join(root or "/nonexistent", "lib64", "libnvrtc.so*"))):
+            found.append((lib, toolkit_include_dirs() + wheel_include_dirs()))
+    name = ctypes.util.find_library("nvrtc")
+    if name:
+        found.append((name, toolkit_include_dirs() + wheel_include_dirs()))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _nvrtc() -> tuple[ctypes.CDLL, tuple[str, ...]]:
+    for path, includes in _library_candidates():
+        try:
+            return ctypes.CDLL(path), tuple(with_fp16_header(includes))
+        except OSError:
+            continue
+    raise BackendError("NVRTC was not found: install the pinned requirements "
+                       "(pip install -r requirements.txt brings the nvidia-cuda-nvrtc wheel) "
+                       "or a CUDA toolkit.")
+
+
+def available() -> bool:
+    """True when compile-only analysis can run here."""
+    try:
+        _nvrtc()
+        return True
+    except BackendError:
+        return False
+
+
+def version() -> str:
+    lib, _ = _nvrtc()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return f"{major.value}.{minor.value}"
+
+
+def _check(lib, status: int, what: str) -> None:
+    if status != 0:
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise BackendError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(status).decode()}")
+
+
+def _get(lib, prog, size_fn: str, get_fn: str) -> bytes:
+    n = ctypes.c_size_t()
+    _check(lib, getattr(lib, size_fn)(prog, ctypes.byref(n)), size_fn)
+    buf = ctypes.create_string_buffer(n.value)
+    _check(lib, getattr(lib, get_fn)(prog, buf), get_fn)
+    return buf.raw[: n.value]
+
+
+_ARCH_NEEDED = re.compile(r"requires \.?target sm_(\d+)|not supported on \.target|sm_(\d+) or higher", re.I)
+
+
+def raise_for_log(log: str, label: str, arch: str) -> None:
+    """Turn a failed compile's log into an ArchError (missing instruction) or a CompileError."""
+    errors = "\n".join(line for line in log.splitlines() if "error" in line.lower()) or log
+    too_much = re.search(r"too much shared data \((0x[0-9a-f]+) bytes, (0x[0-9a-f]+) max\)", log)
+    if too_much:
+        need, limit = (int(g, 16) for g in too_much.groups())
+        raise ConfigError(f"{label} needs {need} bytes of static shared memory on {arch}, over the "
+                          f"{limit}-byte limit: choose smaller tiles.")
+    m = _ARCH_NEEDED.search(log)
+    if m:
+        need = next((g for g in m.groups() if g), None)
+        need_txt = f"sm_{need}" if need else "a newer architecture"
+        raise ArchError(f"{label} uses an instruction that {arch} lacks (it needs {need_txt}): {errors.strip()}\n"
+                        f"Pick a step for this GPU, or analyse it for a newer arch (e.g. arch='sm_80').")
+    raise CompileError(f"{label} did not compile for {arch}:\n{errors.strip()}")
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(source: str, name_expression: str, arch: str, options: tuple[str, ...], label: str) -> Artifact:
+    lib, includes = _nvrtc()
+    prog = ctypes.c_void_p()
+    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kernel.cu", 0, None, None),
+           "nvrtcCreateProgram")
+    try:
+        _check(lib, lib.nvrtcAddNameExpression(prog, name_expression.encode()), "nvrtcAddNameExpression")
+        opts = [f"--gpu-architecture={arch}", "-std=c++17", "-Xptxas=-v", *[f"-I{d}" for d in includes], *options]
+        status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
+        log = _get(lib, prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog").decode(errors="replace").rstrip("\x00")
+        if status != 0:
+            raise_for_log(log, label, arch)
+        lowered = ctypes.c_char_p()
+        _check(lib, lib.nvrtcGetLoweredName(prog, name_expression.encode(), ctypes.byref(lowered)),
+               "nvrtcGetLoweredName")
+        lowered_name = lowered.value.decode()
+        ptx = _get(lib, prog, "nvrtcGetPTXSize", "nvrtcGetPTX").decode().rstrip("\x00")
+        cubin = _get(lib, prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return Artifact(name_expression, lowered_name, arch, ptx, cubin, log, parse_ptxas_log(log, lowered_name, arch))
+
+
+def compile(source: str, name_expression: str, arch: str = "sm_75", options: tuple[str, ...] = (),
+            label: str = "kernel") -> Artifact:
+    """Compile one template instantiation for `arch` with no GPU present (cached)."""
+    if not re.fullmatch(r"sm_\d{2,3}a?", arch):
+        raise ValueError(f"arch must look like 'sm_75', 'sm_80' or 'sm_90', not {arch!r}")
+    return _compile_cached(source, name_expression, arch, tuple(options), label)
+
+
+def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
+    """Read registers, shared memory, stack and spills of one function off ptxas' -v output."""
+    current, props = None, {}
+    for line in log.splitlines():
+        m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?", line)
+        if m:
+            current = m.group(1)
+        if current != lowered_name:
+            continue
+        for key, pattern in (("local", r"(\d+) bytes stack frame"), ("spill_stores", r"(\d+) bytes spill stores"),
+                             ("spill_loads", r"(\d+) bytes spill loads"), ("registers", r"Used (\d+) registers"),
+                             ("shared", r"(\d+) bytes smem")):
+            m = re.search(pattern, line)
+            if m:
+                props[key] = int(m.group(1))
+    if "registers" not in props:
+        raise BackendError(f"could not read ptxas' report for {lowered_name} on {arch}:\n{log}")
+    return Resources(arch, props["registers"], props.get("shared", 0), props.get("local", 0),
+                     props.get("spill_stores", 0), props.get("spill_loads", 0))
+
+
+def nvdisasm_path() -> str | None:
+    """The nvdisasm binary: the pip wheel's, else one on PATH or in a toolkit."""
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            for p in sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")), reverse=True):
+                return p
+    except ImportError:
+        pass
+    return shutil.which("nvdisasm") or next(iter(glob.glob("/usr/local/cuda/bin/nvdisasm")), None)
+
+
+def sass(artifact: Artifact) -> str:
+    """The SASS of the artifact's cubin, disassembled by nvdisasm."""
+    tool = nvdisasm_path()
+    if tool is None:
+        raise BackendError("nvdisasm was not found: pip install -r requirements.txt brings the nvidia-cuda-nvdisasm wheel.")
+    digest = hashlib.sha1(artifact.cubin).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"gemmlab-{digest}.cubin"
+    path.write_bytes(artifact.cubin)
+    out = subprocess.run([tool, "-c", "-fun", artifact.lowered_name, str(path)], capture_output=True, text=True)
+    if out.returncode != 0:  # older nvdisasm: no -fun; print all code
+        out = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BackendError(f"nvdisasm failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def count_instructions(sass_text: str, opcodes: list[str]) -> dict[str, int]:
+    """How many SASS instructions start with each opcode (e.g. 'LDS.128', 'FFMA', 'HMMA')."""
+    counts = dict.fromkeys(opcodes, 0)
+    for line in sass_text.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        if not m:
+            continue
+        op = m.group(1)
+        for want in opcodes:
+            if op == want or op.startswith(want + "."):
+                counts[want] += 1
+    return counts

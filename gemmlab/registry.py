@@ -1,0 +1,186 @@
+"""The one list of steps: every kernel of the course is named here, once.
+
+Tests, plots, tables, chapter headers and the command line are generated from `STEPS`. A step is a
+kernel file `kernels/<name>.cu` holding one `__global__` template; its template parameters, their
+defaults and allowed values, and its launch geometry live next to it here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import ConfigError, ShapeError
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One template parameter: its default and the values a slider may offer."""
+
+    default: int
+    choices: tuple[int, ...]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch geometry of one call: grid and block as (x, y, z), dynamic shared memory in bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+Geometry = Callable[[int, int, int, dict], Launch]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # "<track>/<NN>_<idea>", also the file kernels/<name>.cu
+    symbol: str  # the __global__ template's name
+    params: dict[str, Param]  # in template-argument order
+    geometry: Geometry
+    chapter: int
+    summary: str  # the one idea this step adds
+    previous: str | None = None
+    dtype: str = "float32"  # inputs and output (fp16 steps accumulate in fp32 unless told otherwise)
+    accumulate: str = "float32"
+    min_arch: int = 0  # compute capability x 10 that the step's instructions need (75, 80)
+    rules: Callable[[dict], list[str]] = field(default=lambda p: [])  # why a configuration cannot run
+
+    @property
+    def file(self) -> str:
+        return f"kernels/{self.name}.cu"
+
+    @property
+    def track(self) -> str:
+        return self.name.split("/")[0]
+
+    @property
+    def short(self) -> str:
+        return self.name.split("/")[1]
+
+    def resolve(self, overrides: dict) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
+        unknown = set(overrides) - set(self.params)
+        if unknown:
+            raise ConfigError(f"{self.name} has no template parameter {sorted(unknown)}; "
+                              f"its parameters are {list(self.params)}.")
+        params = {k: int(overrides.get(k, p.default)) for k, p in self.params.items()}
+        problems = self.rules(params)
+        if problems:
+            raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
+        return params
+
+    def name_expression(self, params: dict) -> str:
+        args = ", ".join(str(params[k]) for k in self.params)
+        return f"{self.symbol}<{args}>" if args else self.symbol
+
+    def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
+        return self.geometry(m, n, k, params)
+
+
+def _threads_rule(threads: Callable[[dict], int]) -> Callable[[dict], list[str]]:
+    def rule(p: dict) -> list[str]:
+        t = threads(p)
+        return [f"a block of {t} threads exceeds the hardware limit of 1024"] if t > 1024 else []
+    return rule
+
+
+def _all(*rules):
+    return lambda p: [msg for r in rules for msg in r(p)]
+
+
+def _divides(a: str, b: str, why: str = ""):
+    return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]}{why}"]
+
+
+def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int):
+    def rule(p: dict) -> list[str]:
+        out = []
+        for tile, warp in (("BLOCK_M", "WARP_M"), ("BLOCK_N", "WARP_N")):
+            if p[tile] % p[warp]:
+                out.append(f"{warp}={p[warp]} must divide {tile}={p[tile]} (whole warp tiles per block tile)")
+        if p["WARP_M"] % mma_m or p["WARP_N"] % mma_n:
+            out.append(f"the warp tile {p['WARP_M']}x{p['WARP_N']} must be a multiple of the "
+                       f"{mma_m}x{mma_n} mma tile")
+        if p["BLOCK_K"] % mma_k:
+            out.append(f"BLOCK_K={p['BLOCK_K']} must be a multiple of the mma's k={mma_k}")
+        warps = (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
+        if warps * 32 > 1024:
+            out.append(f"{warps} warps = {warps * 32} threads exceed the limit of 1024 per block")
+        smem = 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
+        if smem > 48 * 1024:
+            out.append(f"the A and B tiles need {smem} bytes of static shared memory, over the 48 KB limit")
+        return out
+    return rule
+
+
+def _naive_geometry(row_from_x: bool) -> Geometry:
+    def geometry(m, n, k, p):
+        bx, by = p["BLOCK_X"], p["BLOCK_Y"]
+        grid = (cdiv(m, bx), cdiv(n, by), 1) if row_from_x else (cdiv(n, bx), cdiv(m, by), 1)
+        return Launch(grid, (bx, by, 1))
+    return geometry
+
+
+_BLOCK_XY = {"BLOCK_X": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along x"),
+             "BLOCK_Y": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along y")}
+_xy_threads = _threads_rule(lambda p: p["BLOCK_X"] * p["BLOCK_Y"])
+
+
+def _mma_geometry(m, n, k, p):
+    warps = (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"])
+    return Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (32 * warps, 1, 1))
+
+
+STEPS: list[Step] = [
+    Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
+         summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
+    Step("sgemm/02_coalesced", "sgemm_coalesced", _BLOCK_XY, _naive_geometry(row_from_x=False), chapter=2,
+         previous="sgemm/01_naive", summary="threadIdx.x walks along a row: a warp's loads coalesce",
+         rules=_xy_threads),
+    Step("sgemm/03_smem_tiling", "sgemm_smem_tiling",
+         {"BLOCK": Param(32, (4, 8, 16, 32), "square tile edge = threads per block edge")},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK"]), cdiv(m, p["BLOCK"]), 1), (p["BLOCK"], p["BLOCK"], 1)),
+         chapter=3, previous="sgemm/02_coalesced",
+         summary="stage BLOCK x BLOCK tiles of A and B in shared memory, slide them along K",
+         rules=_threads_rule(lambda p: p["BLOCK"] ** 2)),
+    Step("hgemm/01_mma_tiling", "hgemm_mma_tiling",
+         {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+          "BLOCK_K": Param(32, (8, 16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
+          "WARP_N": Param(64, (8, 16, 32, 64, 128))},
+         _mma_geometry, chapter=7, dtype="float16", min_arch=75,
+         summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
+         rules=_mma_tiling_rules(16, 8, 8)),
+]
+
+_BY_NAME = {s.name: s for s in STEPS}
+
+
+def get(name: str) -> Step:
+    """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique)."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    matches = [s for s in STEPS if s.short == name or s.short.split("_", 1)[-1] == name]
+    if len(matches) == 1:
+        return matches[0]
+    raise ConfigError(f"no step called {name!r}; the steps are: {', '.join(_BY_NAME)}")
+
+
+def steps(track: str | None = None) -> list[Step]:
+    """All steps in reading order, or those of one track ('sgemm', 'hgemm', 'fused')."""
+    return [s for s in STEPS if track is None or s.track == track]
+
+
+def check_shape(step: Step, m: int, n: int, k: int) -> None:
+    """Reject a problem shape the step does not support, before any launch."""
+    if min(m, n, k) < 0:
+        raise ShapeError(f"{step.name}: negative sizes M={m}, N={n}, K={k}")

@@ -1,0 +1,64 @@
+"""Assemble a step's kernel source: the .cu file with kernels/common.cuh inlined.
+
+Inlining (instead of `-I kernels`) makes the header part of the text that compilers hash, so an
+edit to common.cuh always recompiles, on the GPU (CuPy's cache) and on the CPU (ours) alike.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KERNELS = REPO / "kernels"
+_INCLUDE_COMMON = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"common\.cuh"[ \t]*$', re.M)
+
+
+def kernel_path(file: str) -> Path:
+    """The absolute path of a kernel file given relative to kernels/ (or the repository)."""
+    p = Path(file)
+    if not p.is_absolute():
+        p = KERNELS / p if (KERNELS / p).exists() else REPO / p
+    return p
+
+
+def assemble(file: str | os.PathLike, text: str | None = None) -> str:
+    """The kernel's source text with `#include "common.cuh"` replaced by the header itself.
+
+    `text` overrides the file's contents (a reader's edited kernel); `#line` directives keep the
+    compiler's error lines pointing at the kernel file, not at the assembled text.
+    """
+    path = kernel_path(str(file))
+    body = path.read_text() if text is None else text
+    common = (KERNELS / "common.cuh").read_text()
+
+    def inline(_m: re.Match) -> str:
+        line = body[: _m.start()].count("\n") + 2
+        return f'#line 1 "common.cuh"\n{common}\n#line {line} "{path.name}"'
+
+    return f'#line 1 "{path.name}"\n' + _INCLUDE_COMMON.sub(inline, body, count=1)
+
+
+def wheel_include_dirs() -> list[str]:
+    """Header folders of NVIDIA's pip wheels (nvidia-cuda-runtime), newest CUDA first."""
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
+    except ImportError:
+        return []
+    found = []
+    for root in nvidia.__path__:
+        found += sorted(glob.glob(os.path.join(root, "cu*", "include")), reverse=True)
+        found += glob.glob(os.path.join(root, "cuda_runtime", "include"))
+    return found
+
+
+def toolkit_include_dirs() -> list[str]:
+    """Header folders of an installed CUDA toolkit (CUDA_PATH, CUDA_HOME, /usr/local/cuda)."""
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    return [os.path.join(r, "include") for r in roots if r]
+
+
+def with_fp16_header(dirs: list[str]) -> list[str]:
+    """Those of `dirs` that hold cuda_fp16.h (NVRTC 13 has no built-in copy), without repeats."""
+    return [d for d in dict.fromkeys(dirs) if os.path.exists(os.path.join(d, "cuda_fp16.h"))]

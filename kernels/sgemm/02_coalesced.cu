@@ -1,0 +1,26 @@
+// sgemm track: fp32 C = A * B on CUDA cores.
+//   01_naive        one thread per element of C
+//   02_coalesced    a warp's threads walk along a row of C, so its loads coalesce
+//   03_smem_tiling  blocks stage BLOCK x BLOCK tiles of A and B in shared memory
+//
+// Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row
+// segment and writes one C row segment (coalesced), and all its lanes share one A element.
+//
+// Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
+// Launch: blockDim (BLOCK_X, BLOCK_Y), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).
+#include "common.cuh"
+
+template <int BLOCK_X, int BLOCK_Y>
+__global__ void sgemm_coalesced(int M, int N, int K, const float* A, const float* B, float* C) {
+    // x picks the column: consecutive threads of a warp walk ALONG a row of C, so at every k
+    // they read one A element (a broadcast) and consecutive floats of B and C.
+    const int col = blockIdx.x * BLOCK_X + threadIdx.x;
+    const int row = blockIdx.y * BLOCK_Y + threadIdx.y;
+    if (row >= M || col >= N) return;  // the grid is rounded up to whole blocks
+
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        acc += A[row * K + k] * B[k * N + col];
+    }
+    C[row * N + col] = acc;
+}
