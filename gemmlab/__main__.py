@@ -22,7 +22,8 @@ def _params(pairs: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gemmlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("steps", help="list the steps")
+    p = sub.add_parser("steps", help="list the steps")
+    p.add_argument("--names", action="store_true", help="names only, one per line (for scripts)")
     for name, helptext in (("verify", "check a step against float64; exit 0 only if it passes"),
                            ("resources", "registers, shared memory, spills (compile-only)"),
                            ("sass", "print the SASS of a step (compile-only)")):
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "steps":
             for s in registry.steps():
+                if args.names:
+                    print(s.name)
+                    continue
                 params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
                 print(f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} <{params}>  {s.summary}")
             return 0

@@ -151,6 +151,22 @@ def sectors_per_k_step(mapping: str, block_dim: Sequence[int],
             + sectors_per_request(mapping, "B", block_dim, shape))
 
 
+def bytes_per_fma(mapping: str, block_dim: Sequence[int],
+                  shape: Sequence[int] = DEFAULT_SHAPE) -> float:
+    """Bytes the A and B loads move per fused multiply-add, over the warps of block (0, 0).
+
+    Each active lane does one FMA per k step, so a full warp moving 33 sectors does 32 FMAs
+    with 1056 bytes (33 B per FMA); idle lanes of a partial warp make every byte dearer.
+    """
+    moved = lanes = 0
+    for w in range(warps_per_block(block_dim)):
+        a = request(mapping, "A", block_dim, warp=w, shape=shape)
+        b = request(mapping, "B", block_dim, warp=w, shape=shape)
+        moved += a.bytes_moved + b.bytes_moved
+        lanes += a.lanes
+    return moved / lanes
+
+
 def describe(block_dim: Sequence[int], shape: Sequence[int] = DEFAULT_SHAPE) -> str:
     """One line per operand: sectors per warp request, naive -> coalesced (same on every backend)."""
     table = sector_table(block_dim, shape)
@@ -278,4 +294,40 @@ def draw_comparison(block_dim: Sequence[int] = (32, 8)):
     fig.suptitle(f"Block ({int(block_dim[0])}, {int(block_dim[1])}): which element each thread "
                  "computes, and what warp 0 loads at k = 0", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def draw_sector_sweep(choices: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)):
+    """Bytes the A and B loads move per FMA, for every block shape, both mappings; the figure.
+
+    A static summary of what the chapter's slider shows one shape at a time; shapes of more than
+    1024 threads are left blank.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    vals = {mp: np.full((len(choices), len(choices)), np.nan) for mp in MAPPINGS}
+    for i, by in enumerate(choices):
+        for j, bx in enumerate(choices):
+            if bx * by <= 1024:
+                for mp in MAPPINGS:
+                    vals[mp][i, j] = bytes_per_fma(mp, (bx, by))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax, mp in zip(axes, MAPPINGS):
+        im = ax.imshow(vals[mp], cmap="viridis_r", norm=LogNorm(vmin=4, vmax=64), origin="lower")
+        for i in range(len(choices)):
+            for j in range(len(choices)):
+                if not np.isnan(vals[mp][i, j]):
+                    v = vals[mp][i, j]
+                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
+                            color="white" if v > 20 else "black")
+        ax.set_xticks(range(len(choices)), [str(c) for c in choices])
+        ax.set_yticks(range(len(choices)), [str(c) for c in choices])
+        ax.set_xlabel("BLOCK_X")
+        ax.set_ylabel("BLOCK_Y")
+        ax.set_title(f"{STEP_OF[mp]}", fontsize=10)
+    fig.suptitle("Bytes moved per FMA by the A and B loads (4 B of each operand are needed; "
+                 "fewer is better)", fontsize=10)
+    fig.colorbar(im, ax=axes, shrink=0.8, label="bytes per FMA")
     return fig

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 from .errors import ArchError, BackendError, CompileError, ConfigError, KernelError
 from .nvrtc import Resources, raise_for_log
@@ -14,7 +15,10 @@ def available() -> bool:
     try:
         import cupy
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        found = cupy.cuda.runtime.getDeviceCount() > 0
+        if found and os.environ.get("GEMMLAB_NO_POOL"):
+            cupy.cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees exact bounds
+        return found
     except Exception:  # no CuPy, no driver, no device: all mean "no GPU backend"
         return False
 

@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+from .results import RESULTS as RESULTS_DIR
+from .results import slug as gpu_slug
+
 HARDWARE_SUFFIX = ".hardware.json"
 NO_DATA = "no recorded data for this GPU yet"
 
@@ -91,12 +93,6 @@ def gemm_intensity(m: int, n: int, k: int, bytes_per_element: int = 4) -> float:
     return gemm_flops(m, n, k) / traffic
 
 
-def gpu_slug(name: str) -> str:
-    """File-name form of a GPU name: 'Tesla T4' -> 'tesla-t4', 'NVIDIA H200' -> 'nvidia-h200'."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return slug or "unknown-gpu"
-
-
 def spec_for(gpu: str | GpuSpec | None) -> GpuSpec | None:
     """The spec-sheet entry for a key ('t4') or a device name ('Tesla T4', 'NVIDIA H200'), or None."""
     if isinstance(gpu, GpuSpec):
@@ -132,13 +128,11 @@ def spec_table() -> list[dict[str, Any]]:
 
 def _cupy():
     """CuPy if it imports and sees at least one GPU, else None."""
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None
-        return cupy
-    except Exception:   # no CUDA driver, no GPU, or CuPy missing: all mean "no GPU here"
+    from .gpu import available
+    if not available():
         return None
+    import cupy
+    return cupy
 
 
 def gpu_available() -> bool:
@@ -262,12 +256,16 @@ def save_hardware(measurement: dict, results_dir: Path | None = None) -> Path:
     return path
 
 
+_EMPTY = {"copy_bandwidth": {"gbps": None}, "cublas": {"fp32": None, "fp16": None}}
+
+
 def _recorded(kind: str, gpu: str | None, results_dir: Path | None) -> dict:
     """The recorded measurement of `kind`, labelled source='recorded', or a 'none' placeholder."""
     record = load_hardware(gpu, results_dir)
     if record and kind in record:
         return {**record[kind], "source": "recorded"}
-    return {"kind": kind, "source": "none", "gpu": gpu, "date": None, "note": NO_DATA}
+    return {"kind": kind, **_EMPTY[kind], "source": "none", "gpu": gpu, "date": None,
+            "note": NO_DATA}
 
 
 def _median_seconds(cupy, func, args: tuple, n_repeat: int, n_warmup: int) -> float:

@@ -29,7 +29,7 @@ def elements_per_lane(shape: str, operand: str) -> int:
 
 
 def mma_fragment(shape: str, operand: str, accum: str = "f32") -> Dict[Coord, Coord]:
-    """Map (lane, element i) -> (row, col) of the operand matrix for mma.sync `shape`.row.col with f16 inputs."""
+    """Map (lane, element i) -> (row, col) of one operand of mma.sync.`shape`.row.col (f16)."""
     _mma_mnk(shape)
     operand = _check_operand(operand)
     if accum not in ("f32", "f16"):
@@ -54,8 +54,10 @@ def mma_fragment(shape: str, operand: str, accum: str = "f32") -> Dict[Coord, Co
     return out
 
 
-def ldmatrix_fragment(num: int, trans: bool = False) -> Dict[Tuple[int, int, int], Tuple[int, int, int]]:
-    """Map (lane, register j, half e) -> (matrix, row, col) of the 8x8 matrices that ldmatrix.xN reads."""
+def ldmatrix_fragment(
+    num: int, trans: bool = False
+) -> Dict[Tuple[int, int, int], Tuple[int, int, int]]:
+    """Map (lane, register j, half e) -> (matrix, row, col) of the 8x8 matrices of ldmatrix.xN."""
     _check_num(num)
     out: Dict[Tuple[int, int, int], Tuple[int, int, int]] = {}
     for lane in range(WARP_SIZE):

@@ -33,7 +33,7 @@ def test_compiles_for_sm75(name, tmp_path):
     cu = tmp_path / "kernel.cu"
     cu.write_text(source + "\n" + INSTANTIATIONS[name] + "\n")
     proc = subprocess.run(
-        [nvcc, "-std=c++17", "-arch=sm_75", "-Xptxas=-v", "-c", str(cu), "-o", str(tmp_path / "k.o")],
+        [nvcc, "-std=c++17", "-arch=sm_75", "-Xptxas=-v", "-c", str(cu), "-o", str(tmp_path / "o")],
         capture_output=True, text=True,
     )
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""gemmlab.layouts against the PTX ISA figures, and the ldmatrix -> mma path of hgemm/01 in numpy."""
+"""gemmlab.layouts against the PTX ISA figures; the ldmatrix -> mma path of hgemm/01 in numpy."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,7 +80,8 @@ def test_ldmatrix_spot_checks():
 def test_ldmatrix_fragment_is_a_bijection(num, trans):
     frag = ldmatrix_fragment(num, trans)
     assert len(frag) == WARP_SIZE * num * 2
-    assert sorted(frag.values()) == [(j, r, c) for j in range(num) for r in range(8) for c in range(8)]
+    want = [(j, r, c) for j in range(num) for r in range(8) for c in range(8)]
+    assert sorted(frag.values()) == want
     providers = ldmatrix_row_provider(num)
     assert sorted(providers.values()) == [(j, r) for j in range(num) for r in range(8)]
 

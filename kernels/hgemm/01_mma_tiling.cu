@@ -31,7 +31,7 @@ __global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __h
     static_assert(BLOCK_N % WARP_N == 0, "BLOCK_N must be a multiple of WARP_N");
     static_assert(WARP_M % MMA_M == 0, "WARP_M must be a multiple of 16 (mma M)");
     static_assert(WARP_N % (2 * MMA_N) == 0,
-                  "WARP_N must be a multiple of 16: one ldmatrix.x4.trans loads two 8-wide B tiles");
+                  "WARP_N must be a multiple of 16: ldmatrix.x4.trans loads two 8-wide B tiles");
     static_assert(BLOCK_K % (2 * MMA_K) == 0,
                   "BLOCK_K must be a multiple of 16: one ldmatrix.x4 loads a 16-deep A tile");
     static_assert(NUM_THREADS <= 1024, "too many warps: at most 1024 threads per block");

@@ -1,0 +1,504 @@
+// cuda_shim.h: lets an unmodified CUDA kernel compile and run on the CPU with g++.
+//
+// gemmlab/cpu.py compiles a kernel with `-include cuda_shim.h -DGEMMLAB_EMULATOR` and links it
+// with runtime.cpp. Every CUDA thread of a block is a fiber on one OS thread; fibers switch only
+// at __syncthreads() and at warp collectives, so everything else is plain optimised C++.
+// __shared__ is `static thread_local`: a block runs on one OS thread, so that is block memory.
+// The heavy parts (scheduler, context switch, argument mapping) live in runtime.cpp, compiled once.
+#pragma once
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+// ---------------------------------------------------------------------------------------------
+// Keywords
+// ---------------------------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static thread_local
+// __restrict__ is native to g++.
+
+// ---------------------------------------------------------------------------------------------
+// Vector types and built-in variables
+// ---------------------------------------------------------------------------------------------
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return {x, y, z}; }
+};
+struct __align__(8) float2 { float x, y; };
+struct __align__(16) float4 { float x, y, z, w; };
+struct __align__(8) int2 { int x, y; };
+struct __align__(16) int4 { int x, y, z, w; };
+struct __align__(8) uint2 { unsigned x, y; };
+struct __align__(16) uint4 { unsigned x, y, z, w; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
+
+// __thread (not thread_local) so that reads compile to one %fs-relative load with no TLS wrapper.
+extern __thread uint3 threadIdx;
+extern __thread uint3 blockIdx;
+extern __thread dim3 blockDim;
+extern __thread dim3 gridDim;
+constexpr int warpSize = 32;
+
+// ---------------------------------------------------------------------------------------------
+// Math and bit intrinsics
+// ---------------------------------------------------------------------------------------------
+template <class A, class B> inline auto min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
+template <class A, class B> inline auto max(A a, B b) -> decltype(a + b) { return a < b ? b : a; }
+inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
+inline float __expf(float a) { return std::exp(a); }
+inline float __saturatef(float a) { return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a); }
+inline int __float2int_rn(float a) { return (int)std::nearbyint(a); }
+inline int __float2int_rz(float a) { return (int)a; }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
+inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
+inline int __clz(int v) { return v ? __builtin_clz((unsigned)v) : 32; }
+inline int __ffs(int v) { return __builtin_ffs(v); }
+inline unsigned __brev(unsigned v) {
+    v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+    v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+    v = ((v >> 4) & 0x0F0F0F0Fu) | ((v & 0x0F0F0F0Fu) << 4);
+    return __builtin_bswap32(v);
+}
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)p; }
+
+// Blocks run in parallel on several OS threads: atomics must be real atomics.
+template <class T> inline T atomicAdd(T* p, T v) {
+    if constexpr (std::is_floating_point<T>::value) {
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(p, &old, old + v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+        return old;
+    } else {
+        return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+    }
+}
+template <class T> inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+template <class T> inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+template <class T> inline T atomicCAS(T* p, T cmp, T v) {
+    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
+template <class T> inline T atomicMax(T* p, T v) {
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+template <class T> inline T atomicMin(T* p, T v) {
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp16: __half is GCC's IEEE _Float16, so every conversion rounds to nearest even
+// ---------------------------------------------------------------------------------------------
+typedef _Float16 __half;
+typedef _Float16 half;
+struct __align__(4) __half2 {
+    __half x, y;
+};
+typedef __half2 half2;
+
+inline __half __float2half(float f) { return (__half)f; }
+inline __half __float2half_rn(float f) { return (__half)f; }
+inline __half __double2half(double d) { return (__half)d; }
+inline __half __int2half_rn(int i) { return (__half)i; }
+inline float __half2float(__half h) { return (float)h; }
+inline float __low2float(__half2 h) { return (float)h.x; }
+inline float __high2float(__half2 h) { return (float)h.y; }
+inline __half2 __floats2half2_rn(float a, float b) { return {(__half)a, (__half)b}; }
+inline __half2 __float2half2_rn(float a) { return {(__half)a, (__half)a}; }
+inline __half2 __halves2half2(__half a, __half b) { return {a, b}; }
+inline __half2 __half2half2(__half a) { return {a, a}; }
+inline float2 __half22float2(__half2 h) { return {(float)h.x, (float)h.y}; }
+inline __half2 __float22half2_rn(float2 f) { return {(__half)f.x, (__half)f.y}; }
+inline __half __low2half(__half2 h) { return h.x; }
+inline __half __high2half(__half2 h) { return h.y; }
+inline __half2 __lows2half2(__half2 a, __half2 b) { return {a.x, b.x}; }
+inline __half2 __highs2half2(__half2 a, __half2 b) { return {a.y, b.y}; }
+inline unsigned short __half_as_ushort(__half h) { unsigned short u; std::memcpy(&u, &h, 2); return u; }
+inline __half __ushort_as_half(unsigned short u) { __half h; std::memcpy(&h, &u, 2); return h; }
+// Arithmetic in float then one rounding: float holds >= 2*11+2 bits, so the result is the
+// correctly rounded half result (no double-rounding error) for +, -, *.
+inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
+inline __half __hsub(__half a, __half b) { return (__half)((float)a - (float)b); }
+inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+inline __half __hfma(__half a, __half b, __half c) { return (__half)std::fma((double)a, (double)b, (double)c); }
+inline __half __hneg(__half a) { return -a; }
+inline __half2 __hadd2(__half2 a, __half2 b) { return {__hadd(a.x, b.x), __hadd(a.y, b.y)}; }
+inline __half2 __hsub2(__half2 a, __half2 b) { return {__hsub(a.x, b.x), __hsub(a.y, b.y)}; }
+inline __half2 __hmul2(__half2 a, __half2 b) { return {__hmul(a.x, b.x), __hmul(a.y, b.y)}; }
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return {__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }
+
+// ---------------------------------------------------------------------------------------------
+// Runtime state shared with runtime.cpp
+// ---------------------------------------------------------------------------------------------
+namespace emu {
+namespace detail {
+
+enum FiberState : int { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+
+struct Warp;
+struct Fiber {
+    void* sp;          // saved stack pointer while switched out
+    int state;         // FiberState
+    int line;          // source line of the barrier / collective it waits at
+    unsigned lane;
+    unsigned tid;      // linear thread index in the block
+    uint3 thread_idx;
+    Warp* warp;
+    const void* in;    // this lane's operand of the pending warp collective
+    void* out;         // where the collective's result for this lane goes
+};
+
+struct Warp {
+    Fiber* lanes[32];
+    unsigned nlanes;         // 32, or fewer in the last warp of a block such as 48 threads
+    unsigned live;           // lanes that have not exited
+    unsigned arrived;        // lanes waiting at the current collective
+    unsigned arrived_mask;
+    void (*complete)(Warp&); // computes the current collective for all arrived lanes
+    const void* fn;
+    int line;
+};
+
+extern __thread Fiber* current;
+extern __thread char* dynamic_smem_base;
+
+void syncthreads(int line);
+void warp_wait(Fiber* f);                          // switch away until the collective completes
+void warp_finish(Warp& w);                         // run w.complete, wake the waiting lanes
+[[noreturn]] void warp_mismatch(Warp& w, int line);
+void cp_async_push(void* dst, const void* src, int src_bytes);
+void cp_async_commit_group();
+void cp_async_wait(int pending_groups);
+
+template <class In, class Out, class Fn>
+void complete_collective(Warp& w) {
+    In ins[32] = {};
+    Out outs[32] = {};
+    for (unsigned l = 0; l < w.nlanes; ++l)
+        if (w.arrived_mask >> l & 1u) ins[l] = *static_cast<const In*>(w.lanes[l]->in);
+    (*static_cast<const Fn*>(w.fn))(static_cast<const In*>(ins), static_cast<Out*>(outs));
+    for (unsigned l = 0; l < w.nlanes; ++l)
+        if (w.arrived_mask >> l & 1u) *static_cast<Out*>(w.lanes[l]->out) = outs[l];
+}
+
+}  // namespace detail
+
+inline unsigned lane_id() { return detail::current->lane; }
+inline void* dynamic_smem() { return detail::dynamic_smem_base; }
+
+// Every lane of the calling warp deposits `in`; once every lane that has not exited arrived,
+// fn(ins, outs) (arrays indexed by lane, 32 long; zero for absent lanes) runs once, in the last
+// lane to arrive, and each lane gets outs[lane]. fn must not capture per-lane values.
+template <class In, class Out, class Fn>
+Out warp_collective(const In& in, Fn fn, int line = __builtin_LINE()) {
+    using namespace detail;
+    Fiber* f = current;
+    Warp& w = *f->warp;
+    Out out{};
+    f->in = &in;
+    f->out = &out;
+    f->line = line;
+    void (*complete)(Warp&) = &complete_collective<In, Out, Fn>;
+    if (w.arrived == 0) {
+        w.complete = complete;
+        w.fn = &fn;
+        w.line = line;
+    } else if (w.complete != complete) {
+        warp_mismatch(w, line);
+    }
+    w.arrived++;
+    w.arrived_mask |= 1u << f->lane;
+    if (w.arrived == w.live)
+        warp_finish(w);
+    else
+        warp_wait(f);
+    return out;
+}
+
+}  // namespace emu
+
+inline void __syncthreads(int line = __builtin_LINE()) { emu::detail::syncthreads(line); }
+
+// ---------------------------------------------------------------------------------------------
+// Warp intrinsics, all built on warp_collective. `mask` only filters ballot/any/all: the
+// emulator waits for every live lane of the warp, as a full-warp mask does on the GPU.
+// ---------------------------------------------------------------------------------------------
+namespace emu {
+namespace detail {
+template <class T> struct ShflIn { T v; int src; int present; };
+struct PredIn { int pred; int present; };
+struct Nothing { int present; };
+template <class T> inline T shfl_with(const T& v, int src, int line) {
+    // src < 0 or an absent source lane: the lane keeps its own value.
+    ShflIn<T> in{v, src, 1};
+    return warp_collective<ShflIn<T>, T>(in, [](const ShflIn<T>* ins, T* outs) {
+        for (int l = 0; l < 32; ++l) {
+            int s = ins[l].src;
+            outs[l] = (s >= 0 && s < 32 && ins[s].present) ? ins[s].v : ins[l].v;
+        }
+    }, line);
+}
+}  // namespace detail
+}  // namespace emu
+
+inline void __syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
+    (void)mask;
+    emu::detail::Nothing in{1};
+    emu::warp_collective<emu::detail::Nothing, int>(in, [](const emu::detail::Nothing*, int*) {}, line);
+}
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32, int line = __builtin_LINE()) {
+    int lane = (int)emu::lane_id();
+    return emu::detail::shfl_with(v, (lane & ~(width - 1)) + (src & (width - 1)), line);
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int m, int width = 32, int line = __builtin_LINE()) {
+    int lane = (int)emu::lane_id();
+    int src = lane ^ m;
+    return emu::detail::shfl_with(v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1, line);
+}
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
+    int lane = (int)emu::lane_id();
+    return emu::detail::shfl_with(v, (lane & (width - 1)) + (int)d < width ? lane + (int)d : -1, line);
+}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
+    int lane = (int)emu::lane_id();
+    return emu::detail::shfl_with(v, (lane & (width - 1)) >= (int)d ? lane - (int)d : -1, line);
+}
+inline unsigned __ballot_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
+    emu::detail::PredIn in{pred != 0, 1};
+    return mask & emu::warp_collective<emu::detail::PredIn, unsigned>(in, [](const emu::detail::PredIn* ins, unsigned* outs) {
+        unsigned b = 0;
+        for (int l = 0; l < 32; ++l) b |= (unsigned)ins[l].pred << l;
+        for (int l = 0; l < 32; ++l) outs[l] = b;
+    }, line);
+}
+inline unsigned __activemask() {
+    const emu::detail::Warp& w = *emu::detail::current->warp;
+    unsigned m = 0;
+    for (unsigned l = 0; l < w.nlanes; ++l) m |= (unsigned)(w.lanes[l]->state != emu::detail::EXITED) << l;
+    return m;
+}
+inline int __any_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
+    return (__ballot_sync(mask, pred, line) & mask) != 0;
+}
+inline int __all_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
+    emu::detail::PredIn in{pred != 0, 1};
+    unsigned present = emu::warp_collective<emu::detail::PredIn, unsigned>(in, [](const emu::detail::PredIn* ins, unsigned* outs) {
+        unsigned p = 0, t = 0;
+        for (int l = 0; l < 32; ++l) { p |= (unsigned)ins[l].present << l; t |= (unsigned)ins[l].pred << l; }
+        for (int l = 0; l < 32; ++l) outs[l] = p & ~t;   // present lanes whose predicate is false
+    }, line);
+    return (present & mask) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emulated twins of the inline-PTX wrappers in kernels/common.cuh (PTX ISA fragment layouts:
+// groupID g = lane >> 2, threadID_in_group t = lane % 4; the lower 16 bits of a register hold
+// the element with the smaller column / k index).
+// ---------------------------------------------------------------------------------------------
+namespace emu {
+namespace detail {
+inline float h2f(unsigned bits16) { unsigned short u = (unsigned short)bits16; __half h; std::memcpy(&h, &u, 2); return (float)h; }
+inline unsigned f2h(float f) { __half h = (__half)f; unsigned short u; std::memcpy(&u, &h, 2); return u; }
+inline unsigned pack(unsigned lo16, unsigned hi16) { return (lo16 & 0xffffu) | (hi16 << 16); }
+
+template <int NUM, bool TRANS> struct Ldmatrix {
+    struct Out { unsigned r[NUM]; };
+    static Out run(const void* row) {
+        return warp_collective<const void*, Out>(row, [](const void* const* rows, Out* outs) {
+            // Lanes 8j..8j+7 give the row addresses of matrix j (8 rows of 8 b16 elements).
+            for (int j = 0; j < NUM; ++j)
+                for (int l = 0; l < 32; ++l) {
+                    int r = l / 4, c = 2 * (l % 4);
+                    unsigned short e0, e1;
+                    if (!TRANS) {
+                        const unsigned short* p = static_cast<const unsigned short*>(rows[8 * j + r]);
+                        e0 = p[c];
+                        e1 = p[c + 1];
+                    } else {  // element (r, c) of the transposed matrix is (c, r) of the stored one
+                        e0 = static_cast<const unsigned short*>(rows[8 * j + c])[r];
+                        e1 = static_cast<const unsigned short*>(rows[8 * j + c + 1])[r];
+                    }
+                    outs[l].r[j] = pack(e0, e1);
+                }
+        });
+    }
+};
+
+// D (16 x 8) = A (16 x K) * B (K x 8) + C, fp32 accumulation; fp16 inputs multiply exactly in fp32.
+template <int K> struct MmaOperands { unsigned a[K / 4]; unsigned b[K / 8]; float c[4]; };
+struct Mma4 { float d[4]; };
+template <int K> inline Mma4 mma_f32acc(const MmaOperands<K>& in) {
+    return warp_collective<MmaOperands<K>, Mma4>(in, [](const MmaOperands<K>* ins, Mma4* outs) {
+        float A[16][K], B[K][8], C[16][8];
+        for (int l = 0; l < 32; ++l) {
+            int g = l >> 2, t = l & 3;
+            const MmaOperands<K>& o = ins[l];
+            for (int i = 0; i < K / 4; ++i) {  // a0:(g, 2t) a1:(g+8, 2t) a2:(g, 2t+8) a3:(g+8, 2t+8)
+                int row = g + 8 * (i & 1), col = 2 * t + 8 * (i >> 1);
+                A[row][col] = h2f(o.a[i]);
+                A[row][col + 1] = h2f(o.a[i] >> 16);
+            }
+            for (int i = 0; i < K / 8; ++i) {  // b0:(k 2t, col g) b1:(k 2t+8, col g)
+                B[2 * t + 8 * i][g] = h2f(o.b[i]);
+                B[2 * t + 8 * i + 1][g] = h2f(o.b[i] >> 16);
+            }
+            C[g][2 * t] = o.c[0];
+            C[g][2 * t + 1] = o.c[1];
+            C[g + 8][2 * t] = o.c[2];
+            C[g + 8][2 * t + 1] = o.c[3];
+        }
+        for (int m = 0; m < 16; ++m)
+            for (int n = 0; n < 8; ++n) {
+                float acc = C[m][n];
+                for (int k = 0; k < K; ++k) acc += A[m][k] * B[k][n];
+                C[m][n] = acc;
+            }
+        for (int l = 0; l < 32; ++l) {
+            int g = l >> 2, t = l & 3;
+            outs[l] = Mma4{{C[g][2 * t], C[g][2 * t + 1], C[g + 8][2 * t], C[g + 8][2 * t + 1]}};
+        }
+    });
+}
+template <int K> inline void mma_f16acc(unsigned (&d)[2], const unsigned* a, const unsigned* b, const unsigned (&c)[2]) {
+    MmaOperands<K> in;
+    for (int i = 0; i < K / 4; ++i) in.a[i] = a[i];
+    for (int i = 0; i < K / 8; ++i) in.b[i] = b[i];
+    in.c[0] = h2f(c[0]);        // c0 = half2 (row g, cols 2t, 2t+1), c1 = same cols of row g+8
+    in.c[1] = h2f(c[0] >> 16);
+    in.c[2] = h2f(c[1]);
+    in.c[3] = h2f(c[1] >> 16);
+    Mma4 r = mma_f32acc<K>(in);
+    d[0] = pack(f2h(r.d[0]), f2h(r.d[1]));
+    d[1] = pack(f2h(r.d[2]), f2h(r.d[3]));
+}
+template <int K> inline void mma_f32(float (&d)[4], const unsigned* a, const unsigned* b, const float (&c)[4]) {
+    MmaOperands<K> in;
+    for (int i = 0; i < K / 4; ++i) in.a[i] = a[i];
+    for (int i = 0; i < K / 8; ++i) in.b[i] = b[i];
+    for (int i = 0; i < 4; ++i) in.c[i] = c[i];
+    Mma4 r = mma_f32acc<K>(in);
+    for (int i = 0; i < 4; ++i) d[i] = r.d[i];
+}
+}  // namespace detail
+
+inline void ldmatrix_x1(unsigned& r0, const void* p) {
+    auto o = detail::Ldmatrix<1, false>::run(p); r0 = o.r[0];
+}
+inline void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) {
+    auto o = detail::Ldmatrix<2, false>::run(p); r0 = o.r[0]; r1 = o.r[1];
+}
+inline void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+    auto o = detail::Ldmatrix<4, false>::run(p); r0 = o.r[0]; r1 = o.r[1]; r2 = o.r[2]; r3 = o.r[3];
+}
+inline void ldmatrix_x1_trans(unsigned& r0, const void* p) {
+    auto o = detail::Ldmatrix<1, true>::run(p); r0 = o.r[0];
+}
+inline void ldmatrix_x2_trans(unsigned& r0, unsigned& r1, const void* p) {
+    auto o = detail::Ldmatrix<2, true>::run(p); r0 = o.r[0]; r1 = o.r[1];
+}
+inline void ldmatrix_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+    auto o = detail::Ldmatrix<4, true>::run(p); r0 = o.r[0]; r1 = o.r[1]; r2 = o.r[2]; r3 = o.r[3];
+}
+inline void mma_m16n8k8_f32(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[1], const float (&c)[4]) {
+    detail::mma_f32<8>(d, a, b, c);
+}
+inline void mma_m16n8k16_f32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4]) {
+    detail::mma_f32<16>(d, a, b, c);
+}
+inline void mma_m16n8k8_f16(unsigned (&d)[2], const unsigned (&a)[2], const unsigned (&b)[1], const unsigned (&c)[2]) {
+    detail::mma_f16acc<8>(d, a, b, c);
+}
+inline void mma_m16n8k16_f16(unsigned (&d)[2], const unsigned (&a)[4], const unsigned (&b)[2], const unsigned (&c)[2]) {
+    detail::mma_f16acc<16>(d, a, b, c);
+}
+// cp.async: queued per thread, performed by the wait that completes its group, so a kernel that
+// reads before waiting sees stale shared memory (as it may on the GPU).
+inline void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) { detail::cp_async_push(smem_dst, gmem_src, src_bytes); }
+inline void cp_async_commit() { detail::cp_async_commit_group(); }
+template <int N> inline void cp_async_wait_group() { detail::cp_async_wait(N); }
+inline void cp_async_wait_all() { detail::cp_async_commit_group(); detail::cp_async_wait(0); }
+
+// ---------------------------------------------------------------------------------------------
+// The generic main: gemmlab/cpu.py appends
+//   int main(int argc, char** argv) { return emu::run_main(argc, argv, &KERNEL); }
+// ---------------------------------------------------------------------------------------------
+namespace detail {
+union Arg { void* p; long long i; double f; };
+struct ArgDesc { char kind; Arg value; };   // kind: 'a' array, 'i' integer, 'f' float
+int launch_begin(int argc, char** argv, ArgDesc** args, int* nargs);
+[[noreturn]] void bad_argument(int index, const char* want, char got);
+[[noreturn]] void bad_argument_count(int want, int got);
+void run_grid(void (*entry)(const void*), const void* ctx);
+int launch_end();
+
+template <class T> void check_arg(const ArgDesc& a, int i) {
+    static_assert(std::is_pointer<T>::value || std::is_arithmetic<T>::value,
+                  "the emulator passes only pointers, integers and floats to a kernel");
+    if (std::is_pointer<T>::value && a.kind != 'a') bad_argument(i, "an array", a.kind);
+    if (std::is_integral<T>::value && a.kind != 'i') bad_argument(i, "an integer", a.kind);
+    if (std::is_floating_point<T>::value && a.kind == 'a') bad_argument(i, "a float", a.kind);
+}
+template <class T> T arg_as(const ArgDesc& a) {
+    if constexpr (std::is_pointer<T>::value) return static_cast<T>(a.value.p);
+    else if constexpr (std::is_integral<T>::value) return static_cast<T>(a.value.i);
+    else return static_cast<T>(a.kind == 'i' ? (double)a.value.i : a.value.f);
+}
+template <class... Ts> struct Launch {
+    void (*kernel)(Ts...);
+    const ArgDesc* args;
+    template <size_t... I> void call(std::index_sequence<I...>) const { kernel(arg_as<Ts>(args[I])...); }
+    static void entry(const void* self) {
+        static_cast<const Launch*>(self)->call(std::index_sequence_for<Ts...>{});
+    }
+};
+template <class... Ts, size_t... I> void check_args(const ArgDesc* a, std::index_sequence<I...>) {
+    (check_arg<Ts>(a[I], (int)I), ...);
+}
+}  // namespace detail
+
+template <class... Ts> int run_main(int argc, char** argv, void (*kernel)(Ts...)) {
+    detail::ArgDesc* args;
+    int nargs;
+    if (int rc = detail::launch_begin(argc, argv, &args, &nargs)) return rc;
+    if (nargs != (int)sizeof...(Ts)) detail::bad_argument_count((int)sizeof...(Ts), nargs);
+    detail::check_args<Ts...>(args, std::index_sequence_for<Ts...>{});
+    detail::Launch<Ts...> launch{kernel, args};
+    detail::run_grid(&detail::Launch<Ts...>::entry, &launch);
+    return detail::launch_end();
+}
+}  // namespace emu

@@ -1,0 +1,137 @@
+"""The runtime on the CPU: registry, compile-only analysis, verify(), bad inputs, command line."""
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab import errors, nvrtc, registry
+from gemmlab.__main__ import main as cli
+from gemmlab.check import compare, default_cases, make_inputs
+
+STEP_NAMES = [s.name for s in registry.STEPS]
+
+
+# --- registry -------------------------------------------------------------------------------
+def test_every_step_names_an_existing_file_and_a_known_previous_step():
+    for s in registry.STEPS:
+        assert (gemmlab.source.REPO / s.file).exists(), s.file
+        assert s.previous is None or s.previous in STEP_NAMES
+        assert s.symbol in (gemmlab.source.REPO / s.file).read_text()
+        for p in s.params.values():
+            assert p.default in p.choices
+
+
+def test_defaults_satisfy_their_own_rules():
+    for s in registry.STEPS:
+        assert s.rules(s.resolve({})) == []
+
+
+def test_unknown_parameter_and_impossible_configuration_are_config_errors():
+    with pytest.raises(errors.ConfigError, match="no template parameter"):
+        gemmlab.instance("sgemm/03_smem_tiling", TILE=3)
+    with pytest.raises(errors.ConfigError, match="1024"):
+        gemmlab.instance("sgemm/02_coalesced", BLOCK_X=64, BLOCK_Y=32)
+    with pytest.raises(errors.ConfigError, match="must divide"):
+        gemmlab.instance("hgemm/01_mma_tiling", BLOCK_M=64, WARP_M=128)
+    with pytest.raises(errors.ConfigError, match="no step called"):
+        registry.get("sgemm/99_magic")
+
+
+def test_short_names_resolve():
+    assert registry.get("03_smem_tiling").name == "sgemm/03_smem_tiling"
+
+
+# --- compile-only analysis: every step fits a T4 --------------------------------------------
+@pytest.mark.parametrize("name", STEP_NAMES)
+def test_every_step_compiles_for_sm75_without_spills_within_t4_shared_memory(name):
+    r = gemmlab.instance(name).resources("sm_75")
+    assert r.registers > 0
+    assert not r.spills, r
+    assert r.shared_bytes <= nvrtc.T4_SHARED_LIMIT, r
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_steps_compile_for_newer_archs(arch):
+    for name in STEP_NAMES:
+        assert gemmlab.instance(name).resources(arch).arch == arch
+
+
+def test_sass_shows_the_instructions_the_chapters_talk_about():
+    counts = nvrtc.count_instructions(gemmlab.instance("hgemm/01_mma_tiling").sass("sm_75"), ["HMMA", "LDSM"])
+    assert counts["HMMA"] > 0 and counts["LDSM"] > 0
+    counts = nvrtc.count_instructions(gemmlab.instance("sgemm/03_smem_tiling").sass("sm_75"), ["LDS", "BAR"])
+    assert counts["LDS"] > 0 and counts["BAR"] >= 2
+
+
+def test_compile_error_names_the_kernel_file_and_line():
+    bad = "#include \"common.cuh\"\ntemplate <int BLOCK> __global__ void sgemm_smem_tiling(int M) { int x = ; }\n"
+    with pytest.raises(errors.CompileError, match=r"03_smem_tiling\.cu\(2\)"):
+        gemmlab.instance("sgemm/03_smem_tiling", source=bad).resources("sm_75")
+    assert gemmlab.instance("sgemm/03_smem_tiling").resources("sm_75").registers > 0  # the next one works
+
+
+def test_missing_instruction_is_an_arch_error():
+    src = ("#include \"common.cuh\"\ntemplate <int BLOCK> __global__ void sgemm_smem_tiling(int M) "
+           "{ asm volatile(\"cp.async.wait_all;\"); }\n")
+    with pytest.raises(errors.ArchError, match="sm_80"):
+        gemmlab.instance("sgemm/03_smem_tiling", source=src).resources("sm_75")
+
+
+def test_too_much_static_shared_memory_is_a_config_error():
+    src = ("#include \"common.cuh\"\ntemplate <int BLOCK> __global__ void sgemm_smem_tiling(float* p) "
+           "{ __shared__ float s[20000]; s[threadIdx.x] = 1; p[0] = s[(int)p[1]]; }\n")
+    with pytest.raises(errors.ConfigError, match="static shared memory"):
+        gemmlab.instance("sgemm/03_smem_tiling", source=src).resources("sm_75")
+
+
+def test_ptxas_log_parsing():
+    log = ("ptxas info    : Compiling entry function '_Z1kv' for 'sm_75'\n"
+           "ptxas info    : Function properties for _Z1kv\n"
+           "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 360 bytes cmem[0]\n")
+    r = nvrtc.parse_ptxas_log(log, "_Z1kv", "sm_75")
+    assert (r.registers, r.shared_bytes, r.local_bytes, r.spill_stores, r.spill_loads) == (255, 4096, 8, 4, 12)
+    assert r.spills
+
+
+# --- verify's comparison ----------------------------------------------------------------------
+def test_compare_accepts_rounding_and_rejects_layout_bugs_nan_and_inf():
+    a, b = make_inputs("random", 40, 30, 50, np.float32)
+    exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    assert not compare(exact, a, b, "float32")[0].any()
+    assert compare(exact[::-1].copy(), a, b, "float32")[0].any()  # rows in the wrong order
+    for poison in (np.nan, np.inf):
+        bad = exact.copy()
+        bad[3, 4] = poison
+        mask = compare(bad, a, b, "float32")[0]
+        assert mask[3, 4] and mask.sum() == 1
+
+
+def test_structured_cases_come_first_and_leave_the_tile_grid():
+    cases = default_cases({"BLOCK": 32})
+    assert [c.kind for c in cases[:2]] == ["identity", "ones"]
+    assert any(c.m % 32 and c.n % 32 and c.k % 32 for c in cases)
+    assert (cases[2].m, cases[2].n, cases[2].k) == (1, 1, 1)
+
+
+def test_identity_input_is_exact():
+    a, b = make_inputs("identity", 16, 9, 16, np.float16)
+    assert np.array_equal(a.astype(np.float64) @ b, b.astype(np.float64))
+
+
+# --- command line ---------------------------------------------------------------------------
+def test_cli_steps_and_resources(capsys):
+    assert cli(["steps"]) == 0
+    assert "sgemm/03_smem_tiling" in capsys.readouterr().out
+    assert cli(["resources", "sgemm/03_smem_tiling", "--arch", "sm_75", "--param", "BLOCK=16"]) == 0
+    out = capsys.readouterr().out
+    assert "registers" in out and "fits a T4: yes" in out
+
+
+def test_cli_rejects_a_bad_parameter(capsys):
+    assert cli(["resources", "sgemm/03_smem_tiling", "--param", "BLOCK=64"]) == 1
+    assert "1024" in capsys.readouterr().err
+
+
+def test_bench_without_gpu_returns_recorded_records_only():
+    recs = gemmlab.benchmark(["sgemm/01_naive"], sizes=[1024], verbose=False)
+    assert all(r["source"] == "recorded" for r in recs)
