@@ -39,6 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter (all steps)")
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--no-save", action="store_true")
+    p = sub.add_parser("sweep", help="benchmark a grid of template parameters at one size (GPU)")
+    p.add_argument("step")
+    p.add_argument("--vary", action="append", required=True, metavar="NAME=V1,V2,...")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed template parameter")
+    p.add_argument("--size", type=int, default=4096)
     args = parser.parse_args(argv)
 
     try:
@@ -61,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
             kernels = [step(s, **{k: v for k, v in params.items() if k in registry.get(s).params})
                        for s in args.steps]
             benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
+            return 0
+        if args.command == "sweep":
+            from .bench import sweep
+
+            grid = {}
+            for item in args.vary:
+                name, _, values = item.partition("=")
+                grid[name] = [int(v) for v in values.split(",") if v]
+            sweep(args.step, grid, size=args.size, fixed=_params(args.param))
             return 0
         set_backend(args.backend)
         if args.command == "verify":

@@ -137,3 +137,30 @@ def table(records: list[dict]) -> str:
 
 def dumps(records: list[dict]) -> str:
     return json.dumps(records, indent=1)
+
+
+def sweep(name: str, grid: dict[str, list[int]], size: int = 4096, fixed: dict | None = None,
+          n_repeat: int = 20, save: bool = True, verbose: bool = True) -> list[dict]:
+    """Benchmark every configuration of `grid` (a product of parameter values) at one size.
+
+    Configurations the rules reject, or that fail to compile or launch, are reported and skipped,
+    so a sweep over the whole tile space can be run in one go. Without a GPU: the recorded records.
+    """
+    import itertools
+
+    from .errors import GemmlabError
+
+    step = registry.get(name)
+    if backend() != "gpu":
+        return [r for r in results.load() if r["step"] == step.name and r["m"] == size]
+    records = []
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        params = {**(fixed or {}), **dict(zip(names, values))}
+        try:
+            kernel = make_step(step.name, **params)
+            records += benchmark([kernel], sizes=[size], n_repeat=n_repeat, save=save, verbose=verbose)
+        except GemmlabError as e:
+            if verbose:
+                print(f"skip {params}: {str(e).splitlines()[0]}")
+    return records

@@ -1,0 +1,539 @@
+// runtime.cpp: the emulator's scheduler, context switch and launch driver (compiled once, cached).
+//
+// A launch runs in its own process (gemmlab/cpu.py starts it): blocks are handed out to a few OS
+// threads through an atomic counter; on each OS thread the block's CUDA threads are fibers that
+// switch only at __syncthreads() and warp collectives. Any error prints one line on stderr that
+// starts with "gemmlab-emulator:" and exits with a code from the table below.
+#include "cuda_shim.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+// Exit codes read by gemmlab/cpu.py.
+enum : int { EXIT_BAD_LAUNCH = 81, EXIT_DEADLOCK = 82, EXIT_MEMORY = 83, EXIT_STACK = 84, EXIT_ARITH = 85 };
+
+__thread uint3 threadIdx;
+__thread uint3 blockIdx;
+__thread dim3 blockDim;
+__thread dim3 gridDim;
+
+namespace emu {
+namespace detail {
+
+__thread Fiber* current;
+__thread char* dynamic_smem_base;
+
+namespace {
+
+const size_t kPage = 4096;
+
+[[noreturn]] void fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void fail(int code, const char* fmt, ...) {
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "gemmlab-emulator: %s\n", buf);
+    fflush(stderr);
+    _exit(code);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context switch. x86-64: save the callee-saved registers, MXCSR and the x87 control word on the
+// old stack, swap stack pointers, restore from the new stack. Elsewhere: ucontext (slower).
+// ---------------------------------------------------------------------------------------------
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+extern "C" void emu_switch(void** save_sp, void* load_sp);
+extern "C" void emu_fiber_start();
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+
+    .globl emu_fiber_start
+    .type emu_fiber_start, @function
+emu_fiber_start:
+    callq *%r13
+    ud2
+    .size emu_fiber_start, .-emu_fiber_start
+)");
+
+struct Context { void* sp; };
+
+// A fresh stack whose first switch "returns" into emu_fiber_start, which calls entry().
+void make_context(Fiber* f, Context&, char* stack_lo, size_t size, void (*entry)()) {
+    char* top = stack_lo + size;  // page aligned
+    void** sp = reinterpret_cast<void**>(top - 80);
+    unsigned mxcsr;
+    unsigned short fpucw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    std::memcpy(sp, &mxcsr, 4);
+    std::memcpy(reinterpret_cast<char*>(sp) + 4, &fpucw, 2);
+    sp[1] = nullptr;                                   // r15
+    sp[2] = nullptr;                                   // r14
+    sp[3] = reinterpret_cast<void*>(entry);            // r13
+    sp[4] = nullptr;                                   // r12
+    sp[5] = nullptr;                                   // rbx
+    sp[6] = nullptr;                                   // rbp
+    sp[7] = reinterpret_cast<void*>(&emu_fiber_start); // return address; rsp is then 16-aligned
+    f->sp = sp;
+}
+inline void switch_in(Fiber* f, Context&, Context& sched) { emu_switch(&sched.sp, f->sp); }
+inline void switch_out(Fiber* f, Context&, Context& sched) { emu_switch(&f->sp, sched.sp); }
+#else
+struct Context { ucontext_t uc; };
+void make_context(Fiber*, Context& c, char* stack_lo, size_t size, void (*entry)()) {
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = stack_lo;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+inline void switch_in(Fiber*, Context& c, Context& sched) { swapcontext(&sched.uc, &c.uc); }
+inline void switch_out(Fiber*, Context& c, Context& sched) { swapcontext(&c.uc, &sched.uc); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Launch description (written by gemmlab/cpu.py) and the argument arrays
+// ---------------------------------------------------------------------------------------------
+struct Region {          // one mapping with a PROT_NONE guard page on each side
+    char* lo;            // start of the lower guard page
+    char* start;         // first byte handed to the kernel (16-byte aligned, right-aligned)
+    size_t nbytes;
+    char* hi;            // end of the upper guard page
+};
+
+Region map_region(size_t nbytes, size_t align) {
+    size_t padded = (nbytes + align - 1) / align * align;
+    size_t pages = (padded + kPage - 1) / kPage * kPage;
+    size_t total = pages + 2 * kPage;
+    char* base = static_cast<char*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base == MAP_FAILED) fail(EXIT_BAD_LAUNCH, "cannot map %zu bytes", nbytes);
+    if (pages && mprotect(base + kPage, pages, PROT_READ | PROT_WRITE) != 0)
+        fail(EXIT_BAD_LAUNCH, "cannot map %zu bytes", nbytes);
+    return Region{base, base + kPage + pages - padded, nbytes, base + total};
+}
+
+struct ArrayArg { int arg; long long offset; Region region; };
+
+struct LaunchDesc {
+    dim3 grid, block;
+    size_t smem = 0;
+    std::string data_path;
+    std::vector<ArgDesc> args;
+    std::vector<ArrayArg> arrays;
+    size_t stack_size = 64 * 1024;
+};
+LaunchDesc g_launch;
+void (*g_entry)(const void*);
+const void* g_ctx;
+
+// ---------------------------------------------------------------------------------------------
+// Per-OS-thread state: the fibers of the block it runs
+// ---------------------------------------------------------------------------------------------
+struct Copy { void* dst; const void* src; int bytes; int group; };
+struct AsyncQueue { std::vector<Copy> copies; int open_group = 0; };
+
+struct Worker {
+    int nthreads = 0;
+    std::vector<Fiber> fibers;
+    std::vector<Context> contexts;
+    std::vector<Warp> warps;
+    std::vector<AsyncQueue> async;
+    Context sched;
+    char* stacks = nullptr;
+    size_t stack_stride = 0;   // guard page + stack
+    Region smem{};
+    int bar_arrived = 0, bar_line = 0, exited = 0;
+    bool bar_divergent = false;
+};
+__thread Worker* W;
+
+// Read by the signal handler: where every worker's stacks and arena are.
+const int kMaxWorkers = 256;
+Worker* g_workers[kMaxWorkers];
+
+void fiber_entry() {
+    Fiber* f = current;
+    g_entry(g_ctx);
+    Worker& w = *W;
+    f->state = EXITED;
+    w.exited++;
+    Warp& warp = *f->warp;
+    warp.live--;
+    if (warp.arrived && warp.arrived == warp.live) warp_finish(warp);
+    switch_out(f, w.contexts[f->tid], w.sched);
+    __builtin_unreachable();
+}
+
+std::string thread_list(const std::vector<unsigned>& ids) {
+    // "0-15, 32-47" for runs, at most 8 items then "...".
+    std::string s;
+    size_t items = 0;
+    for (size_t i = 0; i < ids.size();) {
+        size_t j = i;
+        while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+        if (items == 8) { s += ", ..."; break; }
+        if (!s.empty()) s += ", ";
+        s += std::to_string(ids[i]);
+        if (j > i) s += "-" + std::to_string(ids[j]);
+        ++items;
+        i = j + 1;
+    }
+    return s;
+}
+
+[[noreturn]] void report_deadlock() {
+    Worker& w = *W;
+    std::vector<std::pair<int, std::vector<unsigned>>> barrier, warp;  // line -> threads
+    std::vector<unsigned> exited;
+    auto add = [](std::vector<std::pair<int, std::vector<unsigned>>>& groups, int line, unsigned tid) {
+        for (auto& g : groups)
+            if (g.first == line) { g.second.push_back(tid); return; }
+        groups.push_back({line, {tid}});
+    };
+    for (Fiber& f : w.fibers) {
+        if (f.state == AT_BARRIER) add(barrier, f.line, f.tid);
+        else if (f.state == AT_WARP) add(warp, f.line, f.tid);
+        else if (f.state == EXITED) exited.push_back(f.tid);
+    }
+    std::string what = !warp.empty() ? "a warp collective (shuffle, ballot, __syncwarp, ldmatrix, mma) that some lanes never reached"
+                                     : "divergent __syncthreads(): every thread of the block must reach the same barrier";
+    std::string detail;
+    for (auto& g : barrier)
+        detail += "; " + std::to_string(g.second.size()) + " threads wait at __syncthreads() on line " +
+                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    for (auto& g : warp)
+        detail += "; " + std::to_string(g.second.size()) + " threads wait at a warp collective on line " +
+                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    if (!exited.empty())
+        detail += "; " + std::to_string(exited.size()) + " threads have exited (threads " + thread_list(exited) + ")";
+    fail(EXIT_DEADLOCK, "deadlock in block (%u,%u,%u): %s%s", blockIdx.x, blockIdx.y, blockIdx.z, what.c_str(), detail.c_str());
+}
+
+void run_block(uint3 b) {
+    Worker& w = *W;
+    blockIdx = b;
+    w.bar_arrived = 0;
+    w.bar_divergent = false;
+    w.exited = 0;
+    for (Warp& warp : w.warps) {
+        warp.live = warp.nlanes;
+        warp.arrived = 0;
+        warp.arrived_mask = 0;
+    }
+    for (int i = 0; i < w.nthreads; ++i) {
+        Fiber& f = w.fibers[i];
+        f.state = RUNNABLE;
+        w.async[i].copies.clear();
+        w.async[i].open_group = 0;
+        make_context(&f, w.contexts[i], w.stacks + i * w.stack_stride + kPage, w.stack_stride - kPage, &fiber_entry);
+    }
+    for (;;) {
+        bool ran = false;
+        for (int i = 0; i < w.nthreads; ++i) {
+            Fiber* f = &w.fibers[i];
+            if (f->state != RUNNABLE) continue;
+            current = f;
+            threadIdx = f->thread_idx;
+            switch_in(f, w.contexts[i], w.sched);
+            ran = true;
+        }
+        if (w.exited == w.nthreads) return;
+        if (!ran) report_deadlock();
+    }
+}
+
+void setup_worker(Worker& w, int id) {
+    const LaunchDesc& L = g_launch;
+    int n = (int)(L.block.x * L.block.y * L.block.z);
+    w.nthreads = n;
+    w.fibers.assign(n, Fiber{});
+    w.contexts.assign(n, Context{});
+    w.async.assign(n, AsyncQueue{});
+    w.warps.assign((n + 31) / 32, Warp{});
+    for (int i = 0; i < n; ++i) {
+        Fiber& f = w.fibers[i];
+        f.tid = i;
+        f.lane = i % 32;
+        f.thread_idx = uint3{i % L.block.x, i / L.block.x % L.block.y, i / (L.block.x * L.block.y)};
+        Warp& warp = w.warps[i / 32];
+        f.warp = &warp;
+        warp.lanes[f.lane] = &f;
+        warp.nlanes = f.lane + 1;
+    }
+    // One mapping for all stacks; a PROT_NONE page below each stack catches overflows.
+    w.stack_stride = L.stack_size + kPage;
+    size_t total = w.stack_stride * n;
+    w.stacks = static_cast<char*>(mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (w.stacks == MAP_FAILED) fail(EXIT_BAD_LAUNCH, "cannot map stacks for %d threads", n);
+    for (int i = 0; i < n; ++i) mprotect(w.stacks + i * w.stack_stride, kPage, PROT_NONE);
+    w.smem = map_region(L.smem, 128);
+    dynamic_smem_base = w.smem.start;
+    blockDim = L.block;
+    gridDim = L.grid;
+    g_workers[id] = &w;
+}
+
+void install_signal_stack() {
+    // Faults on a fiber stack (overflow) need another stack for the handler.
+    static thread_local std::vector<char> alt(64 * 1024);
+    stack_t ss{};
+    ss.ss_sp = alt.data();
+    ss.ss_size = alt.size();
+    sigaltstack(&ss, nullptr);
+}
+
+void worker_main(int id, std::atomic<long long>* next, long long nblocks) {
+    Worker w;
+    W = &w;
+    install_signal_stack();
+    setup_worker(w, id);
+    const dim3 g = g_launch.grid;
+    for (long long b; (b = next->fetch_add(1)) < nblocks;)
+        run_block(uint3{(unsigned)(b % g.x), (unsigned)(b / g.x % g.y), (unsigned)(b / ((long long)g.x * g.y))});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults: name the array, the thread and the code address (cpu.py turns it into a source line)
+// ---------------------------------------------------------------------------------------------
+void on_fault(int sig, siginfo_t* si, void* ucv) {
+    char* addr = static_cast<char*>(si->si_addr);
+    unsigned long long pc = 0;
+    bool write = false;
+#if defined(__x86_64__)
+    auto* uc = static_cast<ucontext_t*>(ucv);
+    pc = (unsigned long long)uc->uc_mcontext.gregs[REG_RIP];
+    write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+    (void)ucv;
+#endif
+    char where[512];
+    uint3 t = current ? current->thread_idx : uint3{0, 0, 0};
+    snprintf(where, sizeof where, "by thread (%u,%u,%u) of block (%u,%u,%u) [pc=0x%llx]", t.x, t.y, t.z,
+             blockIdx.x, blockIdx.y, blockIdx.z, pc);
+    const char* rw = write ? "write" : "read";
+    if (sig == SIGFPE) fail(EXIT_ARITH, "arithmetic error (integer division by zero?) %s", where);
+    if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (__trap() or a corrupted stack?) %s", where);
+    auto in = [addr](const char* lo, const char* hi) { return addr >= lo && addr < hi; };
+    for (const ArrayArg& a : g_launch.arrays) {
+        const Region& r = a.region;
+        if (in(r.lo, r.start))
+            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes before the start of argument %d (an array of %zu bytes) %s",
+                 rw, r.start - addr, a.arg, r.nbytes, where);
+        if (in(r.start, r.hi))
+            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes past the end of argument %d (an array of %zu bytes) %s",
+                 rw, addr - (r.start + r.nbytes), a.arg, r.nbytes, where);
+    }
+    for (Worker* w : g_workers) {
+        if (!w) continue;
+        if (in(w->smem.lo, w->smem.hi))
+            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes past the end of dynamic shared memory (%zu bytes) %s",
+                 rw, addr - (w->smem.start + w->smem.nbytes), w->smem.nbytes, where);
+        if (in(w->stacks, w->stacks + w->stack_stride * w->nthreads) && (size_t)(addr - w->stacks) % w->stack_stride < kPage)
+            fail(EXIT_STACK, "a thread overflowed its %zu KB stack (large local arrays? set GEMMLAB_CPU_STACK_KB) %s",
+                 g_launch.stack_size / 1024, where);
+    }
+    if ((size_t)addr < 65536)
+        fail(EXIT_MEMORY, "invalid %s at address %p (a null pointer?) %s", rw, (void*)addr, where);
+    fail(EXIT_MEMORY, "invalid %s at address %p (out of bounds of every array) %s", rw, (void*)addr, where);
+}
+
+void install_fault_handlers() {
+    struct sigaction sa{};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Barriers and warp collectives
+// ---------------------------------------------------------------------------------------------
+void syncthreads(int line) {
+    Worker& w = *W;
+    Fiber* f = current;
+    f->line = line;
+    if (w.bar_arrived == 0) w.bar_line = line;
+    else if (line != w.bar_line) w.bar_divergent = true;
+    // Every thread of the block must arrive at the same barrier: an exited thread never does.
+    if (++w.bar_arrived == w.nthreads && !w.bar_divergent) {
+        w.bar_arrived = 0;
+        for (Fiber& o : w.fibers)
+            if (o.state == AT_BARRIER) o.state = RUNNABLE;
+        return;
+    }
+    f->state = AT_BARRIER;
+    switch_out(f, w.contexts[f->tid], w.sched);
+}
+
+void warp_wait(Fiber* f) {
+    f->state = AT_WARP;
+    switch_out(f, W->contexts[f->tid], W->sched);
+}
+
+void warp_finish(Warp& w) {
+    w.complete(w);
+    for (unsigned l = 0; l < w.nlanes; ++l)
+        if ((w.arrived_mask >> l & 1u) && w.lanes[l]->state == AT_WARP) w.lanes[l]->state = RUNNABLE;
+    w.arrived = 0;
+    w.arrived_mask = 0;
+}
+
+void warp_mismatch(Warp& w, int line) {
+    fail(EXIT_DEADLOCK, "block (%u,%u,%u), warp %u: lanes reached different warp collectives at once (lines %d and %d): "
+         "every lane of a warp must execute the same shuffle / ballot / ldmatrix / mma",
+         blockIdx.x, blockIdx.y, blockIdx.z, current->tid / 32, w.line, line);
+}
+
+// ---------------------------------------------------------------------------------------------
+// cp.async: per-thread queue of copies; a wait performs the copies of every completed group
+// ---------------------------------------------------------------------------------------------
+void cp_async_push(void* dst, const void* src, int src_bytes) {
+    if (src_bytes < 0 || src_bytes > 16)
+        fail(EXIT_BAD_LAUNCH, "cp_async_16 with src_bytes = %d (must be 0..16) by thread %u", src_bytes, current->tid);
+    AsyncQueue& q = W->async[current->tid];
+    q.copies.push_back(Copy{dst, src, src_bytes, q.open_group});
+}
+
+void cp_async_commit_group() { W->async[current->tid].open_group++; }
+
+void cp_async_wait(int pending_groups) {
+    AsyncQueue& q = W->async[current->tid];
+    int done_below = q.open_group - pending_groups;  // groups older than this are complete
+    size_t n = 0;
+    for (; n < q.copies.size() && q.copies[n].group < done_below; ++n) {
+        Copy& c = q.copies[n];
+        std::memcpy(c.dst, c.src, c.bytes);
+        std::memset(static_cast<char*>(c.dst) + c.bytes, 0, 16 - c.bytes);
+    }
+    q.copies.erase(q.copies.begin(), q.copies.begin() + n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch driver
+// ---------------------------------------------------------------------------------------------
+void bad_argument(int index, const char* want, char got) {
+    const char* g = got == 'a' ? "an array" : got == 'i' ? "an integer" : "a float";
+    fail(EXIT_BAD_LAUNCH, "argument %d: the kernel expects %s but the launch passed %s", index, want, g);
+}
+
+void bad_argument_count(int want, int got) {
+    fail(EXIT_BAD_LAUNCH, "the kernel takes %d arguments but the launch passed %d", want, got);
+}
+
+int launch_begin(int argc, char** argv, ArgDesc** args, int* nargs) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s LAUNCH_FILE (written by gemmlab/cpu.py)\n", argv[0]);
+        return EXIT_BAD_LAUNCH;
+    }
+    FILE* in = fopen(argv[1], "r");
+    if (!in) fail(EXIT_BAD_LAUNCH, "cannot read the launch description %s", argv[1]);
+    LaunchDesc& L = g_launch;
+    char path[4096];
+    int n = 0;
+    if (fscanf(in, " grid %u %u %u block %u %u %u smem %zu data %4095s nargs %d", &L.grid.x, &L.grid.y, &L.grid.z,
+               &L.block.x, &L.block.y, &L.block.z, &L.smem, path, &n) != 9)
+        fail(EXIT_BAD_LAUNCH, "malformed launch description %s", argv[1]);
+    L.data_path = path;
+    if (const char* kb = getenv("GEMMLAB_CPU_STACK_KB")) L.stack_size = (size_t)std::max(16L, atol(kb)) * 1024;
+    for (int i = 0; i < n; ++i) {
+        ArgDesc a{};
+        char kind;
+        if (fscanf(in, " %c", &kind) != 1) fail(EXIT_BAD_LAUNCH, "malformed argument %d", i);
+        a.kind = kind;
+        if (kind == 'a') {
+            long long offset, nbytes;
+            if (fscanf(in, "%lld %lld", &offset, &nbytes) != 2) fail(EXIT_BAD_LAUNCH, "malformed argument %d", i);
+            L.arrays.push_back(ArrayArg{i, offset, map_region((size_t)nbytes, 16)});
+            a.value.p = L.arrays.back().region.start;
+        } else if (kind == 'i') {
+            if (fscanf(in, "%lld", &a.value.i) != 1) fail(EXIT_BAD_LAUNCH, "malformed argument %d", i);
+        } else if (kind == 'f') {
+            if (fscanf(in, "%lf", &a.value.f) != 1) fail(EXIT_BAD_LAUNCH, "malformed argument %d", i);
+        } else {
+            fail(EXIT_BAD_LAUNCH, "unknown argument kind '%c'", kind);
+        }
+        L.args.push_back(a);
+    }
+    fclose(in);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) fail(EXIT_BAD_LAUNCH, "cannot read the array data %s", path);
+    for (const ArrayArg& a : L.arrays)
+        if (pread(fd, a.region.start, a.region.nbytes, a.offset) != (ssize_t)a.region.nbytes)
+            fail(EXIT_BAD_LAUNCH, "short read of argument %d from %s", a.arg, path);
+    close(fd);
+    *args = L.args.data();
+    *nargs = n;
+    return 0;
+}
+
+void run_grid(void (*entry)(const void*), const void* ctx) {
+    g_entry = entry;
+    g_ctx = ctx;
+    install_fault_handlers();
+    const LaunchDesc& L = g_launch;
+    long long nblocks = (long long)L.grid.x * L.grid.y * L.grid.z;
+    int nthreads = (int)std::max(1u, std::thread::hardware_concurrency());
+    if (const char* cap = getenv("GEMMLAB_CPU_THREADS")) nthreads = std::min(nthreads, std::max(1, atoi(cap)));
+    nthreads = (int)std::min<long long>(std::min(nthreads, kMaxWorkers), nblocks);
+    std::atomic<long long> next{0};
+    std::vector<std::thread> pool;
+    for (int i = 1; i < nthreads; ++i) pool.emplace_back(worker_main, i, &next, nblocks);
+    worker_main(0, &next, nblocks);
+    for (std::thread& t : pool) t.join();
+}
+
+int launch_end() {
+    const LaunchDesc& L = g_launch;
+    fflush(stdout);
+    int fd = open(L.data_path.c_str(), O_WRONLY);
+    if (fd < 0) fail(EXIT_BAD_LAUNCH, "cannot write the array data %s", L.data_path.c_str());
+    for (const ArrayArg& a : L.arrays)
+        if (pwrite(fd, a.region.start, a.region.nbytes, a.offset) != (ssize_t)a.region.nbytes)
+            fail(EXIT_BAD_LAUNCH, "short write of argument %d to %s", a.arg, L.data_path.c_str());
+    close(fd);
+    return 0;
+}
+
+}  // namespace detail
+}  // namespace emu
