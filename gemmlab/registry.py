@@ -103,16 +103,20 @@ def _divides(a: str, b: str, why: str = ""):
 
 
 def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int):
+    """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans)."""
     def rule(p: dict) -> list[str]:
         out = []
         for tile, warp in (("BLOCK_M", "WARP_M"), ("BLOCK_N", "WARP_N")):
             if p[tile] % p[warp]:
                 out.append(f"{warp}={p[warp]} must divide {tile}={p[tile]} (whole warp tiles per block tile)")
         if p["WARP_M"] % mma_m or p["WARP_N"] % mma_n:
-            out.append(f"the warp tile {p['WARP_M']}x{p['WARP_N']} must be a multiple of the "
-                       f"{mma_m}x{mma_n} mma tile")
+            out.append(f"the warp tile {p['WARP_M']}x{p['WARP_N']} must be a multiple of "
+                       f"{mma_m}x{mma_n} (one ldmatrix.x4 loads 16 rows of A and 16 columns of B)")
+        if p["WARP_M"] * p["WARP_N"] > 64 * 64:
+            out.append(f"a {p['WARP_M']}x{p['WARP_N']} warp tile holds {p['WARP_M'] * p['WARP_N'] // 32} fp32 "
+                       "accumulators per thread, more than the 255 registers a thread has (limit 64x64)")
         if p["BLOCK_K"] % mma_k:
-            out.append(f"BLOCK_K={p['BLOCK_K']} must be a multiple of the mma's k={mma_k}")
+            out.append(f"BLOCK_K={p['BLOCK_K']} must be a multiple of {mma_k} (one ldmatrix.x4 covers k=16)")
         warps = (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
         if warps * 32 > 1024:
             out.append(f"{warps} warps = {warps * 32} threads exceed the limit of 1024 per block")
@@ -155,11 +159,11 @@ STEPS: list[Step] = [
          rules=_threads_rule(lambda p: p["BLOCK"] ** 2)),
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling",
          {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
-          "BLOCK_K": Param(32, (8, 16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
-          "WARP_N": Param(64, (8, 16, 32, 64, 128))},
+          "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
+          "WARP_N": Param(64, (16, 32, 64, 128))},
          _mma_geometry, chapter=7, dtype="float16", min_arch=75,
          summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
-         rules=_mma_tiling_rules(16, 8, 8)),
+         rules=_mma_tiling_rules(16, 16, 16)),
 ]
 
 _BY_NAME = {s.name: s for s in STEPS}
