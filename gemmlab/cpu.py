@@ -245,9 +245,11 @@ def _launch_error(module: CpuModule, rc: int, stderr: str, args: list) -> Except
     msg = ours[0] if ours else other
 
     def describe_array(m: re.Match) -> str:
-        a = args[int(m.group(1))]
-        return f"argument {m.group(1)} ({a.dtype} array of shape {a.shape})"
-    msg = re.sub(r"argument (\d+) \(an array of \d+ bytes\)", describe_array, msg)
+        offset, i = int(m.group(1)), int(m.group(2))
+        a = args[i]
+        return (f"at element {offset // a.itemsize} of argument {i} ({a.dtype} array of shape {a.shape}, "
+                f"valid elements 0..{a.size - 1})")
+    msg = re.sub(r"at byte offset (-?\d+) of argument (\d+) \(an array of \d+ bytes\)", describe_array, msg)
     pc = re.search(r" \[pc=(0x[0-9a-f]+)\]", msg)
     if pc:
         line = _source_line(module, pc.group(1))

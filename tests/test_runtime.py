@@ -133,5 +133,9 @@ def test_cli_rejects_a_bad_parameter(capsys):
 
 
 def test_bench_without_gpu_returns_recorded_records_only():
-    recs = gemmlab.benchmark(["sgemm/01_naive"], sizes=[1024], verbose=False)
-    assert all(r["source"] == "recorded" for r in recs)
+    gemmlab.set_backend("cpu")  # as on a machine with no GPU
+    try:
+        recs = gemmlab.benchmark(["sgemm/01_naive"], sizes=[1024], verbose=False)
+    finally:
+        gemmlab.set_backend(None)
+    assert all(r["source"] == "recorded" and r["step"] == "sgemm/01_naive" and r["m"] == 1024 for r in recs)

@@ -355,18 +355,15 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
     auto in = [addr](const char* lo, const char* hi) { return addr >= lo && addr < hi; };
     for (const ArrayArg& a : g_launch.arrays) {
         const Region& r = a.region;
-        if (in(r.lo, r.start))
-            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes before the start of argument %d (an array of %zu bytes) %s",
-                 rw, r.start - addr, a.arg, r.nbytes, where);
-        if (in(r.start, r.hi))
-            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes past the end of argument %d (an array of %zu bytes) %s",
-                 rw, addr - (r.start + r.nbytes), a.arg, r.nbytes, where);
+        if (in(r.lo, r.hi))
+            fail(EXIT_MEMORY, "out-of-bounds %s at byte offset %td of argument %d (an array of %zu bytes) %s",
+                 rw, addr - r.start, a.arg, r.nbytes, where);
     }
     for (Worker* w : g_workers) {
         if (!w) continue;
         if (in(w->smem.lo, w->smem.hi))
-            fail(EXIT_MEMORY, "out-of-bounds %s: %td bytes past the end of dynamic shared memory (%zu bytes) %s",
-                 rw, addr - (w->smem.start + w->smem.nbytes), w->smem.nbytes, where);
+            fail(EXIT_MEMORY, "out-of-bounds %s at byte offset %td of dynamic shared memory (%zu bytes) %s",
+                 rw, addr - w->smem.start, w->smem.nbytes, where);
         if (in(w->stacks, w->stacks + w->stack_stride * w->nthreads) && (size_t)(addr - w->stacks) % w->stack_stride < kPage)
             fail(EXIT_STACK, "a thread overflowed its %zu KB stack (large local arrays? set GEMMLAB_CPU_STACK_KB) %s",
                  g_launch.stack_size / 1024, where);
