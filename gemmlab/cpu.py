@@ -5,6 +5,7 @@ dead notebook. See gemmlab/emulator/cuda_shim.h for how CUDA threads become fibe
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -13,19 +14,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gemmlab.errors import CompileError, ConfigError, InputError, KernelError
+from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, KernelError
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 SHIM = EMULATOR_DIR / "cuda_shim.h"
 RUNTIME = EMULATOR_DIR / "runtime.cpp"
 CXX = "g++"
 BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing", "-Wno-unknown-pragmas",
-              "-g1", "-fno-pie"]  # -g1: line tables so a fault can name its source line
+              "-g1", "-fno-pie", "-fstack-clash-protection"]
+# -g1: line tables, so a fault names its source line; stack-clash protection probes every page of a
+# large frame, so a thread that outgrows its stack hits the guard page instead of its neighbour's.
 LINK_FLAGS = ["-no-pie", "-pthread"]
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -53,6 +57,7 @@ def _cache_dir() -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_flags() -> list[str]:
     """Hardware FMA and fp16 conversions when this CPU has them; contract a*b+c as nvcc does."""
     try:
@@ -76,16 +81,23 @@ def _digest(*parts: str | bytes) -> str:
 
 
 def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, "LC_ALL": "C"}  # plain ASCII quotes in the diagnostics
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
+def _emulator_sources() -> bytes:
+    """Every header and source of the emulator: part of every cache key."""
+    return b"".join(p.name.encode() + p.read_bytes() for p in sorted(EMULATOR_DIR.iterdir())
+                    if p.suffix in (".h", ".cpp"))
 
 
 def _runtime_object() -> Path:
     """The scheduler and launch driver, compiled once per shim version."""
     flags = _flags()
-    key = _digest(SHIM.read_bytes(), RUNTIME.read_bytes(), " ".join(flags))
+    key = _digest(_emulator_sources(), " ".join(flags))
     obj = _cache_dir() / f"runtime-{key}.o"
     if not obj.exists():
-        tmp = obj.with_suffix(f".{os.getpid()}.tmp")
+        tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(RUNTIME), "-o", str(tmp)])
         if r.returncode != 0:
             raise CompileError(f"the CPU emulator's runtime did not compile (a bug in gemmlab):\n{r.stderr}")
@@ -97,11 +109,17 @@ _ATTRIBUTE = r"(?:__align__|alignas|__attribute__)\s*\((?:[^()]|\((?:[^()]|\([^(
 _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?P<decl>[^;\[]*?)\s*(?P<name>\w+)\s*\[\s*\]\s*;")
 
 
-def rewrite_extern_shared(source: str) -> str:
-    """`extern __shared__ <attrs> T name[];` -> a pointer to the block's dynamic shared memory arena.
+_STATIC_SHARED = re.compile(r"\bstatic(\s+)__shared__")
 
-    Newlines inside the declaration are kept, so g++'s line numbers still match the kernel text.
+
+def rewrite_extern_shared(source: str) -> str:
+    """`extern __shared__ <attrs> T name[];` -> a pointer to the block's dynamic shared memory arena,
+    and `static __shared__` -> `__shared__` (the shim's `__shared__` is already `static thread_local`).
+
+    Newlines inside a declaration are kept, so g++'s line numbers still match the kernel text.
     """
+    source = _STATIC_SHARED.sub(lambda m: "\n" * m.group(1).count("\n") + "__shared__", source)
+
     def replace(m: re.Match) -> str:
         elem = " ".join(re.sub(_ATTRIBUTE, " ", m.group("decl")).split())
         if not elem:
@@ -115,19 +133,18 @@ def rewrite_extern_shared(source: str) -> str:
 def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModule:
     """Compile `source` (common.cuh already inlined) for the emulator; cached by content on disk."""
     if not available():
-        from gemmlab.errors import BackendError
         raise BackendError(f"the CPU emulator needs {CXX}; install it (apt-get install g++) or use a GPU")
-    text = (rewrite_extern_shared(source)
-            + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n")
+    kernel = rewrite_extern_shared(source)
+    text = kernel + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n"
     runtime = _runtime_object()
     flags = _flags()
-    key = _digest(SHIM.read_bytes(), RUNTIME.read_bytes(), text, name_expression, " ".join(flags))
+    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags))
     cache = _cache_dir()
     exe = cache / f"{key}.bin"
     if not exe.exists():
         src = cache / f"{key}.cu"
         src.write_text(text)
-        tmp = cache / f"{key}.{os.getpid()}.tmp"
+        tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
                            "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
         if r.returncode != 0:
@@ -135,13 +152,17 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
             lines = log.splitlines()
             if len(lines) > 60:
                 lines = lines[:60] + [f"... ({len(lines) - 60} more lines)"]
+            main_line = kernel.count("\n") + 2
+            if f"{label}:{main_line}:" in log:
+                lines.append(f"(line {main_line} is the emulator's entry point: is `{name_expression}` the kernel's "
+                             f"name with all its template arguments?)")
             raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
         os.replace(tmp, exe)
     return CpuModule(label=label, name_expression=name_expression, executable=exe)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else ()
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
         raise ConfigError(f"{what} must be 1 to 3 integers, got {value!r}")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
@@ -201,9 +222,9 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
                 f.write(memoryview(a).cast("B") if a.nbytes else b"")
         desc = Path(tmp) / "launch.txt"
         desc.write_text(f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
-                        f"data {data}\nnargs {len(args)}\n" + "\n".join(lines) + "\n")
+                        f"nargs {len(args)}\n" + "\n".join(lines) + "\n")
         try:
-            r = subprocess.run([str(module.executable), str(desc)], capture_output=True, timeout=timeout)
+            r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             _forward(e.stdout)
             raise KernelError(f"{module.label}: did not finish in {timeout:g} s: an infinite loop or a barrier "
@@ -268,6 +289,7 @@ def _launch_error(module: CpuModule, rc: int, stderr: str, args: list) -> Except
             name = signal.Signals(-rc).name
         except ValueError:
             name = f"signal {-rc}"
-        hint = " (a failed assert?)" if -rc == signal.SIGABRT else ""
+        hint = {signal.SIGABRT: " (a failed assert?)", signal.SIGSEGV: " (an out-of-bounds access?)",
+                signal.SIGBUS: " (an out-of-bounds access?)"}.get(-rc, "")
         return KernelError(f"{label}: the kernel crashed with {name}{hint}" + (f":\n{other}" if other else ""))
     return KernelError(f"{label}: the emulator exited with code {rc}" + (f":\n{stderr.strip()}" if stderr.strip() else ""))

@@ -96,10 +96,18 @@ inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)p; }
 
 // Blocks run in parallel on several OS threads: atomics must be real atomics.
 template <class T> inline T atomicAdd(T* p, T v) {
-    if constexpr (std::is_floating_point<T>::value) {
-        T old = __atomic_load_n(p, __ATOMIC_RELAXED);
-        while (!__atomic_compare_exchange_n(p, &old, old + v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
-        return old;
+    if constexpr (std::is_floating_point<T>::value) {  // compare-and-swap on the bit pattern
+        using Bits = typename std::conditional<sizeof(T) == 4, unsigned, unsigned long long>::type;
+        Bits* q = reinterpret_cast<Bits*>(p);
+        Bits old = __atomic_load_n(q, __ATOMIC_RELAXED), next;
+        T f;
+        do {
+            std::memcpy(&f, &old, sizeof f);
+            f += v;
+            std::memcpy(&next, &f, sizeof f);
+        } while (!__atomic_compare_exchange_n(q, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+        std::memcpy(&f, &old, sizeof f);
+        return f;
     } else {
         return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
     }
@@ -186,9 +194,9 @@ struct Fiber {
 struct Warp {
     Fiber* lanes[32];
     unsigned nlanes;         // 32, or fewer in the last warp of a block such as 48 threads
-    unsigned live;           // lanes that have not exited
-    unsigned arrived;        // lanes waiting at the current collective
-    unsigned arrived_mask;
+    unsigned live_mask;      // lanes that have not exited
+    unsigned arrived_mask;   // lanes waiting at the current collective
+    unsigned wait_mask;      // lanes the current collective waits for (its mask argument)
     void (*complete)(Warp&); // computes the current collective for all arrived lanes
     const void* fn;
     int line;
@@ -199,7 +207,7 @@ extern __thread char* dynamic_smem_base;
 
 void syncthreads(int line);
 void warp_wait(Fiber* f);                          // switch away until the collective completes
-void warp_finish(Warp& w);                         // run w.complete, wake the waiting lanes
+void warp_finish(Warp& w);                         // run w.complete, wake the lanes waiting on w
 [[noreturn]] void warp_mismatch(Warp& w, int line);
 void cp_async_push(void* dst, const void* src, int src_bytes);
 void cp_async_commit_group();
@@ -221,11 +229,12 @@ void complete_collective(Warp& w) {
 inline unsigned lane_id() { return detail::current->lane; }
 inline void* dynamic_smem() { return detail::dynamic_smem_base; }
 
-// Every lane of the calling warp deposits `in`; once every lane that has not exited arrived,
-// fn(ins, outs) (arrays indexed by lane, 32 long; zero for absent lanes) runs once, in the last
-// lane to arrive, and each lane gets outs[lane]. fn must not capture per-lane values.
+// Every lane of the calling warp in `mask` deposits `in`; once every such lane that has not
+// exited arrived, fn(ins, outs) (arrays indexed by lane, 32 long; zero for absent lanes) runs
+// once, in the last lane to arrive, and each lane gets outs[lane]. fn must not capture per-lane
+// values. All lanes of a warp must call the same collective with the same mask.
 template <class In, class Out, class Fn>
-Out warp_collective(const In& in, Fn fn, int line = __builtin_LINE()) {
+Out warp_collective_masked(unsigned mask, const In& in, Fn fn, int line) {
     using namespace detail;
     Fiber* f = current;
     Warp& w = *f->warp;
@@ -234,20 +243,27 @@ Out warp_collective(const In& in, Fn fn, int line = __builtin_LINE()) {
     f->out = &out;
     f->line = line;
     void (*complete)(Warp&) = &complete_collective<In, Out, Fn>;
-    if (w.arrived == 0) {
+    // A collective of other lanes (a disjoint mask) is pending: wait until it completes.
+    while (w.arrived_mask && !(w.wait_mask >> f->lane & 1u)) warp_wait(f);
+    if (w.arrived_mask == 0) {
         w.complete = complete;
         w.fn = &fn;
         w.line = line;
+        w.wait_mask = mask | 1u << f->lane;
     } else if (w.complete != complete) {
         warp_mismatch(w, line);
     }
-    w.arrived++;
     w.arrived_mask |= 1u << f->lane;
-    if (w.arrived == w.live)
+    if ((w.arrived_mask & w.live_mask) == (w.wait_mask & w.live_mask))
         warp_finish(w);
     else
         warp_wait(f);
     return out;
+}
+
+template <class In, class Out, class Fn>
+Out warp_collective(const In& in, Fn fn, int line = __builtin_LINE()) {
+    return warp_collective_masked<In, Out>(0xffffffffu, in, fn, line);
 }
 
 }  // namespace emu
@@ -255,18 +271,17 @@ Out warp_collective(const In& in, Fn fn, int line = __builtin_LINE()) {
 inline void __syncthreads(int line = __builtin_LINE()) { emu::detail::syncthreads(line); }
 
 // ---------------------------------------------------------------------------------------------
-// Warp intrinsics, all built on warp_collective. `mask` only filters ballot/any/all: the
-// emulator waits for every live lane of the warp, as a full-warp mask does on the GPU.
+// Warp intrinsics, all built on warp_collective: each waits for the live lanes in its mask.
 // ---------------------------------------------------------------------------------------------
 namespace emu {
 namespace detail {
 template <class T> struct ShflIn { T v; int src; int present; };
 struct PredIn { int pred; int present; };
 struct Nothing { int present; };
-template <class T> inline T shfl_with(const T& v, int src, int line) {
+template <class T> inline T shfl_with(unsigned mask, const T& v, int src, int line) {
     // src < 0 or an absent source lane: the lane keeps its own value.
     ShflIn<T> in{v, src, 1};
-    return warp_collective<ShflIn<T>, T>(in, [](const ShflIn<T>* ins, T* outs) {
+    return warp_collective_masked<ShflIn<T>, T>(mask, in, [](const ShflIn<T>* ins, T* outs) {
         for (int l = 0; l < 32; ++l) {
             int s = ins[l].src;
             outs[l] = (s >= 0 && s < 32 && ins[s].present) ? ins[s].v : ins[l].v;
@@ -277,47 +292,41 @@ template <class T> inline T shfl_with(const T& v, int src, int line) {
 }  // namespace emu
 
 inline void __syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
-    (void)mask;
     emu::detail::Nothing in{1};
-    emu::warp_collective<emu::detail::Nothing, int>(in, [](const emu::detail::Nothing*, int*) {}, line);
+    emu::warp_collective_masked<emu::detail::Nothing, int>(mask, in, [](const emu::detail::Nothing*, int*) {}, line);
 }
-template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32, int line = __builtin_LINE()) {
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32, int line = __builtin_LINE()) {
     int lane = (int)emu::lane_id();
-    return emu::detail::shfl_with(v, (lane & ~(width - 1)) + (src & (width - 1)), line);
+    return emu::detail::shfl_with(mask, v, (lane & ~(width - 1)) + (src & (width - 1)), line);
 }
-template <class T> inline T __shfl_xor_sync(unsigned, T v, int m, int width = 32, int line = __builtin_LINE()) {
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32, int line = __builtin_LINE()) {
     int lane = (int)emu::lane_id();
     int src = lane ^ m;
-    return emu::detail::shfl_with(v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1, line);
+    return emu::detail::shfl_with(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1, line);
 }
-template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
     int lane = (int)emu::lane_id();
-    return emu::detail::shfl_with(v, (lane & (width - 1)) + (int)d < width ? lane + (int)d : -1, line);
+    return emu::detail::shfl_with(mask, v, (lane & (width - 1)) + (int)d < width ? lane + (int)d : -1, line);
 }
-template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32, int line = __builtin_LINE()) {
     int lane = (int)emu::lane_id();
-    return emu::detail::shfl_with(v, (lane & (width - 1)) >= (int)d ? lane - (int)d : -1, line);
+    return emu::detail::shfl_with(mask, v, (lane & (width - 1)) >= (int)d ? lane - (int)d : -1, line);
 }
 inline unsigned __ballot_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
     emu::detail::PredIn in{pred != 0, 1};
-    return mask & emu::warp_collective<emu::detail::PredIn, unsigned>(in, [](const emu::detail::PredIn* ins, unsigned* outs) {
+    return mask & emu::warp_collective_masked<emu::detail::PredIn, unsigned>(mask, in, [](const emu::detail::PredIn* ins, unsigned* outs) {
         unsigned b = 0;
         for (int l = 0; l < 32; ++l) b |= (unsigned)ins[l].pred << l;
         for (int l = 0; l < 32; ++l) outs[l] = b;
     }, line);
 }
-inline unsigned __activemask() {
-    const emu::detail::Warp& w = *emu::detail::current->warp;
-    unsigned m = 0;
-    for (unsigned l = 0; l < w.nlanes; ++l) m |= (unsigned)(w.lanes[l]->state != emu::detail::EXITED) << l;
-    return m;
-}
+inline unsigned __activemask() { return emu::detail::current->warp->live_mask; }
 inline int __any_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
     return (__ballot_sync(mask, pred, line) & mask) != 0;
 }
 inline int __all_sync(unsigned mask, int pred, int line = __builtin_LINE()) {
     emu::detail::PredIn in{pred != 0, 1};
-    unsigned present = emu::warp_collective<emu::detail::PredIn, unsigned>(in, [](const emu::detail::PredIn* ins, unsigned* outs) {
+    unsigned present = emu::warp_collective_masked<emu::detail::PredIn, unsigned>(mask, in, [](const emu::detail::PredIn* ins, unsigned* outs) {
         unsigned p = 0, t = 0;
         for (int l = 0; l < 32; ++l) { p |= (unsigned)ins[l].present << l; t |= (unsigned)ins[l].pred << l; }
         for (int l = 0; l < 32; ++l) outs[l] = p & ~t;   // present lanes whose predicate is false

@@ -197,8 +197,9 @@ void fiber_entry() {
     f->state = EXITED;
     w.exited++;
     Warp& warp = *f->warp;
-    warp.live--;
-    if (warp.arrived && warp.arrived == warp.live) warp_finish(warp);
+    warp.live_mask &= ~(1u << f->lane);
+    if (warp.arrived_mask && (warp.arrived_mask & warp.live_mask) == (warp.wait_mask & warp.live_mask))
+        warp_finish(warp);
     switch_out(f, w.contexts[f->tid], w.sched);
     __builtin_unreachable();
 }
@@ -255,8 +256,7 @@ void run_block(uint3 b) {
     w.bar_divergent = false;
     w.exited = 0;
     for (Warp& warp : w.warps) {
-        warp.live = warp.nlanes;
-        warp.arrived = 0;
+        warp.live_mask = warp.nlanes == 32 ? 0xffffffffu : (1u << warp.nlanes) - 1;
         warp.arrived_mask = 0;
     }
     for (int i = 0; i < w.nthreads; ++i) {
@@ -337,10 +337,12 @@ void worker_main(int id, std::atomic<long long>* next, long long nblocks) {
 void on_fault(int sig, siginfo_t* si, void* ucv) {
     char* addr = static_cast<char*>(si->si_addr);
     unsigned long long pc = 0;
+    char* sp = nullptr;
     bool write = false;
 #if defined(__x86_64__)
     auto* uc = static_cast<ucontext_t*>(ucv);
     pc = (unsigned long long)uc->uc_mcontext.gregs[REG_RIP];
+    sp = reinterpret_cast<char*>(uc->uc_mcontext.gregs[REG_RSP]);
     write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
 #else
     (void)ucv;
@@ -353,6 +355,10 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
     if (sig == SIGFPE) fail(EXIT_ARITH, "arithmetic error (integer division by zero?) %s", where);
     if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (__trap() or a corrupted stack?) %s", where);
     auto in = [addr](const char* lo, const char* hi) { return addr >= lo && addr < hi; };
+    // A frame larger than the stack moves the stack pointer below the fiber's stack.
+    if (current && W && sp && sp < W->stacks + current->tid * W->stack_stride + kPage)
+        fail(EXIT_STACK, "a thread overflowed its %zu KB stack (large local arrays? set GEMMLAB_CPU_STACK_KB) %s",
+             g_launch.stack_size / 1024, where);
     for (const ArrayArg& a : g_launch.arrays) {
         const Region& r = a.region;
         if (in(r.lo, r.hi))
@@ -369,8 +375,8 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
                  g_launch.stack_size / 1024, where);
     }
     if ((size_t)addr < 65536)
-        fail(EXIT_MEMORY, "invalid %s at address %p (a null pointer?) %s", rw, (void*)addr, where);
-    fail(EXIT_MEMORY, "invalid %s at address %p (out of bounds of every array) %s", rw, (void*)addr, where);
+        fail(EXIT_MEMORY, "out-of-bounds %s at address %p (a null pointer?) %s", rw, (void*)addr, where);
+    fail(EXIT_MEMORY, "out-of-bounds %s at address %p (outside every array) %s", rw, (void*)addr, where);
 }
 
 void install_fault_handlers() {
@@ -411,8 +417,7 @@ void warp_wait(Fiber* f) {
 void warp_finish(Warp& w) {
     w.complete(w);
     for (unsigned l = 0; l < w.nlanes; ++l)
-        if ((w.arrived_mask >> l & 1u) && w.lanes[l]->state == AT_WARP) w.lanes[l]->state = RUNNABLE;
-    w.arrived = 0;
+        if (w.lanes[l]->state == AT_WARP) w.lanes[l]->state = RUNNABLE;  // arrived, or queued behind it
     w.arrived_mask = 0;
 }
 
@@ -459,18 +464,18 @@ void bad_argument_count(int want, int got) {
 }
 
 int launch_begin(int argc, char** argv, ArgDesc** args, int* nargs) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s LAUNCH_FILE (written by gemmlab/cpu.py)\n", argv[0]);
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s LAUNCH_FILE ARRAY_FILE (written by gemmlab/cpu.py)\n", argv[0]);
         return EXIT_BAD_LAUNCH;
     }
     FILE* in = fopen(argv[1], "r");
     if (!in) fail(EXIT_BAD_LAUNCH, "cannot read the launch description %s", argv[1]);
     LaunchDesc& L = g_launch;
-    char path[4096];
     int n = 0;
-    if (fscanf(in, " grid %u %u %u block %u %u %u smem %zu data %4095s nargs %d", &L.grid.x, &L.grid.y, &L.grid.z,
-               &L.block.x, &L.block.y, &L.block.z, &L.smem, path, &n) != 9)
+    if (fscanf(in, " grid %u %u %u block %u %u %u smem %zu nargs %d", &L.grid.x, &L.grid.y, &L.grid.z,
+               &L.block.x, &L.block.y, &L.block.z, &L.smem, &n) != 8)
         fail(EXIT_BAD_LAUNCH, "malformed launch description %s", argv[1]);
+    const char* path = argv[2];
     L.data_path = path;
     if (const char* kb = getenv("GEMMLAB_CPU_STACK_KB")) L.stack_size = (size_t)std::max(16L, atol(kb)) * 1024;
     for (int i = 0; i < n; ++i) {
