@@ -93,7 +93,8 @@ def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> t
     want = a64 @ b64
     k = a.shape[1]
     bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
-    bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + 1e-30
+    # output rounding: relative for normal numbers, one subnormal step near zero
+    bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + float(np.finfo(got.dtype).smallest_subnormal)
     err = np.abs(got.astype(np.float64) - want)
     ratio = err / bound
     bad = ~(err <= bound)  # NaN compares False, so NaN and Inf count as bad
