@@ -1,4 +1,4 @@
-"""Command line: python -m gemmlab steps | verify | bench | resources | sass."""
+"""Command line: python -m gemmlab steps | verify | bench | resources | sass | counters."""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--backend", choices=["cpu", "gpu"])
         if name != "verify":
             p.add_argument("--arch", default="sm_75", help="sm_75 (T4), sm_80, sm_90 ...")
+    p = sub.add_parser("counters", help="global sectors and shared wavefronts per request (CPU emulator)")
+    p.add_argument("step")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter")
+    p.add_argument("--size", type=int, nargs=3, metavar=("M", "N", "K"), default=[256, 256, 256])
+    p.add_argument("--blocks", type=int, default=4, help="blocks to run (0: the whole grid)")
     p = sub.add_parser("bench", help="time steps against cuBLAS on the GPU, save to results/")
     p.add_argument("steps", nargs="+")
     p.add_argument("--size", type=int, action="append", help="M = N = K (repeatable)")
@@ -75,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                 name, _, values = item.partition("=")
                 grid[name] = [int(v) for v in values.split(",") if v]
             sweep(args.step, grid, size=args.size, fixed=_params(args.param))
+            return 0
+        if args.command == "counters":
+            print(step(args.step, backend="cpu", **_params(args.param)).counters(
+                *args.size, max_blocks=args.blocks or None))
             return 0
         set_backend(args.backend)
         if args.command == "verify":

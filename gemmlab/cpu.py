@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 SHIM = EMULATOR_DIR / "cuda_shim.h"
 RUNTIME = EMULATOR_DIR / "runtime.cpp"
+ANALYSIS = EMULATOR_DIR / "analysis.cpp"
 CXX = "g++"
 BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing", "-Wno-unknown-pragmas",
               "-g1", "-fno-pie", "-fstack-clash-protection"]
@@ -43,6 +44,7 @@ class CpuModule:
     label: str
     name_expression: str
     executable: Path
+    source: str = field(default="", repr=False, compare=False)  # the compiled text (analysis mode rebuilds it)
 
 
 def available() -> bool:
@@ -91,14 +93,14 @@ def _emulator_sources() -> bytes:
                     if p.suffix in (".h", ".cpp"))
 
 
-def _runtime_object() -> Path:
-    """The scheduler and launch driver, compiled once per shim version."""
+def _runtime_object(source: Path = RUNTIME) -> Path:
+    """The scheduler and launch driver (or analysis mode's counters), compiled once per shim version."""
     flags = _flags()
     key = _digest(_emulator_sources(), " ".join(flags))
-    obj = _cache_dir() / f"runtime-{key}.o"
+    obj = _cache_dir() / f"{source.stem}-{key}.o"
     if not obj.exists():
         tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
-        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(RUNTIME), "-o", str(tmp)])
+        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(source), "-o", str(tmp)])
         if r.returncode != 0:
             raise CompileError(f"the CPU emulator's runtime did not compile (a bug in gemmlab):\n{r.stderr}")
         os.replace(tmp, obj)
@@ -158,7 +160,7 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
                              f"name with all its template arguments?)")
             raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
         os.replace(tmp, exe)
-    return CpuModule(label=label, name_expression=name_expression, executable=exe)
+    return CpuModule(label=label, name_expression=name_expression, executable=exe, source=text)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
@@ -207,6 +209,11 @@ def _scratch_dir() -> str | None:
 
 def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, timeout: float | None = None) -> None:
     """Run one launch of `module` in a child process; arrays in `args` are updated in place."""
+    _run_child(module, grid, block, args, shared_mem, timeout)
+
+
+def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
+               env: dict | None = None, copy_back: bool = True) -> None:
     g, b = _check_geometry(grid, block, shared_mem)
     arrays: list[tuple[int, np.ndarray, int]] = []
     lines, offset = [], 0
@@ -224,7 +231,8 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
         desc.write_text(f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
                         f"nargs {len(args)}\n" + "\n".join(lines) + "\n")
         try:
-            r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout)
+            r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout,
+                               env=None if env is None else {**os.environ, **env})
         except subprocess.TimeoutExpired as e:
             _forward(e.stdout)
             raise KernelError(f"{module.label}: did not finish in {timeout:g} s: an infinite loop or a barrier "
@@ -232,6 +240,8 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
         _forward(r.stdout)
         if r.returncode != 0:
             raise _launch_error(module, r.returncode, r.stderr.decode(errors="replace"), args)
+        if not copy_back:
+            return
         with open(data, "rb") as f:
             for _, a, off in arrays:
                 if a.nbytes and a.flags.writeable:
@@ -293,3 +303,275 @@ def _launch_error(module: CpuModule, rc: int, stderr: str, args: list) -> Except
                 signal.SIGBUS: " (an out-of-bounds access?)"}.get(-rc, "")
         return KernelError(f"{label}: the kernel crashed with {name}{hint}" + (f":\n{other}" if other else ""))
     return KernelError(f"{label}: the emulator exited with code {rc}" + (f":\n{stderr.strip()}" if stderr.strip() else ""))
+
+
+# ------------------------------------------------------------------------------------------------
+# Analysis mode: global-memory sectors and shared-memory wavefronts per warp-wide request
+# ------------------------------------------------------------------------------------------------
+# How it counts: gemmlab/emulator/analysis.cpp (the kernel is compiled with -fsanitize=thread, the
+# TSan runtime is replaced by our own callbacks, accesses are grouped per warp and call site).
+ANALYSIS_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                  # one source access = one access, as nvcc emits it: no vectorised or merged copies
+                  "-fno-tree-vectorize", "-fno-store-merging",
+                  # a float4 / uint4 copy stays one 16-byte access instead of four 4-byte ones
+                  "-fno-tree-sra",
+                  # DWARF 5 line tables of GCC 12 confuse addr2line 2.40 about #line file names
+                  "-gdwarf-4"]
+_OPS = [("global", "load"), ("global", "store"), ("shared", "load"), ("shared", "store"),
+        ("shared", "ldmatrix"), ("global", "cp.async"), ("shared", "cp.async")]
+_SKIP_FILES = {SHIM.name, "common.cuh"}
+
+
+@dataclass(frozen=True)
+class SiteCount:
+    """One memory instruction of the kernel (merged over the copies the compiler made of it).
+
+    A request is one warp-wide execution of the instruction (the n-th execution by each active lane).
+    `sectors`: distinct 32-byte sectors summed over requests (global); `wavefronts`: bank-conflict
+    passes summed over requests (shared); `bytes`: what the lanes asked for; `lanes`: lane accesses.
+    `min` / `max`: the fewest and most sectors (or wavefronts) of one request.
+    """
+    file: str
+    line: int
+    space: str  # 'global' | 'shared'
+    kind: str  # 'load' | 'store' | 'ldmatrix' | 'cp.async'
+    array: str  # 'A', 'arg3', a __shared__ variable's name, or 'dynamic'
+    requests: int
+    sectors: int
+    wavefronts: int
+    bytes: int
+    lanes: int
+    min: int
+    max: int
+
+    @property
+    def units(self) -> int:
+        """Sectors (global) or wavefronts (shared)."""
+        return self.sectors if self.space == "global" else self.wavefronts
+
+    @property
+    def per_request(self) -> float:
+        return self.units / self.requests if self.requests else 0.0
+
+    @property
+    def unit_name(self) -> str:
+        return "sectors" if self.space == "global" else "wavefronts"
+
+
+@dataclass
+class Counters:
+    """What analysis mode counted over the first `blocks` of `grid_blocks` blocks of one launch.
+
+    Nsight Compute names for the same things (over the analysed blocks only):
+      shared load requests / wavefronts   smsp__sass_inst_executed_op_shared_ld.sum /
+                                          l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum
+      shared store requests / wavefronts  ..._op_shared_st.sum / ..._mem_shared_op_st.sum
+      global load requests / sectors      l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum /
+                                          l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+      (ldmatrix and cp.async are listed apart: kinds 'ldmatrix' and 'cp.async').
+    """
+    label: str
+    sites: list[SiteCount]
+    blocks: int
+    grid_blocks: int
+    barriers: int  # __syncthreads() completed, summed over the analysed blocks
+    warp_barriers: int  # the same, counted once per warp (barrier instructions executed)
+
+    def select(self, space: str | None = None, kind: str | None = None, array: str | None = None,
+               line: int | None = None) -> list[SiteCount]:
+        return [s for s in self.sites if (space is None or s.space == space) and (kind is None or s.kind == kind)
+                and (array is None or s.array == array) and (line is None or s.line == line)]
+
+    def _per_request(self, space: str, kind: str | None, array: str | None, line: int | None) -> float:
+        sites = self.select(space, kind, array, line)
+        requests = sum(s.requests for s in sites)
+        if not requests:
+            raise KeyError(f"{self.label}: no {space} {kind or 'access'} requests"
+                           + (f" to {array}" if array else "") + (f" on line {line}" if line else ""))
+        return sum(s.units for s in sites) / requests
+
+    def global_sectors_per_request(self, kind: str | None = "load", array: str | None = None,
+                                   line: int | None = None) -> float:
+        """Average 32-byte sectors per warp-wide global request (4 = coalesced floats, 32 = scattered)."""
+        return self._per_request("global", kind, array, line)
+
+    def shared_wavefronts_per_request(self, kind: str | None = "load", array: str | None = None,
+                                      line: int | None = None) -> float:
+        """Average wavefronts per warp-wide shared request (1 = conflict-free 4-byte accesses)."""
+        return self._per_request("shared", kind, array, line)
+
+    @property
+    def totals(self) -> dict:
+        """Sums: '<space>_<kind>_requests' / '_sectors' or '_wavefronts' / '_bytes', '<space>_requests',
+        ..., 'barriers', 'warp_barriers', 'blocks', 'grid_blocks'."""
+        t: dict = {}
+        for s in self.sites:
+            for prefix in (f"{s.space}_{s.kind}", s.space):
+                for name, value in (("requests", s.requests), (s.unit_name, s.units), ("bytes", s.bytes)):
+                    t[f"{prefix}_{name}"] = t.get(f"{prefix}_{name}", 0) + value
+        t.update(barriers=self.barriers, warp_barriers=self.warp_barriers, blocks=self.blocks,
+                 grid_blocks=self.grid_blocks)
+        return t
+
+    def __str__(self) -> str:
+        head = f"{self.label}: counted over {self.blocks} of {self.grid_blocks} blocks"
+        rows = [("site", "array", "access", "requests", "per request", "min-max", "bytes")]
+        for s in self.sites:
+            rows.append((f"{s.file}:{s.line}", s.array, f"{s.space} {s.kind}", f"{s.requests}",
+                         f"{s.per_request:.2f} {s.unit_name}", f"{s.min}-{s.max}", f"{s.bytes}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        right = {3, 4, 5, 6}
+        lines = [head] + ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                                           for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+        t = self.totals
+        for space, unit in (("global", "sectors"), ("shared", "wavefronts")):
+            if t.get(f"{space}_requests"):
+                parts = []
+                for kind in ("load", "store", "ldmatrix", "cp.async"):
+                    req = t.get(f"{space}_{kind}_requests")
+                    if req:
+                        u = t[f"{space}_{kind}_{unit}"]
+                        parts.append(f"{kind} {req} requests, {u} {unit} ({u / req:.2f}/request), "
+                                     f"{t[f'{space}_{kind}_bytes']} B")
+                lines.append(f"  {space}: " + "; ".join(parts))
+        lines.append(f"  barriers: {self.barriers} __syncthreads() ({self.warp_barriers} warp-level)")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):  # IPython shows the table
+        p.text(str(self))
+
+
+def _analysis_executable(module: CpuModule) -> CpuModule:
+    """`module` rebuilt with every kernel load and store instrumented (cached next to it)."""
+    text = module.source
+    if not text:
+        src = module.executable.with_suffix(".cu")
+        if not src.exists():
+            raise CompileError(f"{module.label}: the kernel's source is gone from the cache; compile it again")
+        text = src.read_text()
+    flags = _flags() + ANALYSIS_FLAGS
+    key = _digest(_emulator_sources(), text, " ".join(flags), "analysis")
+    cache = _cache_dir()
+    exe = cache / f"{key}.analysis.bin"
+    if not exe.exists():
+        runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
+        src = cache / f"{key}.analysis.cu"
+        src.write_text(text)
+        tag = uuid.uuid4().hex[:8]
+        obj, tmp = cache / f"{key}.{tag}.o", cache / f"{key}.{tag}.tmp"
+        try:
+            # Two steps: -fsanitize=thread on the link line would pull in the real TSan runtime.
+            r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
+                               "-c", "-o", str(obj)])
+            if r.returncode == 0:
+                r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
+            if r.returncode != 0:
+                raise CompileError(f"{module.label}: the analysis build failed:\n" + r.stderr.replace(str(src), module.label))
+            os.replace(tmp, exe)
+        finally:
+            obj.unlink(missing_ok=True)
+    return replace(module, executable=exe, source=text)
+
+
+def _frames(executable: Path, pcs: list[int]) -> dict[int, list[tuple[str, int]]]:
+    """Inline frames (file, line), innermost first, of each return address in `pcs`."""
+    out: dict[int, list[tuple[str, int]]] = {pc: [] for pc in pcs}
+    if not pcs or not shutil.which("addr2line"):
+        return out
+    # A return address points after the call: look up the call instruction itself.
+    r = subprocess.run(["addr2line", "-a", "-i", "-e", str(executable), *[hex(pc - 1) for pc in pcs]],
+                       capture_output=True, text=True)
+    current = None
+    for ln in r.stdout.splitlines():
+        if ln.startswith("0x"):
+            current = int(ln, 16) + 1
+            continue
+        file, _, line = ln.split(" (")[0].rpartition(":")
+        if current in out and line.strip().isdigit():
+            out[current].append((file, int(line)))
+    return out
+
+
+def _site_frame(frames: list[tuple[str, int]]) -> tuple[str, int]:
+    """The kernel's own line: the innermost frame outside the shim, common.cuh and system headers."""
+    for file, line in frames:
+        name = os.path.basename(file)
+        if name not in _SKIP_FILES and not file.startswith("/usr/") and str(EMULATOR_DIR) not in file:
+            return file, line
+    return frames[-1] if frames else ("?", 0)
+
+
+def _tls_symbols(executable: Path) -> list[tuple[int, int, str]]:
+    """(offset, size, short name) of the executable's thread-local variables: the static __shared__ ones."""
+    if not shutil.which("readelf"):
+        return []
+    r = subprocess.run(["readelf", "-sW", "--demangle", str(executable)], capture_output=True, text=True)
+    syms = []
+    for ln in r.stdout.splitlines():
+        f = ln.split(None, 7)
+        if len(f) == 8 and f[3] == "TLS" and f[6] != "UND":
+            name = re.sub(r"\(.*\)", "()", f[7]).rsplit("::", 1)[-1]
+            syms.append((int(f[1], 16), int(f[2], 0) if f[2].isdigit() else int(f[2], 16), name))
+    return syms
+
+
+def analyze(module: CpuModule, grid, block, args: list, shared_mem: int = 0, max_blocks: int | None = None,
+            names: list[str] | None = None, timeout: float | None = None) -> Counters:
+    """Run the launch in analysis mode and count memory requests per warp (see Counters).
+
+    Only the first `max_blocks` blocks run (None: all); the arrays in `args` are left unchanged.
+    `names` names the arguments (e.g. ["M", "N", "K", "A", "B", "C"]) in the table.
+    """
+    exe = _analysis_executable(module)
+    if max_blocks is not None and (not isinstance(max_blocks, (int, np.integer)) or max_blocks < 1):
+        raise ConfigError(f"max_blocks must be a positive number of blocks or None, got {max_blocks!r}")
+    with tempfile.TemporaryDirectory(prefix="gemmlab-analysis-", dir=_scratch_dir()) as tmp:
+        out = Path(tmp) / "counts.txt"
+        env = {"GEMMLAB_ANALYSIS": str(out), "GEMMLAB_ANALYSIS_BLOCKS": str(int(max_blocks or 0))}
+        _run_child(exe, grid, block, args, shared_mem, timeout, env=env, copy_back=False)
+        text = out.read_text()
+    return _parse_counts(exe, text, names)
+
+
+def _parse_counts(exe: CpuModule, text: str, names: list[str] | None) -> Counters:
+    blocks = grid_blocks = barriers = warp_barriers = 0
+    raw = []
+    for ln in text.splitlines():
+        f = ln.split()
+        if not f:
+            continue
+        if f[0] == "blocks":
+            blocks, grid_blocks = int(f[1]), int(f[2])
+        elif f[0] == "barriers":
+            barriers, warp_barriers = int(f[1]), int(f[2])
+        elif f[0] == "site":
+            raw.append((int(f[1], 16), int(f[2]), f[3], int(f[4]), *map(int, f[5:11])))
+    frames = _frames(exe.executable, sorted({r[0] for r in raw}))
+    tls = _tls_symbols(exe.executable) if any(r[2] == "static" for r in raw) else []
+    source_name = exe.executable.with_suffix(".cu").name
+    merged: dict[tuple, list[int]] = {}
+    for pc, op, region, offset, requests, lanes, nbytes, units, lo, hi in raw:
+        file, line = _site_frame(frames.get(pc, []))
+        file = exe.label if os.path.basename(file) == source_name else os.path.basename(file)
+        if region == "static":
+            array = next((n for o, size, n in tls if o <= offset < o + max(size, 1)), "shared")
+        elif region == "dynamic":
+            array = "dynamic"
+        else:
+            arg = int(region[3:])
+            array = names[arg] if names and arg < len(names) else region
+        space, kind = _OPS[op]
+        key = (file, line, space, kind, array)
+        m = merged.setdefault(key, [0, 0, 0, 0, lo, hi])
+        m[0] += requests
+        m[1] += lanes
+        m[2] += nbytes
+        m[3] += units
+        m[4] = min(m[4], lo)
+        m[5] = max(m[5], hi)
+    sites = [SiteCount(file, line, space, kind, array, requests=m[0],
+                       sectors=m[3] if space == "global" else 0, wavefronts=m[3] if space == "shared" else 0,
+                       bytes=m[2], lanes=m[1], min=m[4], max=m[5])
+             for (file, line, space, kind, array), m in merged.items()]
+    sites.sort(key=lambda s: (s.file, s.line, s.space, s.kind, s.array))
+    return Counters(exe.label, sites, blocks, grid_blocks, barriers, warp_barriers)

@@ -167,6 +167,34 @@ class Kernel(Instance):
 
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
 
+    def counters(self, m: int = 256, n: int = 256, k: int = 256, max_blocks: int | None = 4, seed: int = 0):
+        """Memory requests of one (m, n, k) launch, counted by the CPU emulator's analysis mode.
+
+        Global-memory sectors and shared-memory wavefronts per warp-wide request, per source line
+        (a `gemmlab.cpu.Counters`; print it for a table). Random inputs of the step's dtype; only the
+        first `max_blocks` blocks run (None: all). On the GPU backend a CPU twin of the same step
+        and parameters does the counting (it needs g++, not a GPU).
+        """
+        from . import cpu
+
+        if self.backend == "cpu":
+            module = self.module
+        else:
+            key = ("cpu", self.source, self.name_expression)
+            if key not in _modules:
+                _modules[key] = _compile("cpu", self.source, self.name_expression, self.label)
+            module = _modules[key]
+        registry.check_shape(self.step, m, n, k)
+        if min(m, n, k) < 1:
+            raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((m, k)).astype(self.dtype)
+        b = rng.standard_normal((k, n)).astype(self.dtype)
+        c = np.zeros((m, n), dtype=self.dtype)
+        cfg = self.launch_config(m, n, k)
+        return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c],
+                           shared_mem=cfg.shared_bytes, max_blocks=max_blocks, names=["M", "N", "K", "A", "B", "C"])
+
 def _to(xp, x):
     """x as an array of module xp (numpy or cupy), copying between host and device if needed."""
     if xp is np:

@@ -213,6 +213,27 @@ void cp_async_push(void* dst, const void* src, int src_bytes);
 void cp_async_commit_group();
 void cp_async_wait(int pending_groups);
 
+// Analysis mode (gemmlab/emulator/analysis.cpp, linked only into analysis builds, see gemmlab/cpu.py
+// analyze()): the runtime calls these hooks at the points where a warp's lanes are in step.
+// `analysis` stays null in a normal build, so each hook costs one test of a pointer.
+struct AnalysisArray { const char* start; size_t nbytes; int arg; };
+struct AnalysisHooks {
+    long long (*max_blocks)(long long nblocks);              // how many blocks to run
+    void (*launch)(const AnalysisArray* arrays, int n);      // the mapped array arguments
+    void (*worker_begin)(int nthreads, const char* smem, size_t smem_bytes);
+    void (*block_begin)();
+    void (*barrier)();                 // every thread of the block is at a __syncthreads()
+    void (*warp_sync)(Warp& w);        // the collective of w is about to complete
+    void (*block_end)();
+    void (*worker_end)();
+    void (*finish)();                  // after the grid: write the counts
+    void (*cp_async)(const void* pc, const void* smem_dst, const void* gmem_src, int src_bytes);
+    void (*ldmatrix)(const void* pc, const void* row, int matrices);
+};
+extern AnalysisHooks* analysis;
+extern __thread int in_collective;     // a warp collective's compute: its memory reads are not the kernel's
+void note_ldmatrix(const void* row, int matrices);   // records this lane's ldmatrix row (analysis mode)
+
 template <class In, class Out, class Fn>
 void complete_collective(Warp& w) {
     In ins[32] = {};
@@ -348,6 +369,7 @@ inline unsigned pack(unsigned lo16, unsigned hi16) { return (lo16 & 0xffffu) | (
 template <int NUM, bool TRANS> struct Ldmatrix {
     struct Out { unsigned r[NUM]; };
     static Out run(const void* row) {
+        if (analysis && lane_id() < 8 * NUM) note_ldmatrix(row, NUM);
         return warp_collective<const void*, Out>(row, [](const void* const* rows, Out* outs) {
             // Lanes 8j..8j+7 give the row addresses of matrix j (8 rows of 8 b16 elements).
             for (int j = 0; j < NUM; ++j)

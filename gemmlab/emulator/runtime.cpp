@@ -33,6 +33,8 @@ namespace detail {
 
 __thread Fiber* current;
 __thread char* dynamic_smem_base;
+__thread int in_collective;
+AnalysisHooks* analysis;  // set by analysis.cpp's static initializer in an analysis build
 
 namespace {
 
@@ -259,6 +261,7 @@ void run_block(uint3 b) {
         warp.live_mask = warp.nlanes == 32 ? 0xffffffffu : (1u << warp.nlanes) - 1;
         warp.arrived_mask = 0;
     }
+    if (analysis) analysis->block_begin();
     for (int i = 0; i < w.nthreads; ++i) {
         Fiber& f = w.fibers[i];
         f.state = RUNNABLE;
@@ -276,7 +279,10 @@ void run_block(uint3 b) {
             switch_in(f, w.contexts[i], w.sched);
             ran = true;
         }
-        if (w.exited == w.nthreads) return;
+        if (w.exited == w.nthreads) {
+            if (analysis) analysis->block_end();
+            return;
+        }
         if (!ran) report_deadlock();
     }
 }
@@ -310,6 +316,7 @@ void setup_worker(Worker& w, int id) {
     blockDim = L.block;
     gridDim = L.grid;
     g_workers[id] = &w;
+    if (analysis) analysis->worker_begin(n, w.smem.start, w.smem.nbytes);
 }
 
 void install_signal_stack() {
@@ -329,6 +336,7 @@ void worker_main(int id, std::atomic<long long>* next, long long nblocks) {
     const dim3 g = g_launch.grid;
     for (long long b; (b = next->fetch_add(1)) < nblocks;)
         run_block(uint3{(unsigned)(b % g.x), (unsigned)(b / g.x % g.y), (unsigned)(b / ((long long)g.x * g.y))});
+    if (analysis) analysis->worker_end();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -400,6 +408,7 @@ void syncthreads(int line) {
     else if (line != w.bar_line) w.bar_divergent = true;
     // Every thread of the block must arrive at the same barrier: an exited thread never does.
     if (++w.bar_arrived == w.nthreads && !w.bar_divergent) {
+        if (analysis) analysis->barrier();
         w.bar_arrived = 0;
         for (Fiber& o : w.fibers)
             if (o.state == AT_BARRIER) o.state = RUNNABLE;
@@ -415,7 +424,10 @@ void warp_wait(Fiber* f) {
 }
 
 void warp_finish(Warp& w) {
+    if (analysis) analysis->warp_sync(w);
+    in_collective = 1;
     w.complete(w);
+    in_collective = 0;
     for (unsigned l = 0; l < w.nlanes; ++l)
         if (w.lanes[l]->state == AT_WARP) w.lanes[l]->state = RUNNABLE;  // arrived, or queued behind it
     w.arrived_mask = 0;
@@ -433,8 +445,13 @@ void warp_mismatch(Warp& w, int line) {
 void cp_async_push(void* dst, const void* src, int src_bytes) {
     if (src_bytes < 0 || src_bytes > 16)
         fail(EXIT_BAD_LAUNCH, "cp_async_16 with src_bytes = %d (must be 0..16) by thread %u", src_bytes, current->tid);
+    if (analysis) analysis->cp_async(__builtin_return_address(0), dst, src, src_bytes);
     AsyncQueue& q = W->async[current->tid];
     q.copies.push_back(Copy{dst, src, src_bytes, q.open_group});
+}
+
+__attribute__((noinline)) void note_ldmatrix(const void* row, int matrices) {
+    if (analysis) analysis->ldmatrix(__builtin_return_address(0), row, matrices);
 }
 
 void cp_async_commit_group() { W->async[current->tid].open_group++; }
@@ -515,6 +532,12 @@ void run_grid(void (*entry)(const void*), const void* ctx) {
     install_fault_handlers();
     const LaunchDesc& L = g_launch;
     long long nblocks = (long long)L.grid.x * L.grid.y * L.grid.z;
+    if (analysis) {
+        nblocks = analysis->max_blocks(nblocks);
+        std::vector<AnalysisArray> arrays;
+        for (const ArrayArg& a : L.arrays) arrays.push_back(AnalysisArray{a.region.start, a.region.nbytes, a.arg});
+        analysis->launch(arrays.data(), (int)arrays.size());
+    }
     int nthreads = (int)std::max(1u, std::thread::hardware_concurrency());
     if (const char* cap = getenv("GEMMLAB_CPU_THREADS")) nthreads = std::min(nthreads, std::max(1, atoi(cap)));
     nthreads = (int)std::min<long long>(std::min(nthreads, kMaxWorkers), nblocks);
@@ -528,6 +551,7 @@ void run_grid(void (*entry)(const void*), const void* ctx) {
 int launch_end() {
     const LaunchDesc& L = g_launch;
     fflush(stdout);
+    if (analysis) analysis->finish();
     int fd = open(L.data_path.c_str(), O_WRONLY);
     if (fd < 0) fail(EXIT_BAD_LAUNCH, "cannot write the array data %s", L.data_path.c_str());
     for (const ArrayArg& a : L.arrays)
