@@ -145,6 +145,62 @@ def _mma_geometry(m, n, k, p):
     return Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (32 * warps, 1, 1))
 
 
+def _tile_geometry(threads: Callable[[dict], int]) -> Geometry:
+    """Block tiles of BLOCK_M x BLOCK_N over C, a 1-D block of `threads(params)` threads."""
+    return lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (threads(p), 1, 1))
+
+
+def _threads_1d(p): return p["BLOCK_M"] // p["THREAD_M"] * p["BLOCK_N"]
+def _threads_2d(p): return (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
+def _threads_warps(p): return (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32
+
+
+def _smem_rule(buffers: int):
+    def rule(p):
+        need = buffers * 4 * (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"])
+        return [] if need <= 48 * 1024 else [f"{buffers} buffer(s) of the A and B tiles need {need} bytes, "
+                                              "over the 48 KB of static shared memory"]
+    return rule
+
+
+def _multiple_of_4(*names):
+    return lambda p: [f"{x}={p[x]} must be a multiple of 4 (float4 accesses)" for x in names if p[x] % 4]
+
+
+def _warp_holds_32_thread_tiles(p):
+    ok = p["WARP_M"] % p["THREAD_M"] == 0 and p["WARP_N"] % p["THREAD_N"] == 0
+    if ok and (p["WARP_M"] // p["THREAD_M"]) * (p["WARP_N"] // p["THREAD_N"]) == 32:
+        return []
+    return [f"a {p['WARP_M']}x{p['WARP_N']} warp tile must hold exactly 32 thread tiles of "
+            f"{p['THREAD_M']}x{p['THREAD_N']}"]
+
+
+def _staging_rule(p):
+    t = _threads_warps(p)
+    if t % max(p["BLOCK_K"] // 4, 1) == 0 and t % max(p["BLOCK_N"] // 4, 1) == 0:
+        return []
+    return [f"BLOCK_K/4 and BLOCK_N/4 must divide the {t} threads (each thread stages whole float4 columns)"]
+
+
+def _accumulator_rule(p):
+    acc = p["THREAD_M"] * p["THREAD_N"]
+    return [] if acc <= 128 else [f"{acc} accumulators per thread would spill out of the 255 registers (limit 128)"]
+
+
+_REG_TILING = {"BLOCK_M": Param(128, (16, 32, 64, 128, 256)), "BLOCK_N": Param(128, (16, 32, 64, 128, 256)),
+               "BLOCK_K": Param(8, (4, 8, 16, 32)), "THREAD_M": Param(8, (1, 2, 4, 8, 16)),
+               "THREAD_N": Param(8, (1, 2, 4, 8, 16))}
+_WARP_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+                "BLOCK_K": Param(8, (4, 8, 16, 32)), "WARP_M": Param(64, (16, 32, 64, 128)),
+                "WARP_N": Param(32, (16, 32, 64, 128)), "THREAD_M": Param(8, (4, 8, 16)),
+                "THREAD_N": Param(8, (4, 8, 16))}
+_rules_2d = _all(_divides("THREAD_M", "BLOCK_M"), _divides("THREAD_N", "BLOCK_N"), _threads_rule(_threads_2d),
+                 _smem_rule(1), _accumulator_rule)
+_rules_warps = lambda buffers: _all(  # noqa: E731
+    _divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"),
+    _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _smem_rule(buffers), _accumulator_rule)
+
+
 STEPS: list[Step] = [
     Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
          summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
@@ -157,6 +213,27 @@ STEPS: list[Step] = [
          chapter=3, previous="sgemm/02_coalesced",
          summary="stage BLOCK x BLOCK tiles of A and B in shared memory, slide them along K",
          rules=_threads_rule(lambda p: p["BLOCK"] ** 2)),
+    Step("sgemm/04_1d_blocktiling", "sgemm_1d_blocktiling",
+         {"BLOCK_M": Param(64, (8, 16, 32, 64, 128)), "BLOCK_N": Param(64, (8, 16, 32, 64, 128)),
+          "BLOCK_K": Param(8, (4, 8, 16, 32)), "THREAD_M": Param(8, (1, 2, 4, 8, 16))},
+         _tile_geometry(_threads_1d), chapter=4, previous="sgemm/03_smem_tiling",
+         summary="each thread computes THREAD_M results of a column from one loaded B value",
+         rules=_all(_divides("THREAD_M", "BLOCK_M"), _threads_rule(_threads_1d), _smem_rule(1))),
+    Step("sgemm/05_2d_blocktiling", "sgemm_2d_blocktiling", _REG_TILING, _tile_geometry(_threads_2d), chapter=4,
+         previous="sgemm/04_1d_blocktiling", summary="each thread computes a THREAD_M x THREAD_N tile from registers",
+         rules=_rules_2d),
+    Step("sgemm/06_vectorized", "sgemm_vectorized",
+         {**_REG_TILING, "THREAD_M": Param(8, (4, 8, 16)), "THREAD_N": Param(8, (4, 8, 16))},
+         _tile_geometry(_threads_2d), chapter=4, previous="sgemm/05_2d_blocktiling",
+         summary="float4 global loads and stores, A stored K-major for 128-bit shared loads",
+         rules=_all(_rules_2d, _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"))),
+    Step("sgemm/07_warptiling", "sgemm_warptiling", _WARP_TILING, _tile_geometry(_threads_warps), chapter=4,
+         previous="sgemm/06_vectorized", summary="block tile -> warp tile -> thread tile: conflict-free shared reads",
+         rules=_rules_warps(1)),
+    Step("sgemm/08_register_prefetch", "sgemm_register_prefetch", _WARP_TILING, _tile_geometry(_threads_warps),
+         chapter=6, previous="sgemm/07_warptiling",
+         summary="load the next tile into registers while computing this one; double-buffered shared memory",
+         rules=_rules_warps(2)),
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling",
          {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
           "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),

@@ -1,4 +1,4 @@
-"""The register-tiling ladder (sgemm 04-07), run by the CPU emulator, matches float64 on shapes off the tile grid.
+"""The register-tiling ladder (sgemm 04-08), run by the CPU emulator, matches float64 on shapes off the tile grid.
 
 Each step runs at its default configuration and at one small one, on shapes that are not multiples
 of any tile: K % 4 != 0 takes the scalar path of the float4 steps, and 256 x 136 x 36 is
@@ -38,7 +38,7 @@ class Spec:
     threads: Callable[[dict], int]
 
     def launch(self, m: int, n: int, p: dict) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for all four steps."""
+        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for all five steps."""
         return (cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (self.threads(p), 1, 1)
 
 
@@ -58,6 +58,10 @@ LADDER = {
     "sgemm/07_warptiling": Spec(
         "sgemm_warptiling", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N"),
         (128, 128, 8, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # 2 warps, 1 x 2 pieces per thread
+        lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
+    "sgemm/08_register_prefetch": Spec(
+        "sgemm_register_prefetch", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N"),
+        (128, 128, 8, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # as 07; 2 float4s of B per thread
         lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
 }
 # (M, N, K). The last one is aligned (K % 4 == N % 4 == 0) but ends mid-tile in every dimension:

@@ -1,11 +1,12 @@
 // sgemm track: fp32 C = A * B on CUDA cores.
-//   01_naive           one thread per element of C
-//   02_coalesced       a warp's threads walk along a row of C, so its loads coalesce
-//   03_smem_tiling     blocks stage BLOCK x BLOCK tiles of A and B in shared memory
-//   04_1d_blocktiling  each thread computes THREAD_M elements of one column of C
-//   05_2d_blocktiling  each thread computes a THREAD_M x THREAD_N tile of C from registers
-//   06_vectorized      float4 global loads, A stored K-major, 128-bit shared loads
-//   07_warptiling      block tile -> warp tile -> thread tile, next tile loaded during compute
+//   01_naive              one thread per element of C
+//   02_coalesced          a warp's threads walk along a row of C, so its loads coalesce
+//   03_smem_tiling        blocks stage BLOCK x BLOCK tiles of A and B in shared memory
+//   04_1d_blocktiling     each thread computes THREAD_M elements of one column of C
+//   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
+//   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
+//   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
+//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
 //
 // Extends 03 by 1D register blocking: a thread computes THREAD_M elements of one column of C.
 // At each k it reads its B element from shared memory once and reuses it from a register for

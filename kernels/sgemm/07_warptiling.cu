@@ -1,30 +1,29 @@
 // sgemm track: fp32 C = A * B on CUDA cores.
-//   01_naive           one thread per element of C
-//   02_coalesced       a warp's threads walk along a row of C, so its loads coalesce
-//   03_smem_tiling     blocks stage BLOCK x BLOCK tiles of A and B in shared memory
-//   04_1d_blocktiling  each thread computes THREAD_M elements of one column of C
-//   05_2d_blocktiling  each thread computes a THREAD_M x THREAD_N tile of C from registers
-//   06_vectorized      float4 global loads, A stored K-major, 128-bit shared loads
-//   07_warptiling      block tile -> warp tile -> thread tile, next tile loaded during compute
+//   01_naive              one thread per element of C
+//   02_coalesced          a warp's threads walk along a row of C, so its loads coalesce
+//   03_smem_tiling        blocks stage BLOCK x BLOCK tiles of A and B in shared memory
+//   04_1d_blocktiling     each thread computes THREAD_M elements of one column of C
+//   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
+//   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
+//   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
+//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
 //
-// Extends 06 by warp tiling and by loading the next tile while computing this one.
-// Warp tiling: the block tile is cut into WARP_M x WARP_N warp tiles, one per warp, and a
-// thread's THREAD_M x THREAD_N outputs are no longer a solid square: they are
+// Extends 06 by warp tiling. The block tile is cut into WARP_M x WARP_N warp tiles, one per warp,
+// and a thread's THREAD_M x THREAD_N outputs are no longer a solid square: they are
 // WARP_ITERS_M x WARP_ITERS_N pieces of 4x4, one in each WARP_SUB_M x WARP_SUB_N sub-tile of its
 // warp tile, at the same place in each. In a sub-tile the 32 lanes sit side by side, so at each
 // k the lanes of a warp read one contiguous run of sA (LANES_M float4s) and one of sB (LANES_N
 // float4s) per piece: no bank conflicts. In 06 the lanes of a row read float4s THREAD_N floats
 // apart (8x8: 16 float4s spread over 512 bytes, 4 passes through the 32 banks).
-// Loading ahead: sA and sB are double-buffered. The global loads of tile t+1 are issued into
-// registers before the FMAs of tile t and stored to the other buffer after them, so their
-// latency hides behind compute, and one barrier per tile suffices.
-// __launch_bounds__ budgets accumulators + 64 registers per thread: for an 8x8 thread tile a cap
-// of 128, so that 2 blocks of 256 threads fit on an SM.
+// Staging is 06's: load the tile, barrier, compute, barrier.
+// No __launch_bounds__: it is not needed. At the default 8x8 thread tile ptxas fits the kernel
+// without spills or stack on its own (measured with NVRTC for sm_75 and sm_90, as 06), and with
+// no more registers per thread than 06, so no fewer blocks per SM. 08 adds one for the registers
+// its prefetch holds.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, K-major: sA[buf][k][m] = A[block_row + m][k0 + k];
-//   sB[2][BLOCK_K][BLOCK_N]: two B tiles, rows k0.., columns block_col.., row-major;
-//   out-of-range elements zero.
+//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, K-major: sA[k][m] = A[block_row + m][k0 + k];
+//   sB[BLOCK_K][BLOCK_N]: rows k0.., columns block_col.., row-major; out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
 //   Lane l: (lane_row, lane_col) = (l / LANES_N * 4, l % LANES_N * 4) in every sub-tile.
 // Launch: blockDim ((BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32),
@@ -57,18 +56,8 @@ __device__ __forceinline__ void store_float4_guarded(float* dst, int row, int co
     if (col + 3 < cols) p[3] = v.w;
 }
 
-// Blocks per SM that __launch_bounds__ asks ptxas to fit, budgeting accumulators + 64 registers a
-// thread out of the 65536 an SM has: a cap of 128 registers for an 8x8 thread tile and 256
-// threads (2 blocks per SM); at least 1.
-__host__ __device__ constexpr int warptiling_min_blocks(int threads, int accumulators) {
-    return 65536 / (threads * (accumulators + 64)) > 1 ? 65536 / (threads * (accumulators + 64)) : 1;
-}
-
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int THREAD_M, int THREAD_N>
-__global__ void __launch_bounds__((BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32,
-                                  warptiling_min_blocks((BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32,
-                                                        THREAD_M * THREAD_N))
-sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) {
+__global__ void sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) {
     constexpr int WARPS_N = BLOCK_N / WARP_N;                     // warps along a row of the block
     constexpr int NUM_THREADS = (BLOCK_M / WARP_M) * WARPS_N * 32;
     constexpr int LANES_N = WARP_N / THREAD_N;                    // lanes along a row of a sub-tile
@@ -84,20 +73,16 @@ sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) 
     static_assert(WARP_M % THREAD_M == 0 && WARP_N % THREAD_N == 0 && LANES_M * LANES_N == 32,
                   "a warp tile must hold exactly 32 thread tiles: (WARP_M/THREAD_M) * (WARP_N/THREAD_N) == 32");
     static_assert(BLOCK_K % 4 == 0, "BLOCK_K must be a multiple of 4: A is loaded as float4 along k");
-    static_assert(NUM_THREADS % (BLOCK_K / 4) == 0 && NUM_THREADS % (BLOCK_N / 4) == 0,
-                  "BLOCK_K/4 and BLOCK_N/4 must divide the thread count (a thread stages one float4 column)");
     static_assert(NUM_THREADS <= 1024, "(BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) warps exceed 1024 threads");
-    static_assert(2 * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
-                  "two buffers of the A and B tiles exceed 48 KB of static shared memory");
+    static_assert((BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
+                  "the A and B tiles exceed 48 KB of static shared memory");
     constexpr int A_VECS = BLOCK_M * BLOCK_K / 4;       // float4s in the A tile (BLOCK_K / 4 per row)
     constexpr int B_VECS = BLOCK_K * BLOCK_N / 4;       // float4s in the B tile (BLOCK_N / 4 per row)
     constexpr int A_LOADS = cdiv(A_VECS, NUM_THREADS);  // float4s of A each thread stages
     constexpr int B_LOADS = cdiv(B_VECS, NUM_THREADS);
-    constexpr int A_ROW_STEP = NUM_THREADS / (BLOCK_K / 4);  // rows between a thread's float4s of A
-    constexpr int B_ROW_STEP = NUM_THREADS / (BLOCK_N / 4);  // and of B
 
-    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // 2 x (BLOCK_M x BLOCK_K tile of A, K-major)
-    __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // 2 x (BLOCK_K x BLOCK_N tile of B)
+    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32, lane_id = tid % 32;
@@ -114,15 +99,11 @@ sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) 
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
     float a[THREAD_M];                   // THREAD_M x 1 sliver of the A tile: column k, the thread's rows
     float b[THREAD_N];                   // 1 x THREAD_N sliver of sB: row k, the thread's columns
-    float4 rA[A_LOADS];                  // this thread's float4s of the next A tile, on their way to sA
-    float4 rB[B_LOADS];                  // this thread's float4s of the next B tile, on their way to sB
+    float4 rA[A_LOADS];                  // this thread's float4s of the A tile, on their way to sA
+    float4 rB[B_LOADS];                  // this thread's float4s of the B tile, on their way to sB
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
-    // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row. Inside the
-    // matrices the loads go through a_src and b_src, this thread's first float4 of tile 0, plus
-    // offsets, instead of recomputing row * K + col: fewer registers, so no spills under the cap.
-    const float* a_src = A + (block_row + tid / (BLOCK_K / 4)) * K + tid % (BLOCK_K / 4) * 4;
-    const float* b_src = B + tid / (BLOCK_N / 4) * N + block_col + tid % (BLOCK_N / 4) * 4;
+    // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row.
     auto load_tiles = [&](int k0) {
         // One branch per tile: the whole tile inside the matrix and float4-aligned, or not.
         const bool a_inside = a_vec && block_row + BLOCK_M <= M && k0 + BLOCK_K <= K;
@@ -132,7 +113,7 @@ sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) 
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                rA[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
+                rA[i] = a_inside ? *reinterpret_cast<const float4*>(A + row * K + col)
                                  : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
@@ -141,54 +122,50 @@ sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) 
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                rB[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
+                rB[i] = b_inside ? *reinterpret_cast<const float4*>(B + row * N + col)
                                  : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
     };
-    // Staging, half 2: registers -> shared buffer buf. A's float4 runs along k, so it is
-    // transposed into one float of 4 consecutive sA rows; B's float4 is stored whole.
-    auto store_tiles = [&](int buf) {
+    // Staging, half 2: registers -> shared. A's float4 runs along k, so it is transposed into one
+    // float of 4 consecutive sA rows; B's float4 is stored whole.
+    auto store_tiles = [&]() {
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[buf][c + 0][r] = rA[i].x;
-                sA[buf][c + 1][r] = rA[i].y;
-                sA[buf][c + 2][r] = rA[i].z;
-                sA[buf][c + 3][r] = rA[i].w;
+                sA[c + 0][r] = rA[i].x;
+                sA[c + 1][r] = rA[i].y;
+                sA[c + 2][r] = rA[i].z;
+                sA[c + 3][r] = rA[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = rB[i];
         }
     };
 
-    const int num_tiles = cdiv(K, BLOCK_K);
-    load_tiles(0);
-    store_tiles(0);
-    __syncthreads();  // tile 0 is in buffer 0 for everyone
-
-    for (int t = 0; t < num_tiles; ++t) {
-        const int buf = t % 2;
-        const bool has_next = t + 1 < num_tiles;
-        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
+    for (int k0 = 0; k0 < K; k0 += BLOCK_K) {
+        load_tiles(k0);
+        store_tiles();
+        // Barrier 1: no thread may read the tiles before every thread has written its elements.
+        __syncthreads();
 
 #pragma unroll
         for (int k = 0; k < BLOCK_K; ++k) {
             // The slivers as float4s, one per sub-tile: sA row k holds column k of the A tile.
 #pragma unroll
             for (int i = 0; i < WARP_ITERS_M; ++i) {
-                const float4 v = *reinterpret_cast<const float4*>(&sA[buf][k][thread_row + i * WARP_SUB_M]);
+                const float4 v = *reinterpret_cast<const float4*>(&sA[k][thread_row + i * WARP_SUB_M]);
                 a[4 * i + 0] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
             }
 #pragma unroll
             for (int j = 0; j < WARP_ITERS_N; ++j) {
-                const float4 v = *reinterpret_cast<const float4*>(&sB[buf][k][thread_col + j * WARP_SUB_N]);
+                const float4 v = *reinterpret_cast<const float4*>(&sB[k][thread_col + j * WARP_SUB_N]);
                 b[4 * j + 0] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
             }
 #pragma unroll
@@ -199,12 +176,7 @@ sgemm_warptiling(int M, int N, int K, const float* A, const float* B, float* C) 
                 }
             }
         }
-
-        // Buffer (1 - buf) was last read in iteration t - 1, which every thread has finished (the
-        // barrier below, one iteration ago), so it can be overwritten now.
-        if (has_next) store_tiles(1 - buf);
-        // The one barrier per tile: tile t + 1 complete before anyone reads it, and no thread
-        // still reading buffer buf when iteration t + 1 overwrites it.
+        // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
         __syncthreads();
     }
 
