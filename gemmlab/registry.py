@@ -230,7 +230,7 @@ STEPS: list[Step] = [
     Step("sgemm/07_warptiling", "sgemm_warptiling", _WARP_TILING, _tile_geometry(_threads_warps), chapter=4,
          previous="sgemm/06_vectorized", summary="block tile -> warp tile -> thread tile: conflict-free shared reads",
          rules=_rules_warps(1)),
-    Step("sgemm/08_register_prefetch", "sgemm_register_prefetch", _WARP_TILING, _tile_geometry(_threads_warps),
+    Step("sgemm/08_register_prefetch", "sgemm_register_prefetch", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))}, _tile_geometry(_threads_warps),
          chapter=6, previous="sgemm/07_warptiling",
          summary="load the next tile into registers while computing this one; double-buffered shared memory",
          rules=_rules_warps(2)),
