@@ -16,7 +16,10 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
-    bundle, metadata = format_display_data(value)
+    if isinstance(value, str):  # show the text itself, not its repr with quotes
+        bundle, metadata = {"text/plain": value}, {}
+    else:
+        bundle, metadata = format_display_data(value)
     prefix = "" if display else GLUE_PREFIX
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)

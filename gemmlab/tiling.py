@@ -1,0 +1,92 @@
+"""Chapter 3's model of shared-memory tiling: traffic, intensity, and the sliding-window picture.
+
+Counts are of bytes *requested* from global memory by the whole grid (before any cache), which is
+what a tile size changes: each BLOCK x BLOCK tile loaded once into shared memory feeds BLOCK FMAs
+per element instead of one.
+"""
+from __future__ import annotations
+
+from .registry import cdiv
+
+FLOAT_BYTES = 4
+
+
+def global_bytes(m: int, n: int, k: int, block: int | None) -> int:
+    """Bytes of A and B the grid requests from global memory; block=None means no tiling (step 02)."""
+    if block is None:  # every thread reads a row of A and a column of B
+        return 2 * m * n * k * FLOAT_BYTES
+    tiles = cdiv(m, block) * cdiv(n, block)  # blocks in the grid
+    steps = cdiv(k, block)  # K steps each block takes
+    return tiles * steps * 2 * block * block * FLOAT_BYTES
+
+
+def intensity(m: int, n: int, k: int, block: int | None) -> float:
+    """FLOP per byte requested from global memory (2 FLOP per multiply-add)."""
+    return 2 * m * n * k / global_bytes(m, n, k, block)
+
+
+def shared_bytes(block: int) -> int:
+    """Static shared memory of one block: a BLOCK x BLOCK tile of A and one of B."""
+    return 2 * block * block * FLOAT_BYTES
+
+
+def barriers(k: int, block: int) -> int:
+    """__syncthreads() a block executes: two per K step (after the load, after the compute)."""
+    return 2 * cdiv(k, block)
+
+
+def draw_sliding_window(block: int = 4, step: int = 1, size: int = 16, axes=None):
+    """A, B and C of a size x size problem: the block's C tile, and the K window at `step`."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(10, 3.4))
+    row0, col0 = block, 2 * block  # the block we follow: tile (1, 2) of C
+    k0 = step * block
+    panels = [("A (M x K)", (row0, k0), "rows of the C tile, K window"),
+              ("B (K x N)", (k0, col0), "K window, columns of the C tile"),
+              ("C (M x N)", (row0, col0), "the block's tile")]
+    for ax, (title, (r, c), note) in zip(axes, panels):
+        ax.set_xlim(0, size)
+        ax.set_ylim(size, 0)
+        ax.set_aspect("equal")
+        ax.set_xticks(range(0, size + 1, block))
+        ax.set_yticks(range(0, size + 1, block))
+        ax.grid(True, color="0.85")
+        ax.tick_params(labelsize=7)
+        ax.set_title(f"{title}\n{note}", fontsize=9)
+        if title.startswith("A"):
+            ax.add_patch(Rectangle((0, row0), size, block, color="tab:blue", alpha=0.15))
+            for s in range(step):
+                ax.add_patch(Rectangle((s * block, row0), block, block, color="0.6", alpha=0.5))
+        if title.startswith("B"):
+            ax.add_patch(Rectangle((col0, 0), block, size, color="tab:blue", alpha=0.15))
+            for s in range(step):
+                ax.add_patch(Rectangle((col0, s * block), block, block, color="0.6", alpha=0.5))
+        ax.add_patch(Rectangle((c, r), block, block, color="tab:orange", alpha=0.8))
+    axes[0].figure.suptitle(f"K step {step}: the block loads the orange tiles of A and B into shared memory "
+                            f"(grey: steps already done)", fontsize=9)
+    axes[0].figure.tight_layout()
+    return axes
+
+
+def block_report(block: int, size: int = 2048) -> str:
+    """What the tile-size slider shows: feasibility, check, model numbers, and a timing on a GPU."""
+    from . import bench, check, kernel
+    from .errors import GemmlabError
+
+    lines = [f"BLOCK = {block}: {block * block} threads per block, {shared_bytes(block)} bytes of shared memory, "
+             f"{intensity(size, size, size, block):g} FLOP per global byte requested"]
+    try:
+        k = kernel.step("sgemm/03_smem_tiling", BLOCK=block)
+        lines.append(str(check.verify(k)))
+    except GemmlabError as e:
+        return lines[0] + "\n" + f"cannot run: {e}"
+    if k.backend == "gpu":
+        rec = bench.benchmark([k], sizes=[size], n_repeat=10, save=False, verbose=False)[0]
+        lines.append(f"{size}^3 on {rec['gpu']}: {rec['tflops']:.2f} TFLOP/s, "
+                     f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['baseline']})")
+    else:
+        lines.append("(no GPU: timings are in the recorded figure above)")
+    return "\n".join(lines)
