@@ -90,3 +90,60 @@ def block_report(block: int, size: int = 2048) -> str:
     else:
         lines.append("(no GPU: timings are in the recorded figure above)")
     return "\n".join(lines)
+
+
+# --- chapter 4: register tiling ----------------------------------------------------------------
+def shared_loads_per_fma(thread_m: int, thread_n: int) -> float:
+    """Shared-memory floats a thread loads per multiply-add when it computes THREAD_M x THREAD_N outputs:
+    at each k it loads THREAD_M values of A and THREAD_N of B for THREAD_M * THREAD_N multiply-adds."""
+    return (thread_m + thread_n) / (thread_m * thread_n)
+
+
+def owners(step: str, p: dict):
+    """Which thread (tid) computes each element of a BLOCK_M x BLOCK_N tile of C, as an int array.
+
+    The Python twin of the kernels' index arithmetic: step 05/06 give each thread a solid
+    THREAD_M x THREAD_N tile; step 07 gives a warp a WARP_M x WARP_N tile and each lane 4x4 pieces,
+    one per sub-tile, so that the 32 lanes of a warp sit side by side in every sub-tile.
+    """
+    import numpy as np
+
+    bm, bn = p["BLOCK_M"], p["BLOCK_N"]
+    own = np.full((bm, bn), -1, dtype=int)
+    if step.endswith(("05_2d_blocktiling", "06_vectorized")):
+        tm, tn = p["THREAD_M"], p["THREAD_N"]
+        for tid in range((bm // tm) * (bn // tn)):
+            r, c = tid // (bn // tn) * tm, tid % (bn // tn) * tn
+            own[r:r + tm, c:c + tn] = tid
+        return own
+    wm, wn, tm, tn = p["WARP_M"], p["WARP_N"], p["THREAD_M"], p["THREAD_N"]
+    lanes_n = wn // tn
+    iters_m, iters_n = tm // 4, tn // 4
+    sub_m, sub_n = wm // iters_m, wn // iters_n
+    for warp in range((bm // wm) * (bn // wn)):
+        wr, wc = warp // (bn // wn) * wm, warp % (bn // wn) * wn
+        for lane in range(32):
+            lr, lc = lane // lanes_n * 4, lane % lanes_n * 4
+            for i in range(iters_m):
+                for j in range(iters_n):
+                    r, c = wr + i * sub_m + lr, wc + j * sub_n + lc
+                    own[r:r + 4, c:c + 4] = warp * 32 + lane
+    return own
+
+
+def draw_owners(step: str, p: dict, ax=None, highlight: int = 0):
+    """The ownership map: colour = warp, white = the elements thread `highlight` computes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    own = owners(step, p)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    warp = own // 32
+    img = np.where(own == highlight, -1, warp).astype(float)
+    ax.imshow(np.ma.masked_equal(img, -1), cmap="tab20", interpolation="nearest")
+    ax.imshow(np.ma.masked_not_equal(img, -1), cmap="gray_r", vmin=-2, vmax=0, interpolation="nearest")
+    ax.set_title(f"{step.split('/')[-1]}: colour = warp, white = thread {highlight}", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax

@@ -46,3 +46,29 @@ def test_slider_report_explains_an_impossible_tile_instead_of_raising():
     text = tiling.block_report(64)
     assert "cannot run" in text and "1024" in text
     assert "PASS" in tiling.block_report(8)
+
+
+def test_register_tiling_loads_per_fma():
+    assert tiling.shared_loads_per_fma(1, 1) == 2
+    assert tiling.shared_loads_per_fma(8, 8) == 0.25
+
+
+def test_ownership_maps_are_partitions_with_the_right_counts():
+    import numpy as np
+
+    for step, p in [("sgemm/05_2d_blocktiling", dict(BLOCK_M=128, BLOCK_N=128, THREAD_M=8, THREAD_N=8)),
+                    ("sgemm/07_warptiling", dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32,
+                                                 THREAD_M=8, THREAD_N=8))]:
+        own = tiling.owners(step, p)
+        assert (own >= 0).all()
+        counts = np.bincount(own.ravel())
+        assert len(counts) == 256 and (counts == 64).all()
+
+
+def test_warp_tiling_puts_a_warps_lanes_side_by_side():
+    p = dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32, THREAD_M=8, THREAD_N=8)
+    own = tiling.owners("sgemm/07_warptiling", p)
+    # first row of the first sub-tile: lanes 0..3 of warp 0, four columns each
+    assert own[0, :16].tolist() == [t for t in range(4) for _ in range(4)]
+    # thread 0's second 4x4 piece sits one sub-tile (WARP_N / 2 = 16 columns) to the right
+    assert own[0, 16] == 0 and own[32, 0] == 0

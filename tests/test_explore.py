@@ -1,0 +1,27 @@
+"""The generic slider: impossible configurations explained, possible ones checked; occupancy model."""
+from gemmlab import explore, registry
+
+
+def test_occupancy_limits():
+    # 128 registers x 256 threads = 32768: two blocks fill the 65536 registers of an H100 SM
+    assert explore.blocks_per_sm(128, 256, 16384, 90) == (2, "registers")
+    assert explore.blocks_per_sm(32, 1024, 0, 90)[0] == 2  # 2048 threads per SM
+    assert explore.blocks_per_sm(32, 1024, 0, 75) == (1, "threads")
+    assert explore.blocks_per_sm(32, 64, 48 * 1024, 75) == (1, "shared memory")
+
+
+def test_report_explains_an_impossible_configuration():
+    text = explore.report("sgemm/07_warptiling", WARP_M=64, WARP_N=64, THREAD_M=4, THREAD_N=4)
+    assert text.startswith("cannot run") and "32 thread tiles" in text
+
+
+def test_report_checks_a_possible_configuration():
+    text = explore.report("sgemm/05_2d_blocktiling", BLOCK_M=32, BLOCK_N=32, BLOCK_K=8, THREAD_M=4, THREAD_N=4)
+    assert "PASS" in text and "block(s) per SM" in text and "T4 (sm_75)" in text
+
+
+def test_explorer_has_one_control_per_parameter():
+    box = explore.explorer("sgemm/04_1d_blocktiling", BLOCK_M=32)
+    controls = [c for row in box.children[:-1] for c in row.children]
+    assert [c.description for c in controls] == list(registry.get("sgemm/04_1d_blocktiling").params)
+    controls[0].value = 16  # a change re-runs the report without raising
