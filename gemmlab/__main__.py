@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                            ("resources", "registers, shared memory, spills (compile-only)"),
                            ("sass", "print the SASS of a step (compile-only)")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("step")
+        p.add_argument("step", nargs="+" if name == "verify" else None)
         p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter")
         p.add_argument("--backend", choices=["cpu", "gpu"])
         if name != "verify":
@@ -89,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "verify":
             from .check import verify
 
-            report = verify(step(args.step, **_params(args.param)), raise_on_fail=False)
-            print(report)
-            return 0 if report.passed else 1
+            params, failed = _params(args.param), 0
+            for name in args.step:  # several steps in one process: one sanitizer start-up for all
+                s = registry.get(name)
+                report = verify(step(name, **{k: v for k, v in params.items() if k in s.params}),
+                                raise_on_fail=False)
+                print(report)
+                failed += not report.passed
+            return 0 if not failed else 1
         kernel = instance(args.step, **_params(args.param))
         if args.command == "resources":
             r = kernel.resources(args.arch)

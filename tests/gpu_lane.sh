@@ -33,13 +33,11 @@ steps=$(python3 -m gemmlab steps --names)
 python3 -m gemmlab bench $steps --size 1024 --size 2048 --size 4096 2>&1 | tee "$out/bench.log"
 grep -E "% of" "$out/bench.log" | sed 's/^/bench: /' >> "$summary"
 
-export GEMMLAB_NO_POOL=1
-for step in $steps; do
-  for tool in memcheck racecheck synccheck; do
-    log="$out/sanitizer-$(echo "$step" | tr / -)-$tool.log"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify "$step" --backend gpu > "$log" 2>&1
-    echo "sanitizer $tool $step: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
-  done
+export GEMMLAB_NO_POOL=1  # one cudaMalloc per array, so memcheck sees each array's exact bounds
+for tool in memcheck racecheck synccheck initcheck; do
+  log="$out/sanitizer-$tool.log"
+  compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify $steps --backend gpu > "$log" 2>&1
+  echo "sanitizer $tool over $(echo $steps | wc -w) steps: exit $? $(grep -cE '^PASS' "$log") PASS; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
 done
 cp results/*.json "$out/" 2>/dev/null
 cat "$summary"
