@@ -201,6 +201,19 @@ _rules_warps = lambda buffers: _all(  # noqa: E731
     _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _smem_rule(buffers), _accumulator_rule)
 
 
+
+def _pipeline_bytes(p):
+    """NUM_STAGES copies of sA (BLOCK_M rows of BLOCK_K + 4 floats, padded) and sB (BLOCK_K x BLOCK_N)."""
+    return p["NUM_STAGES"] * 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * p["BLOCK_N"])
+
+
+def _stages_rule(p):
+    need = _pipeline_bytes(p)
+    out = [] if need <= 227 * 1024 else [f"{p['NUM_STAGES']} stages need {need} bytes of shared memory, over the "
+                                         "227 KB a block may have on sm_90 (163 KB on sm_80)"]
+    return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
+
+
 STEPS: list[Step] = [
     Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
          summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
@@ -234,6 +247,15 @@ STEPS: list[Step] = [
          chapter=6, previous="sgemm/07_warptiling",
          summary="load the next tile into registers while computing this one; double-buffered shared memory",
          rules=_rules_warps(2)),
+    Step("sgemm/09_cp_async", "sgemm_cp_async",
+         {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32)), "NUM_STAGES": Param(3, (2, 3, 4, 5))},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
+                                   _pipeline_bytes(p)),
+         chapter=6, previous="sgemm/08_register_prefetch", min_arch=80,
+         summary="a NUM_STAGES-deep cp.async pipeline fills shared memory without staging registers",
+         rules=_all(_divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_N", "BLOCK_K"),
+                    _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _accumulator_rule,
+                    _stages_rule)),
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling",
          {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
           "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),

@@ -1,4 +1,4 @@
-"""The register-tiling ladder (sgemm 04-08), run by the CPU emulator, matches float64 on shapes off the tile grid.
+"""The register-tiling ladder (sgemm 04-09), run by the CPU emulator, matches float64 on shapes off the tile grid.
 
 Each step runs at its default configuration and at one small one, on shapes that are not multiples
 of any tile: K % 4 != 0 takes the scalar path of the float4 steps, and 256 x 136 x 36 is
@@ -36,9 +36,10 @@ class Spec:
     defaults: tuple[int, ...]
     small: tuple[int, ...]  # a small configuration: several blocks even on 17 x 33
     threads: Callable[[dict], int]
+    shared: Callable[[dict], int] = lambda p: 0  # dynamic shared memory bytes (0: static only)
 
     def launch(self, m: int, n: int, p: dict) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for all five steps."""
+        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for all six steps."""
         return (cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (self.threads(p), 1, 1)
 
 
@@ -61,8 +62,15 @@ LADDER = {
         lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
     "sgemm/08_register_prefetch": Spec(
         "sgemm_register_prefetch", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N"),
-        (128, 128, 8, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # as 07; 2 float4s of B per thread
+        (128, 128, 16, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # registry default BLOCK_K=16; 2 float4s of B
         lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
+    "sgemm/09_cp_async": Spec(
+        "sgemm_cp_async",
+        ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N", "NUM_STAGES"),
+        (128, 128, 16, 64, 32, 8, 8, 3), (32, 64, 8, 32, 32, 4, 8, 2),  # 2 warps, 2 stages
+        lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32,
+        # NUM_STAGES x (sA: BLOCK_M x (BLOCK_K + 4) floats, rows padded; sB: BLOCK_K x BLOCK_N floats)
+        lambda p: p["NUM_STAGES"] * 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * p["BLOCK_N"])),
 }
 # (M, N, K). The last one is aligned (K % 4 == N % 4 == 0) but ends mid-tile in every dimension:
 # float4 loads beside zero-filled ones in the same tile.
@@ -119,7 +127,7 @@ def test_ladder_step_matches_float64(name, which):
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
         c = np.full((m, n), np.nan, np.float32)  # every output must be written
         grid, block = spec.launch(m, n, params)
-        cpu.launch(module, grid, block, [np.int32(m), np.int32(n), np.int32(k), a, b, c])
+        cpu.launch(module, grid, block, [np.int32(m), np.int32(n), np.int32(k), a, b, c], spec.shared(params))
         try:
             check(c, a, b)
         except AssertionError as e:
@@ -135,7 +143,8 @@ def test_identity_reveals_layout():
         b = np.arange(k * n, dtype=np.float32).reshape(k, n)
         c = np.full((m, n), np.nan, np.float32)
         grid, block = LADDER[name].launch(m, n, params)
-        cpu.launch(module_for(name, params), grid, block, [np.int32(m), np.int32(n), np.int32(k), a, b, c])
+        cpu.launch(module_for(name, params), grid, block, [np.int32(m), np.int32(n), np.int32(k), a, b, c],
+                   LADDER[name].shared(params))
         assert np.array_equal(c, b), f"{name} {params}: C != B for A = identity"
 
 
@@ -165,3 +174,4 @@ def test_registry_entry_agrees(name):
         for m, n, k in SHAPES:
             launch = step.launch(m, n, k, params)
             assert (launch.grid, launch.block) == spec.launch(m, n, params)
+            assert launch.shared_bytes == spec.shared(params)
