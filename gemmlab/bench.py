@@ -63,6 +63,13 @@ def environment() -> dict:
     return env
 
 
+def _as_instances(steps, params: dict | None) -> list:
+    """Steps as compile-free instances (name + resolved parameters), for looking up records."""
+    from .kernel import Instance, instance
+
+    return [s if isinstance(s, Instance) else instance(s, **((params or {}).get(s, {}))) for s in steps]
+
+
 def _as_kernels(steps, params: dict | None) -> list[Kernel]:
     out = []
     for s in steps:
@@ -82,8 +89,9 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
     `params` maps a step name to template parameters; a step may also be given as a Kernel.
     """
     if backend() != "gpu":
-        names = {s.name if isinstance(s, Kernel) else registry.get(s).name for s in steps}
-        recs = [r for r in results.load() if r["step"] in names and r["m"] in sizes]
+        wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _as_instances(steps, params)}
+        recs = [r for r in results.load() if r["m"] in sizes
+                and (r["step"], json.dumps(r["params"], sort_keys=True)) in wanted]
         if verbose and not recs:
             print("No GPU here and no recorded results for these steps yet.")
         return recs
