@@ -23,11 +23,11 @@
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
-// __restrict__ is native to g++.
+// __restrict__ is native to g++. No __noinline__: libstdc++ 13 spells __attribute__((__noinline__)),
+// which such a macro would break.
 
 // ---------------------------------------------------------------------------------------------
 // Vector types and built-in variables
