@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,7 +171,18 @@ def compile(source: str, name_expression: str, arch: str = "sm_75", options: tup
     """Compile one template instantiation for `arch` with no GPU present (cached)."""
     if not re.fullmatch(r"sm_\d{2,3}a?", arch):
         raise ValueError(f"arch must look like 'sm_75', 'sm_80' or 'sm_90', not {arch!r}")
-    return _compile_cached(source, name_expression, arch, tuple(options), label)
+    try:
+        return _compile_cached(source, name_expression, arch, tuple(options), label)
+    except MissingReport:
+        # NVRTC 13.0 (seen on an H100 machine) caches programs it has compiled before, even across
+        # processes, and a cached compile comes back without ptxas' report. An option no earlier
+        # compile used makes it compile afresh.
+        nonce = f"-DGEMMLAB_FRESH_COMPILE={uuid.uuid4().hex}"
+        return _compile_cached(source, name_expression, arch, (*options, nonce), label)
+
+
+class MissingReport(BackendError):
+    """ptxas' -v report was absent from NVRTC's log."""
 
 
 def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
@@ -189,7 +201,9 @@ def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
             if m:
                 props[key] = int(m.group(1))
     if "registers" not in props:
-        raise BackendError(f"could not read ptxas' report for {lowered_name} on {arch}:\n{log}")
+        lib = _library_candidates()[0][0] if _library_candidates() else "?"
+        raise MissingReport(f"could not read ptxas' report for {lowered_name} on {arch} "
+                            f"(NVRTC {version()} from {lib}); the log was:\n{log}")
     return Resources(arch, props["registers"], props.get("shared", 0), props.get("local", 0),
                      props.get("spill_stores", 0), props.get("spill_loads", 0))
 
