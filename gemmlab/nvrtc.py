@@ -174,11 +174,11 @@ def compile(source: str, name_expression: str, arch: str = "sm_75", options: tup
     try:
         return _compile_cached(source, name_expression, arch, tuple(options), label)
     except MissingReport:
-        # NVRTC 13.0 (seen on an H100 machine) caches programs it has compiled before, even across
-        # processes, and a cached compile comes back without ptxas' report. An option no earlier
-        # compile used makes it compile afresh.
-        nonce = f"-DGEMMLAB_FRESH_COMPILE={uuid.uuid4().hex}"
-        return _compile_cached(source, name_expression, arch, (*options, nonce), label)
+        # NVRTC 13.0 (seen on an H100 machine) caches what ptxas produced for a PTX text it has seen
+        # before, even in another process, and a cached result comes back without ptxas' report. A
+        # uniquely named, unused device variable makes the PTX new; the kernel's code is unchanged.
+        fresh = f"{source}\n__device__ int gemmlab_fresh_compile_{uuid.uuid4().hex};\n"
+        return _compile_cached(fresh, name_expression, arch, options, label)
 
 
 class MissingReport(BackendError):
