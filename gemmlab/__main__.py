@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter (all steps)")
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--no-save", action="store_true")
+    p = sub.add_parser("run", help="launch a step once on random inputs (GPU), e.g. under a profiler")
+    p.add_argument("step")
+    p.add_argument("--size", type=int, default=4096, help="M = N = K")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
     p = sub.add_parser("sweep", help="benchmark a grid of template parameters at one size (GPU)")
     p.add_argument("step")
     p.add_argument("--vary", action="append", required=True, metavar="NAME=V1,V2,...")
@@ -71,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
             kernels = [step(s, **{k: v for k, v in params.items() if k in registry.get(s).params})
                        for s in args.steps]
             benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
+            return 0
+        if args.command == "run":
+            import cupy
+
+            kernel = step(args.step, backend="gpu", **_params(args.param))
+            rng = cupy.random.default_rng(0)
+            a = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
+            b = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
+            c = cupy.empty((args.size, args.size), dtype=kernel.dtype)
+            kernel.run(a, b, c)
+            cupy.cuda.runtime.deviceSynchronize()
+            print(f"ran {kernel.label} once at {args.size}^3")
             return 0
         if args.command == "sweep":
             from .bench import sweep

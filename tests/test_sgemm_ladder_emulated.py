@@ -1,4 +1,4 @@
-"""The register-tiling ladder (sgemm 04-09), run by the CPU emulator, matches float64 on shapes off the tile grid.
+"""The register-tiling ladder (sgemm 04-10), run by the CPU emulator, matches float64 on shapes off the tile grid.
 
 Each step runs at its default configuration and at one small one, on shapes that are not multiples
 of any tile: K % 4 != 0 takes the scalar path of the float4 steps, and 256 x 136 x 36 is
@@ -39,7 +39,7 @@ class Spec:
     shared: Callable[[dict], int] = lambda p: 0  # dynamic shared memory bytes (0: static only)
 
     def launch(self, m: int, n: int, p: dict) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for all six steps."""
+        """grid (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)), block (threads): the same for every step here."""
         return (cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (self.threads(p), 1, 1)
 
 
@@ -64,7 +64,11 @@ LADDER = {
         "sgemm_register_prefetch", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N"),
         (128, 128, 16, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # registry default BLOCK_K=16; 2 float4s of B
         lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
-    "sgemm/09_cp_async": Spec(
+    "sgemm/09_double_buffer": Spec(
+        "sgemm_double_buffer", ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N"),
+        (128, 128, 16, 64, 32, 8, 8), (32, 64, 8, 32, 32, 4, 8),  # as 08, two shared buffers
+        lambda p: (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32),
+    "sgemm/10_cp_async": Spec(
         "sgemm_cp_async",
         ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N", "THREAD_M", "THREAD_N", "NUM_STAGES"),
         (128, 128, 16, 64, 32, 8, 8, 3), (32, 64, 8, 32, 32, 4, 8, 2),  # 2 warps, 2 stages

@@ -6,7 +6,9 @@
 //   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
 //   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
 //   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
-//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
+//   08_register_prefetch  next tile loaded into registers during compute
+//   09_double_buffer      two shared buffers: one barrier per K tile instead of two
+//   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
 //
 // Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row
 // segment and writes one C row segment (coalesced), and all its lanes share one A element.

@@ -6,7 +6,9 @@
 //   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
 //   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
 //   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
-//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
+//   08_register_prefetch  next tile loaded into registers during compute
+//   09_double_buffer      two shared buffers: one barrier per K tile instead of two
+//   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
 //
 // Extends 02 by shared-memory tiling: the block slides a BLOCK-wide window along K, each thread
 // copies one element of A and one of B into shared memory, and the block then reuses every

@@ -6,22 +6,24 @@
 //   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
 //   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
 //   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
-//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
+//   08_register_prefetch  next tile loaded into registers during compute
+//   09_double_buffer      two shared buffers: one barrier per K tile instead of two
+//   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
 //
 // Extends 07 by loading the next tile while computing this one, to hide the latency of global
 // memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each
 // tile is loaded, then waited for at a barrier, then computed: no FMA runs while its loads are in
-// flight. Here sA and sB are double-buffered. The global loads of tile t+1 are issued into
-// registers (rA, rB) before the FMAs of tile t and stored to the other buffer after them, so
-// their latency hides behind compute, and one barrier per tile suffices instead of two.
+// flight. Here the global loads of tile t+1 are issued into registers (rA, rB) before the FMAs of
+// tile t, so their latency hides behind compute, and stored to shared memory after them. There is
+// still one buffer: a barrier before the store (no thread still reads tile t) and one after it
+// (tile t+1 complete before anyone reads it), two per K tile as in 07.
 // The next tile waits in registers across the FMAs, so __launch_bounds__ budgets accumulators +
 // 64 registers per thread: for an 8x8 thread tile a cap of 128, so that 2 blocks of 256 threads
 // fit on an SM. Under the cap the loads go through per-thread base pointers (a_src, b_src).
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, K-major: sA[buf][k][m] = A[block_row + m][k0 + k];
-//   sB[2][BLOCK_K][BLOCK_N]: two B tiles, rows k0.., columns block_col.., row-major;
-//   out-of-range elements zero.
+//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, K-major: sA[k][m] = A[block_row + m][k0 + k];
+//   sB[BLOCK_K][BLOCK_N]: rows k0.., columns block_col.., row-major; out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
 //   Lane l: (lane_row, lane_col) = (l / LANES_N * 4, l % LANES_N * 4) in every sub-tile.
 // Launch: blockDim ((BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32),
@@ -84,8 +86,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     static_assert(NUM_THREADS % (BLOCK_K / 4) == 0 && NUM_THREADS % (BLOCK_N / 4) == 0,
                   "BLOCK_K/4 and BLOCK_N/4 must divide the thread count (a thread stages one float4 column)");
     static_assert(NUM_THREADS <= 1024, "(BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) warps exceed 1024 threads");
-    static_assert(2 * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
-                  "two buffers of the A and B tiles exceed 48 KB of static shared memory");
+    static_assert((BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
+                  "the A and B tiles exceed 48 KB of static shared memory");
     constexpr int A_VECS = BLOCK_M * BLOCK_K / 4;       // float4s in the A tile (BLOCK_K / 4 per row)
     constexpr int B_VECS = BLOCK_K * BLOCK_N / 4;       // float4s in the B tile (BLOCK_N / 4 per row)
     constexpr int A_LOADS = cdiv(A_VECS, NUM_THREADS);  // float4s of A each thread stages
@@ -93,8 +95,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     constexpr int A_ROW_STEP = NUM_THREADS / (BLOCK_K / 4);  // rows between a thread's float4s of A
     constexpr int B_ROW_STEP = NUM_THREADS / (BLOCK_N / 4);  // and of B
 
-    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // 2 x (BLOCK_M x BLOCK_K tile of A, K-major)
-    __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // 2 x (BLOCK_K x BLOCK_N tile of B)
+    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32, lane_id = tid % 32;
@@ -143,35 +145,34 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             }
         }
     };
-    // Staging, half 2: registers -> shared buffer buf. A's float4 runs along k, so it is
-    // transposed into one float of 4 consecutive sA rows; B's float4 is stored whole.
-    auto store_tiles = [&](int buf) {
+    // Staging, half 2: registers -> shared. A's float4 runs along k, so it is transposed into one
+    // float of 4 consecutive sA rows; B's float4 is stored whole.
+    auto store_tiles = [&]() {
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[buf][c + 0][r] = rA[i].x;
-                sA[buf][c + 1][r] = rA[i].y;
-                sA[buf][c + 2][r] = rA[i].z;
-                sA[buf][c + 3][r] = rA[i].w;
+                sA[c + 0][r] = rA[i].x;
+                sA[c + 1][r] = rA[i].y;
+                sA[c + 2][r] = rA[i].z;
+                sA[c + 3][r] = rA[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = rB[i];
         }
     };
 
     const int num_tiles = cdiv(K, BLOCK_K);
     load_tiles(0);
-    store_tiles(0);
-    __syncthreads();  // tile 0 is in buffer 0 for everyone
+    store_tiles();
+    __syncthreads();  // tile 0 is in shared memory for everyone
 
     for (int t = 0; t < num_tiles; ++t) {
-        const int buf = t % 2;
         const bool has_next = t + 1 < num_tiles;
         if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
 
@@ -180,12 +181,12 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             // The slivers as float4s, one per sub-tile: sA row k holds column k of the A tile.
 #pragma unroll
             for (int i = 0; i < WARP_ITERS_M; ++i) {
-                const float4 v = *reinterpret_cast<const float4*>(&sA[buf][k][thread_row + i * WARP_SUB_M]);
+                const float4 v = *reinterpret_cast<const float4*>(&sA[k][thread_row + i * WARP_SUB_M]);
                 a[4 * i + 0] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
             }
 #pragma unroll
             for (int j = 0; j < WARP_ITERS_N; ++j) {
-                const float4 v = *reinterpret_cast<const float4*>(&sB[buf][k][thread_col + j * WARP_SUB_N]);
+                const float4 v = *reinterpret_cast<const float4*>(&sB[k][thread_col + j * WARP_SUB_N]);
                 b[4 * j + 0] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
             }
 #pragma unroll
@@ -197,11 +198,10 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             }
         }
 
-        // Buffer (1 - buf) was last read in iteration t - 1, which every thread has finished (the
-        // barrier below, one iteration ago), so it can be overwritten now.
-        if (has_next) store_tiles(1 - buf);
-        // The one barrier per tile: tile t + 1 complete before anyone reads it, and no thread
-        // still reading buffer buf when iteration t + 1 overwrites it.
+        // Barrier 1: no thread may overwrite the tiles with tile t + 1 while others still read them.
+        __syncthreads();
+        if (has_next) store_tiles();
+        // Barrier 2: tile t + 1 complete before anyone reads it.
         __syncthreads();
     }
 

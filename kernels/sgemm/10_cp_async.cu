@@ -6,12 +6,13 @@
 //   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
 //   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
 //   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
-//   08_register_prefetch  next tile loaded into registers during compute; two shared buffers
-//   09_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   08_register_prefetch  next tile loaded into registers during compute
+//   09_double_buffer      two shared buffers: one barrier per K tile instead of two
+//   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
 //
-// Extends 08 by a NUM_STAGES-deep cp.async pipeline (sm_80+). cp.async copies 16 bytes from
+// Extends 09 by a NUM_STAGES-deep cp.async pipeline (sm_80+). cp.async copies 16 bytes from
 // global to shared memory without passing through registers, so the rA / rB staging registers of
-// 08 are gone, and NUM_STAGES - 1 tiles are in flight while one is computed instead of one.
+// 09 are gone, and NUM_STAGES - 1 tiles are in flight while one is computed instead of one.
 // Tile t waits for its copies (cp_async_wait_group<NUM_STAGES - 2>) and one barrier; right after
 // that barrier the copies of tile t + NUM_STAGES - 1 are issued into the stage tile t - 1 used.
 //
@@ -20,7 +21,7 @@
 // of k. To make those reads conflict-free, a thread's rows are interleaved (lane_row + i * LANES_M:
 // a warp's lanes read LANES_M consecutive rows) and each sA row is padded by 4 floats: a row
 // pitch of BLOCK_K + 4 floats = 4 * odd words, so 8 consecutive rows start in 8 different
-// 16-byte bank groups (BLOCK_K % 8 == 0). B keeps 08's layout and reads.
+// 16-byte bank groups (BLOCK_K % 8 == 0). B keeps 09's layout and reads.
 //
 // Edges: a copy reads src_bytes = 0..16 bytes and zero-fills the rest, so ragged M, N, K need no
 // branch. cp.async needs 16-byte-aligned sources: when K % 4 != 0 (rows of A unaligned) or
@@ -40,7 +41,7 @@
 #include "common.cuh"
 
 // Blocks per SM that __launch_bounds__ asks ptxas to fit, budgeting accumulators + 64 registers a
-// thread out of the 65536 an SM has (as 08): a cap of 128 registers for an 8x8 thread tile and
+// thread out of the 65536 an SM has (as 09): a cap of 128 registers for an 8x8 thread tile and
 // 256 threads (2 blocks per SM); at least 1.
 __host__ __device__ constexpr int min_blocks_per_sm(int threads, int accumulators) {
     return 65536 / (threads * (accumulators + 64)) > 1 ? 65536 / (threads * (accumulators + 64)) : 1;
@@ -110,7 +111,7 @@ sgemm_cp_async(int M, int N, int K, const float* A, const float* B, float* C) {
     const int b_cols_left = N - (block_col + b_c);  // columns of B from this thread's float4 on
 
     // Inside the matrices the copies go through a_src and b_src, this thread's first float4 of
-    // tile 0, plus offsets (as 08): fewer integer instructions per copy than row * K + col.
+    // tile 0, plus offsets (as 09): fewer integer instructions per copy than row * K + col.
     const float* a_src = A + (block_row + a_r) * K + a_c;
     const float* b_src = B + b_r * N + block_col + b_c;
     const bool block_inside = aligned && block_row + BLOCK_M <= M && block_col + BLOCK_N <= N;

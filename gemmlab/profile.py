@@ -1,0 +1,64 @@
+"""Nsight Compute records: read the raw CSV of `ncu --csv --page raw`, keep what the chapters use.
+
+The profiler runs only on a GPU machine that allows it (not on Colab); its output is recorded in
+results/<gpu>.ncu.json, {step: {metric: value}}, and the chapters read that file.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+from .results import RESULTS, slug
+
+STALL = re.compile(r"smsp__average_warps?_(?:latency_)?issue_stalled_([a-z_]+?)_per_(?:issue|warp)_active\.ratio$")
+KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
+        "launch__occupancy_limit_registers", "sm__maximum_warps_per_active_cycle_pct",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "smsp__inst_executed_op_shared_ld.sum",
+        "gpu__time_duration.sum")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> dict[str, float]:
+    """The metrics of the last profiled kernel in a raw-page CSV (header, units, one row per kernel)."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:
+        raise ValueError("no profiled kernel in this ncu output")
+    header, values = rows[0], rows[-1]
+    out = {}
+    for name, value in zip(header, values):
+        number = _number(value)
+        if number is not None and (STALL.match(name) or name in KEEP):
+            out[name] = number
+    return out
+
+
+def stall_reasons(metrics: dict[str, float], top: int = 5) -> list[tuple[str, float]]:
+    """(reason, warps stalled per issued instruction), largest first."""
+    found = [(m.group(1), v) for name, v in metrics.items() if (m := STALL.match(name))]
+    return sorted(found, key=lambda kv: -kv[1])[:top]
+
+
+def save(gpu: str, step: str, metrics: dict[str, float]) -> None:
+    path = RESULTS / f"{slug(gpu)}.ncu.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[step] = metrics
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def load(gpu: str | None = None) -> dict[str, dict[str, float]]:
+    """Recorded profiler metrics per step, for one GPU (or the first recorded one)."""
+    files = [RESULTS / f"{slug(gpu)}.ncu.json"] if gpu else sorted(RESULTS.glob("*.ncu.json"))
+    for path in files:
+        if path.exists():
+            return json.loads(path.read_text())
+    return {}
