@@ -249,3 +249,17 @@ def count_instructions(sass_text: str, opcodes: list[str]) -> dict[str, int]:
             if op == want or op.startswith(want + "."):
                 counts[want] += 1
     return counts
+
+
+def memory_order(sass_text: str, opcodes: tuple[str, ...] = ("LDG", "STS", "BAR", "LDS", "LDGSTS")) -> str:
+    """The kernel's global loads, shared stores and loads and barriers in program order, runs merged:
+    'LDGx6 STSx5 BARx1 LDSx32 BARx1' shows where each phase of a K step sits relative to the others."""
+    runs: list[list] = []
+    for line in sass_text.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        if m and m.group(1) in opcodes:
+            if runs and runs[-1][0] == m.group(1):
+                runs[-1][1] += 1
+            else:
+                runs.append([m.group(1), 1])
+    return " ".join(f"{op}x{n}" for op, n in runs)

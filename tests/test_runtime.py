@@ -157,3 +157,10 @@ def test_bench_without_gpu_returns_recorded_records_only():
     finally:
         gemmlab.set_backend(None)
     assert all(r["source"] == "recorded" and r["step"] == "sgemm/01_naive" and r["m"] == 1024 for r in recs)
+
+
+def test_memory_order_merges_runs_in_program_order():
+    sass = "\n".join(f"        /*{i:04x}*/                   {op} R1, [R2] ;" for i, op in
+                     enumerate(["LDG.E.128", "LDG.E.128", "STS.128", "BAR.SYNC", "LDS.128", "FFMA", "LDS.128",
+                                "@!P0 BAR.SYNC"]))
+    assert nvrtc.memory_order(sass) == "LDGx2 STSx1 BARx1 LDSx2 BARx1"
