@@ -1,43 +1,52 @@
 #!/usr/bin/env bash
-# The GPU lane, in one command, on a machine with an NVIDIA GPU (CuPy, compute-sanitizer):
-#   1. the whole test suite (unit tests + CPU/GPU agreement of every step + nbval over book/),
-#   2. the benchmark of every step against cuBLAS (records written to results/),
-#   3. compute-sanitizer memcheck, racecheck and synccheck over every step.
+# The GPU lane, in one command, on a machine with an NVIDIA GPU (CuPy, compute-sanitizer, ncu):
+#   1. the whole test suite with nbval over book/ (includes the CPU/GPU agreement of every step),
+#   2. the benchmark of every step against cuBLAS at 1024..8192 (records written to results/),
+#   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over every step,
+#   4. Nsight Compute warp-state counters of the FP32 latency-hiding steps (results/<gpu>.ncu.json).
 # Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks]
-# Wheels in .whl/ (see shared GPU.md) are installed first when present (machines without a registry).
+# Wheels in .whl/ (see ../shared/GPU.md) are installed first when present, for machines without a registry.
 set -uo pipefail
 out=${1:-${OUT:-gpu-lane-out}}
-mkdir -p "$out"
+mkdir -p "$out" results/gpu-lane/sanitizer results/gpu-lane/ncu
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PATH=/tmp/site/bin:$PATH
 fi
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 summary="$out/summary.txt"
 : > "$summary"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$summary"
+steps=$(python3 -m gemmlab steps --names)
 
-if [[ " $* " == *" --execute-notebooks "* ]]; then
-  # store the GPU run's outputs in the notebooks (the site shows them)
+if [[ " $* " == *" --execute-notebooks "* ]]; then  # store the GPU run's outputs (the site shows them)
   for nb in book/*.ipynb; do
-    python3 -m jupyter execute --inplace "$nb" > "$out/execute-$(basename "$nb" .ipynb).log" 2>&1 \
-      && echo "executed $nb" | tee -a "$summary" || echo "FAILED to execute $nb" | tee -a "$summary"
+    (cd book && python3 -m jupyter execute --inplace "$(basename "$nb")" > "$out/execute.log" 2>&1) \
+      && echo "executed $nb" >> "$summary" || echo "FAILED to execute $nb" >> "$summary"
   done
 fi
 
-python3 -m pytest -q -rs --nbval-lax --nbval-current-env book/ tests/ 2>&1 | tee "$out/pytest.log"
+python3 -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env tests/ book/ > "$out/pytest.log" 2>&1
 echo "pytest: $(tail -n 1 "$out/pytest.log")" >> "$summary"
-python3 -m pytest -q -s tests/test_gpu_agreement.py 2>&1 | grep -E "bit-identical" >> "$summary"
+python3 -m pytest -q -s -p no:cacheprovider tests/test_gpu_agreement.py 2>&1 | grep -E "bit-identical" >> "$summary"
 
-steps=$(python3 -m gemmlab steps --names)
-python3 -m gemmlab bench $steps --size 1024 --size 2048 --size 4096 2>&1 | tee "$out/bench.log"
+python3 -m gemmlab bench $(echo "$steps" | grep -v 01_naive) --size 1024 --size 2048 --size 4096 --size 8192 > "$out/bench.log" 2>&1
+python3 -m gemmlab bench sgemm/01_naive --size 1024 --size 2048 --size 4096 >> "$out/bench.log" 2>&1
 grep -E "% of" "$out/bench.log" | sed 's/^/bench: /' >> "$summary"
 
-export GEMMLAB_NO_POOL=1  # one cudaMalloc per array, so memcheck sees each array's exact bounds
-for tool in memcheck racecheck synccheck initcheck; do
+for tool in memcheck racecheck synccheck initcheck; do  # one cudaMalloc per array: exact bounds
   log="$out/sanitizer-$tool.log"
-  compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify $steps --backend gpu > "$log" 2>&1
-  echo "sanitizer $tool over $(echo $steps | wc -w) steps: exit $? $(grep -cE '^PASS' "$log") PASS; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
+  GEMMLAB_NO_POOL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify $steps --backend gpu > "$log" 2>&1
+  echo "sanitizer $tool: exit $?, $(grep -c '^PASS' "$log") steps PASS, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
+  grep -E "PASS|SUMMARY" "$log" > "results/gpu-lane/sanitizer/$tool.txt"
 done
-cp results/*.json "$out/" 2>/dev/null
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+for s in sgemm/07_warptiling sgemm/08_register_prefetch sgemm/09_double_buffer sgemm/10_cp_async; do
+  csv="results/gpu-lane/ncu/$(echo "$s" | tr / -).csv"
+  ncu --clock-control none --section WarpStateStats --section Occupancy --section LaunchStats --csv --page raw \
+      -k regex:sgemm python3 -m gemmlab run "$s" --size 4096 > "$csv" 2> "$out/ncu.err" \
+    && python3 -c "from gemmlab import profile; profile.save('$gpu', '$s', profile.parse_raw_csv(open('$csv').read()))" \
+    && echo "ncu $s: recorded" >> "$summary" || echo "ncu $s: not available here (see $out/ncu.err)" >> "$summary"
+done
 cat "$summary"
