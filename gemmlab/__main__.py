@@ -1,4 +1,4 @@
-"""Command line: python -m gemmlab steps | verify | bench | resources | sass | counters."""
+"""Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters."""
 from __future__ import annotations
 
 import argparse
