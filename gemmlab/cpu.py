@@ -71,7 +71,8 @@ def _cpu_flags() -> list[str]:
 
 
 def _flags() -> list[str]:
-    return BASE_FLAGS + _cpu_flags()
+    """Compiler flags; GEMMLAB_CPU_FLAGS adds more (the tests force the software half with it)."""
+    return BASE_FLAGS + _cpu_flags() + os.environ.get("GEMMLAB_CPU_FLAGS", "").split()
 
 
 def _digest(*parts: str | bytes) -> str:

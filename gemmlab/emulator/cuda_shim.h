@@ -130,10 +130,56 @@ template <class T> inline T atomicMin(T* p, T v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fp16: __half is GCC's IEEE _Float16, so every conversion rounds to nearest even
+// fp16: __half is GCC's IEEE _Float16 (g++ 12+ on x86), so every conversion rounds to nearest even.
+// Older compilers (Colab's g++ 11) lack _Float16: there __half is 16 bits with the same rounding,
+// done in software. GEMMLAB_SOFT_HALF forces that path (the tests use it).
 // ---------------------------------------------------------------------------------------------
+#if defined(__FLT16_MAX__) && !defined(GEMMLAB_SOFT_HALF)
 typedef _Float16 __half;
-typedef _Float16 half;
+#else
+namespace emu {
+inline unsigned short float_to_half_bits(float f) {  // round to nearest, ties to even
+    unsigned x;
+    std::memcpy(&x, &f, 4);
+    const unsigned sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    const int exp = (x >> 23) & 0xff, e = exp - 127 + 15;
+    if (exp == 0xff) return (unsigned short)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);  // too large: infinity
+    if (e <= 0) {                                              // a subnormal half, or zero
+        if (e < -10) return (unsigned short)sign;
+        const unsigned full = mant | 0x800000u, shift = (unsigned)(14 - e);
+        unsigned m = full >> shift;
+        const unsigned rest = full & ((1u << shift) - 1), half_way = 1u << (shift - 1);
+        if (rest > half_way || (rest == half_way && (m & 1u))) ++m;
+        return (unsigned short)(sign | m);
+    }
+    unsigned h = sign | ((unsigned)e << 10) | (mant >> 13);
+    const unsigned rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry rounds up into the exponent
+    return (unsigned short)h;
+}
+inline float half_bits_to_float(unsigned short h) {
+    const unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0) {  // zero or subnormal: mant x 2^-24
+        const float f = std::ldexp((float)mant, -24);
+        return sign ? -f : f;
+    }
+    const unsigned x = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+}  // namespace emu
+struct __half {
+    unsigned short bits;
+    __half() = default;
+    template <class T, class = typename std::enable_if<std::is_arithmetic<T>::value>::type>
+    __half(T v) : bits(emu::float_to_half_bits((float)v)) {}
+    operator float() const { return emu::half_bits_to_float(bits); }
+    __half operator-() const { __half r; r.bits = (unsigned short)(bits ^ 0x8000u); return r; }
+};
+#endif
+typedef __half half;
 struct __align__(4) __half2 {
     __half x, y;
 };
