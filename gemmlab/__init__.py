@@ -8,12 +8,14 @@ from .registry import steps
 from .check import verify
 from .bench import benchmark
 
-__all__ = ["Kernel", "backend", "benchmark", "errors", "registry", "set_backend", "step", "steps", "verify"]
+__all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "registry", "set_backend", "step", "steps",
+           "verify"]
 
 
 
 def __getattr__(name):  # submodules on first use, so `import gemmlab` stays light
-    if name in ("results", "nvrtc", "cpu", "gpu", "layouts", "hardware", "coalescing", "plots", "widgets"):
+    if name in ("results", "nvrtc", "cpu", "gpu", "layouts", "hardware", "coalescing", "plots", "widgets", "tiling",
+                "explore", "pipeline", "profile", "swizzle", "glue", "bench", "check", "kernel", "source"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

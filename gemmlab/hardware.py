@@ -72,7 +72,7 @@ REFERENCE_MEASURED: dict[str, dict[str, Any]] = {
         "smem_gbps": 3662.0,
         "fp16_tensor_tflops": 49.439,
         "fp32_tflops": 7.455,
-        "source": "measured by Armbruster (cuBLAS) and Jia et al. 2019 (bandwidth)",
+        "source": "Armbruster's cuBLAS runs; bandwidth from Jia et al. 2019",
     },
 }
 
@@ -341,7 +341,7 @@ def achievable(gpu: str | GpuSpec | None = None, results_dir: Path | None = None
             "dram_gbps": record["copy_bandwidth"]["gbps"],
             "fp32_tflops": record["cublas"]["fp32"]["tflops"],
             "fp16_tensor_tflops": record["cublas"]["fp16"]["tflops"],
-            "label": f"measured on {record['gpu']}, {record['date']}",
+            "label": f"{record['gpu']}, recorded {record['date']}",
         }
     if spec is not None and spec.key in REFERENCE_MEASURED:
         ref = REFERENCE_MEASURED[spec.key]

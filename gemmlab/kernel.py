@@ -49,6 +49,15 @@ def _compile(backend_name: str, source: str, expr: str, label: str):
 _modules: dict[tuple, object] = {}
 
 
+def _module(backend_name: str, source: str, expr: str, label: str):
+    """The compiled module for (backend, source, instantiation), compiled once per process.
+    A failed compile raises and caches nothing, so a corrected source compiles next time."""
+    key = (backend_name, source, expr)
+    if key not in _modules:
+        _modules[key] = _compile(backend_name, source, expr, label)
+    return _modules[key]
+
+
 class Instance:
     """A step with fixed template parameters: enough for compile-only analysis, no backend needed."""
 
@@ -104,10 +113,7 @@ class Kernel(Instance):
                                 f"(its instructions do not exist before sm_{step.min_arch}); this GPU, "
                                 f"{gpu.device()['name']}, is {cc / 10:.1f}. Use an earlier step, or "
                                 "backend='cpu' to run it in the emulator.")
-        key = (self.backend, self.source, self.name_expression)
-        if key not in _modules:  # a failed compile raises here and caches nothing
-            _modules[key] = _compile(self.backend, self.source, self.name_expression, self.label)
-        self.module = _modules[key]
+        self.module = _module(self.backend, self.source, self.name_expression, self.label)
 
     def __repr__(self) -> str:
         return f"Kernel({self.label}, backend={self.backend!r})"
@@ -177,13 +183,8 @@ class Kernel(Instance):
         """
         from . import cpu
 
-        if self.backend == "cpu":
-            module = self.module
-        else:
-            key = ("cpu", self.source, self.name_expression)
-            if key not in _modules:
-                _modules[key] = _compile("cpu", self.source, self.name_expression, self.label)
-            module = _modules[key]
+        module = self.module if self.backend == "cpu" else _module("cpu", self.source, self.name_expression,
+                                                                   self.label)
         registry.check_shape(self.step, m, n, k)
         if min(m, n, k) < 1:
             raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
@@ -194,6 +195,7 @@ class Kernel(Instance):
         cfg = self.launch_config(m, n, k)
         return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c],
                            shared_mem=cfg.shared_bytes, max_blocks=max_blocks, names=["M", "N", "K", "A", "B", "C"])
+
 
 def _to(xp, x):
     """x as an array of module xp (numpy or cupy), copying between host and device if needed."""

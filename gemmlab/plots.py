@@ -51,7 +51,7 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     if meas:
         ceiling(round(meas["fp16_tensor_tflops"], 1), meas["dram_gbps"], COLOURS["fp16_tensor"],
                 "fp16 tensor (measured)", "--")
-        ceiling(round(meas["fp32_tflops"], 2), meas["dram_gbps"], COLOURS["fp32"],
+        ceiling(round(meas["fp32_tflops"], 1), meas["dram_gbps"], COLOURS["fp32"],
                 "fp32 FFMA (measured)", "--")
 
     for label, intensity, tflops in points:
@@ -73,7 +73,7 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     if meas:
-        ax.text(0.01, 0.99, f"measured: {meas['label']}", transform=ax.transAxes, fontsize=6,
+        ax.text(0.01, 0.99, f"measured ceilings: {meas['label']}", transform=ax.transAxes, fontsize=6,
                 va="top", color="0.35")
     return ax
 
