@@ -214,6 +214,11 @@ def _stages_rule(p):
     return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
 
 
+
+_MMA_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+               "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
+               "WARP_N": Param(64, (16, 32, 64, 128))}
+
 STEPS: list[Step] = [
     Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
          summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
@@ -260,12 +265,17 @@ STEPS: list[Step] = [
          rules=_all(_divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_N", "BLOCK_K"),
                     _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _accumulator_rule,
                     _stages_rule)),
-    Step("hgemm/01_mma_tiling", "hgemm_mma_tiling",
-         {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
-          "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
-          "WARP_N": Param(64, (16, 32, 64, 128))},
+    Step("hgemm/01_mma_tiling", "hgemm_mma_tiling", _MMA_TILING,
          _mma_geometry, chapter=7, dtype="float16", min_arch=75,
          summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
+         rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/02_vectorized_copy", "hgemm_vectorized_copy", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/01_mma_tiling",
+         summary="16-byte global-to-shared copies in fully unrolled loops",
+         rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/03_swizzled", "hgemm_swizzled", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/02_vectorized_copy",
+         summary="XOR-swizzled shared tiles: ldmatrix reads one wavefront per 8x8 matrix",
          rules=_mma_tiling_rules(16, 16, 16)),
 ]
 

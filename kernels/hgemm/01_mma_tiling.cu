@@ -1,8 +1,9 @@
 // hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
 // ladder for the T4.
-//   01_mma_tiling   block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
-//   (later steps: vectorized copies, swizzling, register prefetch, tuned tiles, double
-//   buffering, cp.async)
+//   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
+//   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
+//   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
+//   (later steps: register prefetch, tuned tiles, double buffering, cp.async)
 //
 // Extends nothing: the first tensor-core step. Three levels of tiling:
 //   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of
