@@ -10,7 +10,6 @@ STAMP  := $(VENV)/.requirements.stamp
 
 # The notebooks and tests import gemmlab from the repository root.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
-export MPLBACKEND := Agg
 
 .PHONY: site test venv clean help
 
@@ -24,7 +23,6 @@ venv: $(STAMP)
 # Re-install whenever requirements.txt changes.
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
 
