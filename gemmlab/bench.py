@@ -14,7 +14,7 @@ import numpy as np
 
 from . import registry, results
 from .check import verify
-from .kernel import Kernel, backend, step as make_step
+from .kernel import Instance, Kernel, backend, instance, step as make_step
 
 
 def _stats(times: np.ndarray) -> dict:
@@ -63,21 +63,9 @@ def environment() -> dict:
     return env
 
 
-def _as_instances(steps, params: dict | None) -> list:
-    """Steps as compile-free instances (name + resolved parameters), for looking up records."""
-    from .kernel import Instance, instance
-
-    return [s if isinstance(s, Instance) else instance(s, **((params or {}).get(s, {}))) for s in steps]
-
-
-def _as_kernels(steps, params: dict | None) -> list[Kernel]:
-    out = []
-    for s in steps:
-        if isinstance(s, Kernel):
-            out.append(s)
-        else:
-            out.append(make_step(s, **((params or {}).get(s, {}))))
-    return out
+def _resolve(steps, params: dict | None, make, kind) -> list:
+    """Steps given by name (made with `make`, parameters from `params[name]`) or already of type `kind`."""
+    return [s if isinstance(s, kind) else make(s, **((params or {}).get(s, {}))) for s in steps]
 
 
 def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int = 30,
@@ -89,7 +77,7 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
     `params` maps a step name to template parameters; a step may also be given as a Kernel.
     """
     if backend() != "gpu":
-        wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _as_instances(steps, params)}
+        wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
         recs = [r for r in results.load() if r["m"] in sizes
                 and (r["step"], json.dumps(r["params"], sort_keys=True)) in wanted]
         if verbose and not recs:
@@ -98,7 +86,7 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
 
     import cupy
 
-    kernels = _as_kernels(steps, params)
+    kernels = _resolve(steps, params, make_step, Kernel)
     for k in kernels:
         verify(k)  # raises: a step that computes the wrong answer is never timed
     env = environment()
@@ -172,3 +160,10 @@ def sweep(name: str, grid: dict[str, list[int]], size: int = 4096, fixed: dict |
             if verbose:
                 print(f"skip {params}: {str(e).splitlines()[0]}")
     return records
+
+
+def timing_line(kernel: Kernel, size: int = 2048, n_repeat: int = 10) -> str:
+    """One live measurement for a slider: TFLOP/s and % of cuBLAS at size^3 (GPU only, not saved)."""
+    rec = benchmark([kernel], sizes=[size], n_repeat=n_repeat, n_warmup=2, save=False, verbose=False)[0]
+    return (f"{kernel.name}: {rec['tflops']:.2f} TFLOP/s at {size}^3, {rec['pct_of_baseline']:.1f}% of cuBLAS "
+            f"({rec['baseline']}, {rec['gpu']}, live)")

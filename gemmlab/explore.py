@@ -52,9 +52,7 @@ def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
         k = kernel.step(name, **params)
         lines.append(str(check.verify(k, raise_on_fail=False)))
         if time and k.backend == "gpu":
-            rec = bench.benchmark([k], sizes=[size], n_repeat=10, save=False, verbose=False)[0]
-            lines.append(f"{size}^3 on {rec['gpu']}: {rec['tflops']:.2f} TFLOP/s, "
-                         f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['baseline']})")
+            lines.append(bench.timing_line(k, size))
     except GemmlabError as e:
         lines.append(f"cannot run: {e}")
     return "\n".join(lines)

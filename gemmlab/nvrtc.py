@@ -237,29 +237,32 @@ def sass(artifact: Artifact) -> str:
     return out.stdout
 
 
-def count_instructions(sass_text: str, opcodes: list[str]) -> dict[str, int]:
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def opcodes(sass_text: str) -> list[str]:
+    """The opcodes of a SASS listing in program order, predicates dropped ('LDS.128', 'FFMA', ...)."""
+    return [m.group(1) for m in map(_OPCODE.search, sass_text.splitlines()) if m]
+
+
+def count_instructions(sass_text: str, opcodes_wanted: list[str]) -> dict[str, int]:
     """How many SASS instructions start with each opcode (e.g. 'LDS.128', 'FFMA', 'HMMA')."""
-    counts = dict.fromkeys(opcodes, 0)
-    for line in sass_text.splitlines():
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
-        if not m:
-            continue
-        op = m.group(1)
-        for want in opcodes:
+    counts = dict.fromkeys(opcodes_wanted, 0)
+    for op in opcodes(sass_text):
+        for want in opcodes_wanted:
             if op == want or op.startswith(want + "."):
                 counts[want] += 1
     return counts
 
 
-def memory_order(sass_text: str, opcodes: tuple[str, ...] = ("LDG", "STS", "BAR", "LDS", "LDGSTS")) -> str:
+def memory_order(sass_text: str, wanted: tuple[str, ...] = ("LDG", "STS", "BAR", "LDS", "LDGSTS")) -> str:
     """The kernel's global loads, shared stores and loads and barriers in program order, runs merged:
     'LDGx6 STSx5 BARx1 LDSx32 BARx1' shows where each phase of a K step sits relative to the others."""
     runs: list[list] = []
-    for line in sass_text.splitlines():
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
-        if m and m.group(1) in opcodes:
-            if runs and runs[-1][0] == m.group(1):
+    for op in (op.split(".")[0] for op in opcodes(sass_text)):
+        if op in wanted:
+            if runs and runs[-1][0] == op:
                 runs[-1][1] += 1
             else:
-                runs.append([m.group(1), 1])
+                runs.append([op, 1])
     return " ".join(f"{op}x{n}" for op, n in runs)

@@ -84,9 +84,7 @@ def block_report(block: int, size: int = 2048) -> str:
     except GemmlabError as e:
         return lines[0] + "\n" + f"cannot run: {e}"
     if k.backend == "gpu":
-        rec = bench.benchmark([k], sizes=[size], n_repeat=10, save=False, verbose=False)[0]
-        lines.append(f"{size}^3 on {rec['gpu']}: {rec['tflops']:.2f} TFLOP/s, "
-                     f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['baseline']})")
+        lines.append(bench.timing_line(k, size))
     else:
         lines.append("(no GPU: timings are in the recorded figure above)")
     return "\n".join(lines)

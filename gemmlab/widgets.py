@@ -40,10 +40,7 @@ def time_block_shape(bx: int, by: int, size: int = 2048, steps: Sequence[str] = 
     for name in steps:
         try:
             kern = gemmlab.step(name, BLOCK_X=bx, BLOCK_Y=by)
-            rec = gemmlab.benchmark([kern], sizes=[size], n_repeat=10, n_warmup=2, save=False,
-                                    verbose=False)[0]
-            lines.append(f"{name}: {rec['tflops']:.3f} TFLOP/s at {size}, "
-                         f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['gpu']}, live)")
+            lines.append(gemmlab.bench.timing_line(kern, size))
         except GemmlabError as exc:
             lines.append(f"{name}: {exc}")
     return "\n".join(lines)

@@ -264,39 +264,6 @@ def test_half_conversions_round_to_nearest_even():
     assert list(ops) == [1.75, -2.0, 0.375, -0.5625, 1.5 * 0.25 + 1.5, -2.25 * 0.25 - 2.25, 2048.0, 1.5]
 
 
-GEMM = r"""
-template <int BLOCK>
-__global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C) {
-    __shared__ float sA[BLOCK][BLOCK];   // BLOCK x BLOCK tile of A
-    __shared__ float sB[BLOCK][BLOCK];   // BLOCK x BLOCK tile of B
-    int tx = threadIdx.x, ty = threadIdx.y;
-    int row = blockIdx.y * BLOCK + ty, col = blockIdx.x * BLOCK + tx;
-    float acc = 0.f;
-    for (int k0 = 0; k0 < K; k0 += BLOCK) {
-        sA[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.f;
-        sB[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.f;
-        __syncthreads();
-        for (int k = 0; k < BLOCK; ++k) acc += sA[ty][k] * sB[k][tx];
-        __syncthreads();
-    }
-    if (row < M && col < N) C[row * N + col] = acc;
-}
-"""
-
-
-@pytest.mark.parametrize("block", [16, 32])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 70, 45), (100, 17, 129), (64, 64, 64)])
-def test_tiled_sgemm_matches_numpy(block, shape):
-    M, N, K = shape
-    rng = np.random.default_rng(M * N * K)
-    A = rng.standard_normal((M, K)).astype(np.float32)
-    B = rng.standard_normal((K, N)).astype(np.float32)
-    C = np.full((M, N), np.nan, np.float32)
-    run(GEMM, f"sgemm_tiled<{block}>", ((N + block - 1) // block, (M + block - 1) // block), (block, block),
-        [M, N, K, A, B, C])
-    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
-
-
 ATOMIC = r"""
 __global__ void count(int* counter, float* total) {
     atomicAdd(counter, 1);

@@ -25,3 +25,14 @@ def test_explorer_has_one_control_per_parameter():
     controls = [c for row in box.children[:-1] for c in row.children]
     assert [c.description for c in controls] == list(registry.get("sgemm/04_1d_blocktiling").params)
     controls[0].value = 16  # a change re-runs the report without raising
+
+
+def test_timing_line_formats_one_live_record(monkeypatch):
+    import gemmlab
+    from gemmlab import bench
+
+    record = {"tflops": 43.4, "pct_of_baseline": 85.2, "baseline": "torch.matmul", "gpu": "NVIDIA H100"}
+    monkeypatch.setattr(bench, "benchmark", lambda kernels, **kw: [dict(record, step=kernels[0].name)])
+    k = gemmlab.instance("sgemm/09_double_buffer")
+    assert bench.timing_line(k, 4096) == ("sgemm/09_double_buffer: 43.40 TFLOP/s at 4096^3, 85.2% of cuBLAS "
+                                          "(torch.matmul, NVIDIA H100, live)")
