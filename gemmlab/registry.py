@@ -102,8 +102,11 @@ def _divides(a: str, b: str, why: str = ""):
     return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]}{why}"]
 
 
-def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int):
-    """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans)."""
+def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = 48 * 1024,
+                      smem_what: str = "static shared memory, over the 48 KB limit"):
+    """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans);
+    `buffers` copies of the A and B tiles (NUM_STAGES copies where that is a parameter) must fit
+    `smem_limit` bytes."""
     def rule(p: dict) -> list[str]:
         out = []
         for tile, warp in (("BLOCK_M", "WARP_M"), ("BLOCK_N", "WARP_N")):
@@ -120,9 +123,12 @@ def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int):
         warps = (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
         if warps * 32 > 1024:
             out.append(f"{warps} warps = {warps * 32} threads exceed the limit of 1024 per block")
-        smem = 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
-        if smem > 48 * 1024:
-            out.append(f"the A and B tiles need {smem} bytes of static shared memory, over the 48 KB limit")
+        copies = p.get("NUM_STAGES", buffers)
+        smem = copies * 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
+        if smem > smem_limit:
+            out.append(f"{copies} buffer(s) of the A and B tiles need {smem} bytes of {smem_what}")
+        if copies < 1 or ("NUM_STAGES" in p and copies < 2):
+            out.append("NUM_STAGES must be at least 2 (one tile computed while the next is in flight)")
         return out
     return rule
 
@@ -143,6 +149,24 @@ _xy_threads = _threads_rule(lambda p: p["BLOCK_X"] * p["BLOCK_Y"])
 def _mma_geometry(m, n, k, p):
     warps = (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"])
     return Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (32 * warps, 1, 1))
+
+
+def _mma_buffers_bytes(p):
+    """Dynamic shared memory of the multi-buffered hgemm steps: NUM_STAGES (default 2) A and B tiles."""
+    return p.get("NUM_STAGES", 2) * 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
+
+
+def _mma_dynamic_geometry(m, n, k, p):
+    g = _mma_geometry(m, n, k, p)
+    return Launch(g.grid, g.block, _mma_buffers_bytes(p))
+
+
+def _mma_copy_rule(p):
+    """Steps 05+ give each thread whole columns of 16-byte chunks (one row step apart)."""
+    t = 32 * (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
+    if t % max(p["BLOCK_K"] // 8, 1) == 0 and t % max(p["BLOCK_N"] // 8, 1) == 0:
+        return []
+    return [f"BLOCK_K/8 and BLOCK_N/8 must divide the {t} threads (each thread copies one column of 16-byte chunks)"]
 
 
 def _tile_geometry(threads: Callable[[dict], int]) -> Geometry:
@@ -219,6 +243,10 @@ _MMA_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, 
                "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
                "WARP_N": Param(64, (16, 32, 64, 128))}
 
+_MMA_TUNED = {**_MMA_TILING, "BLOCK_M": Param(256, (32, 64, 128, 256))}
+# T4 (sm_75) has 64 KB of shared memory per block; a step meant to run there must fit it.
+_T4_DYNAMIC = dict(smem_limit=64 * 1024, smem_what="shared memory, over the 64 KB a T4 block may have")
+
 STEPS: list[Step] = [
     Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
          summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
@@ -277,6 +305,24 @@ STEPS: list[Step] = [
          dtype="float16", min_arch=75, previous="hgemm/02_vectorized_copy",
          summary="XOR-swizzled shared tiles: ldmatrix reads one wavefront per 8x8 matrix",
          rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/04_register_prefetch", "hgemm_register_prefetch", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/03_swizzled",
+         summary="the next block tile's global loads are issued into registers before this tile's mmas",
+         rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/05_tuned_tiles", "hgemm_tuned_tiles", _MMA_TUNED, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/04_register_prefetch",
+         summary="a 256x128 block tile; swizzled addresses advanced by XOR with constants",
+         rules=_all(_mma_tiling_rules(16, 16, 16), _mma_copy_rule)),
+    Step("hgemm/06_double_buffer", "hgemm_double_buffer", _MMA_TUNED, _mma_dynamic_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/05_tuned_tiles",
+         summary="two shared buffers: one barrier per K tile instead of two",
+         rules=_all(_mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule)),
+    Step("hgemm/07_cp_async", "hgemm_cp_async", {**_MMA_TUNED, "NUM_STAGES": Param(3, (2, 3, 4, 5))},
+         _mma_dynamic_geometry, chapter=7, dtype="float16", min_arch=80, previous="hgemm/06_double_buffer",
+         summary="sm_80+: a NUM_STAGES-deep cp.async pipeline feeding mma.m16n8k16",
+         rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=227 * 1024,
+                                      smem_what="shared memory, over the 227 KB a block may have on sm_90 "
+                                                "(163 KB on sm_80)"), _mma_copy_rule)),
 ]
 
 _BY_NAME = {s.name: s for s in STEPS}
