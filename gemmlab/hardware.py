@@ -256,7 +256,8 @@ def save_hardware(measurement: dict, results_dir: Path | None = None) -> Path:
     return path
 
 
-_EMPTY = {"copy_bandwidth": {"gbps": None}, "cublas": {"fp32": None, "fp16": None}}
+_EMPTY = {"copy_bandwidth": {"gbps": None}, "cublas": {"fp32": None, "fp16": None},
+          "peaks": {"ffma": None, "mma_m16n8k8": None, "mma_m16n8k16": None}}
 
 
 def _recorded(kind: str, gpu: str | None, results_dir: Path | None) -> dict:
@@ -317,6 +318,49 @@ def measure_cublas(n: int = 4096, n_repeat: int = 20, *, gpu: str | None = None,
         out[label] = {"median_s": seconds, "tflops": gemm_flops(n, n, n) / seconds / 1e12}
     out["fp32"]["tf32"] = tf32
     out.update(_environment(cupy, device_info()["name"]), source="live")
+    if save:
+        save_hardware(out, results_dir)
+    return out
+
+
+PROBE_FILE = "kernels/probe/peak.cu"
+# name expression, flops per thread per loop iteration (warp-level mma flops / 32), minimum arch
+PROBES = {"ffma": ("ffma_peak<8>", 2 * 8 * 16, 0),
+          "mma_m16n8k8": ("mma_peak<false>", 8 * 2 * 16 * 8 * 8 // 32, 75),
+          "mma_m16n8k16": ("mma_peak<true>", 8 * 2 * 16 * 8 * 16 // 32, 80)}
+
+
+def measure_peaks(iters: int = 4096, n_repeat: int = 10, *, gpu: str | None = None, save: bool = True,
+                  results_dir: Path | None = None) -> dict:
+    """Instruction-throughput ceilings in TFLOP/s: FFMA (fp32) and mma.sync m16n8k8 / m16n8k16
+    (fp16 in, fp32 accumulate), from register-only probe kernels (kernels/probe/peak.cu) that fill
+    every SM. On a GPU measured now (median of `n_repeat`) and recorded; else the recorded values.
+    An instruction the GPU lacks (m16n8k16 before sm_80) gets None.
+    """
+    if not gpu_available():
+        return _recorded("peaks", gpu, results_dir)
+    import numpy as np
+
+    from .gpu import GpuModule, arch
+    from .source import assemble
+    cupy = _cupy()
+    info = device_info()
+    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    grid, block = sms * 4, 256  # 32 warps per SM: enough to cover any pipe's latency
+    out_buf = cupy.zeros(block, dtype=cupy.float32)
+    source = assemble(PROBE_FILE)
+    out: dict[str, Any] = {"kind": "peaks", "iters": iters, "grid": grid, "block": block, "n_repeat": n_repeat}
+    cc = int(arch()[3:])
+    for name, (expr, flops_per_iter, min_arch) in PROBES.items():
+        if cc < min_arch:
+            out[name] = None
+            continue
+        fn = GpuModule(source, expr, f"probe {expr}").function
+        args = ((np.int32(iters), np.float32(0.999), np.float32(0.001), out_buf) if name == "ffma"
+                else (np.int32(iters), out_buf))
+        seconds = _median_seconds(cupy, lambda: fn((grid,), (block,), args), (), n_repeat, 2)
+        out[name] = {"tflops": grid * block * iters * flops_per_iter / seconds / 1e12, "median_s": seconds}
+    out.update(_environment(cupy, info["name"]), source="live")
     if save:
         save_hardware(out, results_dir)
     return out
