@@ -17,7 +17,8 @@ KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_
         "launch__occupancy_limit_registers", "sm__maximum_warps_per_active_cycle_pct",
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "smsp__inst_executed_op_shared_ld.sum",
-        "gpu__time_duration.sum")
+        "gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "smsp__issue_active.avg.pct_of_peak_sustained_active")
 
 
 def _number(text: str) -> float | None:
