@@ -137,7 +137,10 @@ def raise_for_log(log: str, label: str, arch: str) -> None:
     if m:
         need = next((g for g in m.groups() if g), None)
         need_txt = f"sm_{need}" if need else "a newer architecture"
-        raise ArchError(f"{label} uses an instruction that {arch} lacks (it needs {need_txt}): {errors.strip()}\n"
+        # ptxas repeats the message for every use; name each missing feature once.
+        features = list(dict.fromkeys(re.findall(r"Feature '([^']+)' requires", log)))
+        what = f"{', '.join(features)}" if features else errors.strip()
+        raise ArchError(f"{label} uses what {arch} lacks (it needs {need_txt}): {what}.\n"
                         f"Pick a step for this GPU, or analyse it for a newer arch (e.g. arch='sm_80').")
     raise CompileError(f"{label} did not compile for {arch}:\n{errors.strip()}")
 
