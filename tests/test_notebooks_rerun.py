@@ -1,0 +1,70 @@
+"""Notebooks give the same checked outputs however a reader runs them (issue 9, item 4).
+
+nbval (`pytest --nbval-lax book/`) runs every chapter once, top to bottom, against its stored outputs.
+This file adds what a reader does next:
+- restart and run all a second time: the claim cells (`# NBVAL_CHECK_OUTPUT`) print the same text;
+- run cells out of order: after the whole chapter (sliders, timings, plots included) has run, its
+  claim cells run again, last first, in the same kernel, and still print what they printed the
+  first time; no earlier cell leaves state behind that changes a later result.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
+CLAIM = "# NBVAL_CHECK_OUTPUT"
+
+
+def _is_claim(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().startswith(CLAIM)
+
+
+def _text(cell) -> str:
+    """What a claim cell printed: its stream and plain-text results, in order."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts.append(out.get("data", {}).get("text/plain", ""))
+        elif out.output_type == "error":
+            parts.append(f"ERROR {out.ename}: {out.evalue}")
+    return "".join(parts)
+
+
+def _run(nb) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(BOOK)}}).execute()
+    return nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_claims_survive_a_second_run_and_out_of_order_reruns(path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_BACKEND", "cpu")  # the same on every machine; the GPU lane runs nbval on the GPU
+    nb = nbformat.read(path, as_version=4)
+    claims = [i for i, c in enumerate(nb.cells) if _is_claim(c)]
+    assert claims, f"{path.name} has no claim cells"
+
+    # Run 1: the whole chapter, then its claim cells again, last first, in the same kernel.
+    extended = copy.deepcopy(nb)
+    extended.cells += [copy.deepcopy(nb.cells[i]) for i in reversed(claims)]
+    first = _run(extended)
+    # Run 2: restart and run all.
+    second = _run(nb)
+
+    n = len(nb.cells)
+    for j, i in enumerate(reversed(claims)):
+        once, rerun, again = _text(first.cells[i]), _text(first.cells[n + j]), _text(second.cells[i])
+        assert "ERROR" not in once, f"{path.name} cell {i} failed: {once}"
+        assert rerun == once, f"{path.name} cell {i} changed when re-run after the whole chapter"
+        assert again == once, f"{path.name} cell {i} changed between two restart-and-run-all runs"
