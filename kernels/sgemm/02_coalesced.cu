@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row
 // segment and writes one C row segment (coalesced), and all its lanes share one A element.

@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 02 by shared-memory tiling: the block slides a BLOCK-wide window along K, each thread
 // copies one element of A and one of B into shared memory, and the block then reuses every

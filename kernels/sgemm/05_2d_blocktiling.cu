@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 04 by 2D register blocking: a thread computes a THREAD_M x THREAD_N tile of C. At each
 // k it copies a THREAD_M sliver of an sA column and a THREAD_N sliver of an sB row into

@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 06 by warp tiling. The block tile is cut into WARP_M x WARP_N warp tiles, one per warp,
 // and a thread's THREAD_M x THREAD_N outputs are no longer a solid square: they are

@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 07 by loading the next tile while computing this one, to hide the latency of global
 // memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each

@@ -9,6 +9,7 @@
 //   08_register_prefetch  next tile loaded into registers during compute
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 08 by double-buffering shared memory: sA and sB get two buffers, and tile t + 1 is
 // stored into the one that tile t is not using. In 08 the store of tile t + 1 waits at a barrier
