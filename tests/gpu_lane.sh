@@ -20,10 +20,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu:
 steps=$(python3 -m gemmlab steps --names)
 
 if [[ " $* " == *" --execute-notebooks "* ]]; then  # store the GPU run's outputs (the site shows them)
-  for nb in book/*.ipynb; do
-    (cd book && python3 -m jupyter execute --inplace "$(basename "$nb")" > "$out/execute.log" 2>&1) \
-      && echo "executed $nb" >> "$summary" || echo "FAILED to execute $nb" >> "$summary"
-  done
+  python3 tests/execute_notebooks.py book/*.ipynb --log-dir "$out/execute" | tee -a "$summary"
 fi
 
 python3 -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env tests/ book/ > "$out/pytest.log" 2>&1
