@@ -97,3 +97,151 @@ def draw_bank_map(rows: int, width: int, elem_bytes: int = 4, pad: int = 0, swiz
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
+
+
+# ------------------------------------------------------------------------------------------------
+# The swizzle the hgemm kernels use, and the shared accesses the kernels make (Python twins)
+# ------------------------------------------------------------------------------------------------
+def _log2(n: int, what: str) -> int:
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"{what} must be a power of two, not {n}")
+    return n.bit_length() - 1
+
+
+def kernel_swizzle(width: int) -> Swizzle:
+    """The Swizzle<B,M,S> of the hgemm kernels' `swizzle<WIDTH>(row, col)` (03_swizzled.cu, 05_tuned_tiles.cu)
+    on a row-major fp16 tile `width` halves wide: chunk (8 halves) c of row r goes to c ^ ((r / ROWS) % XOR),
+    XOR = min(width / 8, 8), ROWS = 8 / XOR rows per 128-byte line of the banks."""
+    if width < 16:
+        raise ValueError(f"swizzled tile width must be at least 16 halves (two 16-byte chunks), not {width}")
+    chunks = width // 8
+    xor = min(chunks, 8)
+    rows = 8 // xor
+    return Swizzle(_log2(xor, "width / 8"), 3, _log2(rows * width, "width") - 3)
+
+
+def swizzle_for(width: int, elem_bytes: int = 2, bits: int | None = None) -> Swizzle:
+    """A chunk swizzle for any tile: 16-byte units (M), rows of one 128-byte line XORed in (S), `bits`
+    bits of chunk index permuted (B; default: as many as a row has chunks, at most 8 chunks).
+    For fp16 and the default bits this is `kernel_swizzle(width)`."""
+    units_per_chunk = max(1, 16 // elem_bytes)
+    base = _log2(units_per_chunk, "16 / element size")
+    _log2(width, "tile width")
+    chunks = max(1, width // units_per_chunk)
+    if bits is None:
+        bits = _log2(min(chunks, 8), "chunks per row")
+    if bits == 0:
+        return IDENTITY
+    line = max(width, 128 // elem_bytes)  # elements per row, or per 128-byte line if rows are shorter
+    return Swizzle(bits, base, max(bits, _log2(line, "line") - base))
+
+
+def ldmatrix_x4_rows(width: int, row0: int, col0: int, elem_bytes: int = 2, pad: int = 0,
+                     swizzle: Swizzle = IDENTITY) -> list[int]:
+    """Byte addresses the 32 lanes of the kernels' ldmatrix.x4 give: lane l points at row row0 + l % 16,
+    column col0 + 8 * (l / 16) of a 16x16 piece (matrix j = lanes 8j..8j+7)."""
+    return [tile_offset(row0 + lane % 16, col0 + 8 * (lane // 16), width, pad, swizzle) * elem_bytes
+            for lane in range(32)]
+
+
+def hgemm_ldmatrix_requests(operand: str, BLOCK_M: int = 128, BLOCK_N: int = 128, BLOCK_K: int = 32,
+                            WARP_M: int = 64, WARP_N: int = 64, layout: str = "plain", pad: int = 0,
+                            **_ignored) -> list[list[int]]:
+    """Every ldmatrix.x4 request (32 row addresses) all warps of an hgemm block make on one K tile.
+
+    operand 'A': sA is BLOCK_M x BLOCK_K, piece (m, kk) at row warp_row + 16m, column kk;
+    operand 'B': sB is BLOCK_K x BLOCK_N (read with .trans), piece (kk, n) at row kk, column warp_col + 8n
+    (n even). layout: 'plain', 'padded' (rows `pad` halves longer) or 'swizzled' (kernel_swizzle)."""
+    width = BLOCK_K if operand == "A" else BLOCK_N
+    sw = kernel_swizzle(width) if layout == "swizzled" else IDENTITY
+    pad = pad if layout == "padded" else 0
+    warps_n = BLOCK_N // WARP_N
+    reqs = []
+    for w in range((BLOCK_M // WARP_M) * warps_n):
+        warp_row, warp_col = w // warps_n * WARP_M, w % warps_n * WARP_N
+        for kk in range(0, BLOCK_K, 16):
+            if operand == "A":
+                reqs += [ldmatrix_x4_rows(width, warp_row + 16 * m, kk, 2, pad, sw) for m in range(WARP_M // 16)]
+            else:
+                reqs += [ldmatrix_x4_rows(width, kk, warp_col + 8 * n, 2, pad, sw) for n in range(0, WARP_N // 8, 2)]
+    return reqs
+
+
+def hgemm_store_requests(operand: str, BLOCK_M: int = 128, BLOCK_N: int = 128, BLOCK_K: int = 32,
+                         WARP_M: int = 64, WARP_N: int = 64, layout: str = "plain", pad: int = 0,
+                         **_ignored) -> list[list[int]]:
+    """The 16-byte shared stores of the hgemm copy (steps 02 on): chunk e of the tile goes to thread
+    e % NUM_THREADS, at row e / (width / 8), column e % (width / 8) * 8; one request per warp and round."""
+    width, rows = (BLOCK_K, BLOCK_M) if operand == "A" else (BLOCK_N, BLOCK_K)
+    sw = kernel_swizzle(width) if layout == "swizzled" else IDENTITY
+    pad = pad if layout == "padded" else 0
+    threads = (BLOCK_M // WARP_M) * (BLOCK_N // WARP_N) * 32
+    chunks = rows * width // 8
+    reqs = []
+    for i in range(-(-chunks // threads)):
+        for w in range(threads // 32):
+            lanes = [i * threads + 32 * w + lane for lane in range(32)]
+            addrs = [tile_offset(e // (width // 8), e % (width // 8) * 8, width, pad, sw) * 2
+                     for e in lanes if e < chunks]
+            if addrs:
+                reqs.append(addrs)
+    return reqs
+
+
+def sgemm_requests(step: str, access: str, BLOCK_M: int = 128, BLOCK_N: int = 128, BLOCK_K: int = 8,
+                   THREAD_M: int = 8, THREAD_N: int = 8, WARP_M: int = 64, WARP_N: int = 32, pad: int = 0,
+                   **_ignored) -> tuple[list[list[int]], int]:
+    """(requests, access bytes) of one K tile for the FP32 steps 06 and 07 (twins of their index code).
+
+    access: 'sA load' / 'sB load' (128-bit slivers at each k) or 'sA store' (the float4 of A stored
+    transposed, one float into each of 4 rows of sA[BLOCK_K][BLOCK_M + pad]). `pad` pads sA's rows."""
+    if step.endswith("06_vectorized"):
+        threads = (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N)
+
+        def rows_cols(tid):  # the thread's first row and column, and its float4 offsets in each
+            return ([tid // (BLOCK_N // THREAD_N) * THREAD_M + m for m in range(0, THREAD_M, 4)],
+                    [tid % (BLOCK_N // THREAD_N) * THREAD_N + n for n in range(0, THREAD_N, 4)])
+    elif step.endswith("07_warptiling"):
+        warps_n, lanes_n = BLOCK_N // WARP_N, WARP_N // THREAD_N
+        threads = (BLOCK_M // WARP_M) * warps_n * 32
+        sub_m, sub_n = WARP_M // (THREAD_M // 4), WARP_N // (THREAD_N // 4)
+
+        def rows_cols(tid):
+            w, lane = tid // 32, tid % 32
+            row = w // warps_n * WARP_M + lane // lanes_n * 4
+            col = w % warps_n * WARP_N + lane % lanes_n * 4
+            return ([row + i * sub_m for i in range(THREAD_M // 4)], [col + j * sub_n for j in range(THREAD_N // 4)])
+    else:
+        raise ValueError(f"sgemm_requests knows sgemm/06_vectorized and sgemm/07_warptiling, not {step}")
+    a_width = BLOCK_M + pad
+    reqs: list[list[int]] = []
+    for w in range(threads // 32):
+        tids = range(32 * w, 32 * w + 32)
+        if access == "sA store":
+            for i in range(-(-(BLOCK_M * BLOCK_K // 4) // threads)):
+                for j in range(4):
+                    es = [i * threads + t for t in tids if i * threads + t < BLOCK_M * BLOCK_K // 4]
+                    if es:
+                        reqs.append([((e % (BLOCK_K // 4) * 4 + j) * a_width + e // (BLOCK_K // 4)) * 4 for e in es])
+            continue
+        for k in range(BLOCK_K):
+            if access == "sA load":
+                for idx in range(THREAD_M // 4):
+                    reqs.append([(k * a_width + rows_cols(t)[0][idx]) * 4 for t in tids])
+            elif access == "sB load":
+                for idx in range(THREAD_N // 4):
+                    reqs.append([(k * BLOCK_N + rows_cols(t)[1][idx]) * 4 for t in tids])
+            else:
+                raise ValueError(f"access is 'sA load', 'sB load' or 'sA store', not {access!r}")
+    return reqs, (4 if access == "sA store" else 16)
+
+
+def per_request(requests: Sequence[Sequence[int]], access_bytes: int = 4, ldmatrix: bool = False) -> float:
+    """Average wavefronts per warp request over `requests` (the model's counterpart of the emulator's)."""
+    counts = [ldmatrix_wavefronts(r) if ldmatrix else wavefronts(r, access_bytes) for r in requests]
+    return sum(counts) / len(counts)
+
+
+def ideal_wavefronts(lanes: int, access_bytes: int) -> int:
+    """The fewest wavefronts a request of `lanes` distinct accesses can take: 128 bytes per wavefront."""
+    return max(1, -(-lanes * access_bytes // (BANKS * WORD)))
