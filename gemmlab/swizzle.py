@@ -245,3 +245,178 @@ def per_request(requests: Sequence[Sequence[int]], access_bytes: int = 4, ldmatr
 def ideal_wavefronts(lanes: int, access_bytes: int) -> int:
     """The fewest wavefronts a request of `lanes` distinct accesses can take: 128 bytes per wavefront."""
     return max(1, -(-lanes * access_bytes // (BANKS * WORD)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Pictures and the chapter 5 sliders
+# ------------------------------------------------------------------------------------------------
+ACCESSES = ("row write", "column read", "ldmatrix 8x8")
+LAYOUTS = ("plain", "padded", "swizzled")
+
+
+@dataclass(frozen=True)
+class AccessCount:
+    """One warp request on one tile layout, counted by the model."""
+
+    access: str
+    width: int
+    elem_bytes: int
+    pad: int
+    swizzle: Swizzle
+    rows: int  # rows of the tile the request touches (what to draw)
+    touched: tuple[tuple[int, int], ...]  # (row, col) of every element the request reads or writes
+    wavefronts: int
+    ideal: int
+
+    @property
+    def layout(self) -> str:
+        return "swizzled" if self.swizzle != IDENTITY else "padded" if self.pad else "plain"
+
+    def __str__(self) -> str:
+        sw = self.swizzle
+        how = (f"swizzled with Swizzle<{sw.bits},{sw.base},{sw.shift}>" if sw != IDENTITY
+               else f"padded by {self.pad} element(s) per row" if self.pad else "plain row-major")
+        cost = f", {100 * self.pad / self.width:.1f}% more shared memory" if self.pad and sw == IDENTITY else ""
+        return (f"{self.access} on a {self.width}-wide tile of {self.elem_bytes}-byte elements, {how}{cost}: "
+                f"{self.wavefronts} wavefront(s), ideal {self.ideal} ({self.wavefronts / self.ideal:g}-way)")
+
+
+def config_problem(width: int, elem_bytes: int, pad: int, bits: int, access: str) -> str | None:
+    """Why this slider setting cannot be drawn, in one sentence; None when it can."""
+    if access not in ACCESSES:
+        return f"access must be one of {', '.join(ACCESSES)}, not {access!r}"
+    if width < 1 or width & (width - 1):
+        return f"tile width {width} is not a power of two"
+    if pad and bits:
+        return ("padding and swizzling are alternatives: the XOR assumes rows of a power-of-two size; "
+                "set padding or swizzle bits to 0")
+    if bits and width * elem_bytes < 32:
+        return f"a row of {width * elem_bytes} bytes has fewer than two 16-byte chunks: nothing to swizzle"
+    if bits and 1 << bits > width * elem_bytes // 16:
+        return (f"{bits} swizzle bits permute {1 << bits} chunks, but a row of {width * elem_bytes} bytes has only "
+                f"{width * elem_bytes // 16}: chunks would leave their row; use at most "
+                f"{(width * elem_bytes // 16).bit_length() - 1} bits")
+    if access == "ldmatrix 8x8" and width * elem_bytes < 16:
+        return f"ldmatrix reads 16-byte rows, wider than this tile's {width * elem_bytes}-byte rows"
+    if (pad * elem_bytes) % 16 and access == "ldmatrix 8x8":
+        return f"ldmatrix needs 16-byte aligned rows: pad by a multiple of {16 // elem_bytes} elements"
+    return None
+
+
+def count_access(access: str, width: int = 64, elem_bytes: int = 2, pad: int = 0, bits: int = 0) -> AccessCount:
+    """The model's count for one warp request on a tile: 'row write' (lanes 0-31 along the rows),
+    'column read' (lane i reads row i, column 0) or 'ldmatrix 8x8' (8 rows of 16 bytes at column 0)."""
+    problem = config_problem(width, elem_bytes, pad, bits, access)
+    if problem:
+        raise ValueError(problem)
+    sw = swizzle_for(width, elem_bytes, bits) if bits else IDENTITY
+    if access == "row write":
+        cells = [(i // width, i % width) for i in range(32)]
+        addrs = [tile_offset(r, c, width, pad, sw) * elem_bytes for r, c in cells]
+        waves, ideal, touched = wavefronts(addrs, elem_bytes), ideal_wavefronts(32, elem_bytes), cells
+    elif access == "column read":
+        cells = [(i, 0) for i in range(32)]
+        addrs = [tile_offset(r, c, width, pad, sw) * elem_bytes for r, c in cells]
+        waves, ideal, touched = wavefronts(addrs, elem_bytes), ideal_wavefronts(32, elem_bytes), cells
+    else:
+        per_row = 16 // elem_bytes
+        addrs = [tile_offset(r, 0, width, pad, sw) * elem_bytes for r in range(8)]
+        waves, ideal = ldmatrix_wavefronts(addrs), 1
+        touched = [(r, c) for r in range(8) for c in range(per_row)]
+    rows = max(r for r, _ in touched) + 1
+    return AccessCount(access, width, elem_bytes, pad, sw, max(rows, 4 if width < 8 else rows), tuple(touched),
+                       waves, ideal)
+
+
+def draw_access(count: AccessCount, ax=None, max_cols: int = 64):
+    """The bank map of the touched rows, the request's elements outlined where they really sit."""
+    import numpy as np
+
+    width = min(count.width, max_cols)
+    ax = draw_bank_map(count.rows, width, count.elem_bytes, count.pad, count.swizzle, (), ax=ax,
+                       title=f"{count.layout}: {count.wavefronts} wavefront(s)")
+    from matplotlib.patches import Rectangle
+
+    banks = bank_map(count.rows, count.width, count.elem_bytes, count.pad, count.swizzle)
+    for r, c in count.touched:  # logical (r, c) is stored at physical column (offset - row start)
+        phys = tile_offset(r, c, count.width, count.pad, count.swizzle) - r * (count.width + count.pad)
+        if phys < width:
+            ax.add_patch(Rectangle((phys - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
+    ax.set_xlabel(f"banks {int(np.min(banks))}-{int(np.max(banks))} by colour; outlined: the request", fontsize=7)
+    return ax
+
+
+def draw_three_layouts(access: str, width: int, elem_bytes: int, pad: int, axes=None):
+    """The same request on the plain, padded and (kernel-style) swizzled tile, side by side."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(12, 2.6))
+    counts = [count_access(access, width, elem_bytes, 0, 0), count_access(access, width, elem_bytes, pad, 0),
+              count_access(access, width, elem_bytes, 0, swizzle_for(width, elem_bytes).bits)]
+    for ax, c in zip(axes, counts):
+        draw_access(c, ax)
+    axes[0].figure.suptitle(f"{access}, {width}-wide tile of {elem_bytes}-byte elements", fontsize=9)
+    return counts
+
+
+def draw_permutation(rows: int, width: int, swizzle: Swizzle, unit: int = 1, ax=None, title: str = ""):
+    """Where each logical column (in units of `unit` elements) of each row is stored: cell (r, p) shows
+    the logical unit that lands in physical slot p of row r, coloured by that logical unit."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    slots = width // unit
+    grid = np.zeros((rows, slots), int)
+    for r in range(rows):
+        for u in range(slots):
+            phys = swizzle(r * width + u * unit) - r * width
+            grid[r, phys // unit] = u
+    if ax is None:
+        _, ax = plt.subplots(figsize=(slots * 0.45 + 1, rows * 0.45 + 0.6))
+    ax.imshow(grid, cmap="tab10" if slots <= 10 else "twilight", interpolation="nearest")
+    for r in range(rows):
+        for p in range(slots):
+            ax.text(p, r, str(grid[r, p]), ha="center", va="center", fontsize=8, color="white")
+    ax.set_xticks(range(slots))
+    ax.set_yticks(range(rows))
+    ax.set_xlabel("physical slot" + (f" ({unit} elements each)" if unit > 1 else ""), fontsize=8)
+    ax.set_ylabel("row", fontsize=8)
+    ax.set_title(title or f"Swizzle<{swizzle.bits},{swizzle.base},{swizzle.shift}>", fontsize=9)
+    return grid
+
+
+def bank_explorer(width: int = 64, elem_bytes: int = 2, pad: int = 0, bits: int = 3, access: str = "ldmatrix 8x8"):
+    """Chapter 5's sliders: tile width, element size, padding and swizzle bits redraw the bank map of one
+    warp request and its wavefront count. Pure model: works the same with or without a GPU."""
+    import html
+
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    w_width = widgets.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=width, description="width",
+                                      continuous_update=False)
+    w_elem = widgets.Dropdown(options=[1, 2, 4, 8], value=elem_bytes, description="elem bytes")
+    w_pad = widgets.IntSlider(value=pad, min=0, max=16, description="padding", continuous_update=False)
+    w_bits = widgets.IntSlider(value=bits, min=0, max=3, description="swizzle bits", continuous_update=False)
+    w_access = widgets.Dropdown(options=list(ACCESSES), value=access, description="access")
+    picture, report = widgets.Output(), widgets.HTML()
+
+    def redraw(_change=None) -> None:
+        args = (w_access.value, w_width.value, w_elem.value, w_pad.value, w_bits.value)
+        problem = config_problem(args[1], args[2], args[3], args[4], args[0])
+        text = problem or str(count_access(*args))
+        report.value = f"<pre>{html.escape(text)}</pre>"
+        with picture:
+            picture.clear_output(wait=True)
+            if problem is None:
+                fig, ax = plt.subplots(figsize=(9, 2.8))
+                draw_access(count_access(*args), ax)
+                display(fig)
+                plt.close(fig)
+
+    for w in (w_width, w_elem, w_pad, w_bits, w_access):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([w_width, w_elem, w_access]), widgets.HBox([w_pad, w_bits]), report, picture])
