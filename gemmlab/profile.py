@@ -73,9 +73,14 @@ NCU_CSV = RESULTS / "gpu-lane" / "ncu"
 
 
 def load_csv(step: str) -> dict[str, float]:
-    """The recorded raw CSV of `step` (results/gpu-lane/ncu/<track>-<name>.csv), parsed; {} if none."""
-    path = NCU_CSV / f"{step.replace('/', '-')}.csv"
-    return parse_raw_csv(path.read_text()) if path.exists() else {}
+    """The recorded raw CSVs of `step`, parsed and merged; {} if none: results/gpu-lane/ncu/<track>-<name>.csv
+    (the GPU lane's sections) and, overriding it, shared-<track>-<name>.csv (chapter 5's shared-memory metrics)."""
+    out: dict[str, float] = {}
+    for prefix in ("", "shared-"):
+        path = NCU_CSV / f"{prefix}{step.replace('/', '-')}.csv"
+        if path.exists():
+            out.update(parse_raw_csv(path.read_text()))
+    return out
 
 
 def shared_per_request(metrics: dict[str, float]) -> dict[str, dict[str, float]]:

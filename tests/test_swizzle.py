@@ -234,3 +234,18 @@ def test_recorded_ncu_ldmatrix_counts():
     assert round(plain["per_request"]) == 24 and round(swizzled["per_request"]) == 4
     assert plain["ideal_per_request"] == 4
     assert profile.load_csv("sgemm/99_missing") == {}
+
+
+def test_load_csv_merges_the_shared_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "NCU_CSV", tmp_path)
+    (tmp_path / "sgemm-06_x.csv").write_text(CSV_BASE)
+    assert profile.load_csv("sgemm/06_x")["smsp__inst_executed_op_shared_ld.sum"] == 5
+    (tmp_path / "shared-sgemm-06_x.csv").write_text(NCU)
+    merged = profile.load_csv("sgemm/06_x")
+    assert merged["smsp__inst_executed_op_shared_ld.sum"] == 1000 and "launch__registers_per_thread" in merged
+
+
+CSV_BASE = '''"ID","Kernel Name","launch__registers_per_thread","smsp__inst_executed_op_shared_ld.sum"
+"","","register/thread","inst"
+"0","k","128","5"
+'''
