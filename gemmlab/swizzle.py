@@ -329,20 +329,18 @@ def count_access(access: str, width: int = 64, elem_bytes: int = 2, pad: int = 0
 
 
 def draw_access(count: AccessCount, ax=None, max_cols: int = 64):
-    """The bank map of the touched rows, the request's elements outlined where they really sit."""
-    import numpy as np
-
-    width = min(count.width, max_cols)
-    ax = draw_bank_map(count.rows, width, count.elem_bytes, count.pad, count.swizzle, (), ax=ax,
-                       title=f"{count.layout}: {count.wavefronts} wavefront(s)")
+    """The tile in logical (row, column) order, each element coloured by the bank it is stored in (after
+    padding or swizzling); the request's elements outlined. Repeated colours among them = a conflict."""
     from matplotlib.patches import Rectangle
 
-    banks = bank_map(count.rows, count.width, count.elem_bytes, count.pad, count.swizzle)
-    for r, c in count.touched:  # logical (r, c) is stored at physical column (offset - row start)
-        phys = tile_offset(r, c, count.width, count.pad, count.swizzle) - r * (count.width + count.pad)
-        if phys < width:
-            ax.add_patch(Rectangle((phys - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
-    ax.set_xlabel(f"banks {int(np.min(banks))}-{int(np.max(banks))} by colour; outlined: the request", fontsize=7)
+    width = min(count.width, max_cols)
+    ax = draw_bank_map(count.rows, count.width, count.elem_bytes, count.pad, count.swizzle, (), ax=ax,
+                       title=f"{count.layout}: {count.wavefronts} wavefront(s)")
+    ax.set_xlim(-0.5, width - 0.5)
+    for r, c in count.touched:
+        if c < width:
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
+    ax.set_xlabel("colour: the bank an element is stored in; outlined: the request", fontsize=7)
     return ax
 
 
