@@ -18,7 +18,11 @@ KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "smsp__inst_executed_op_shared_ld.sum",
         "gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-        "smsp__issue_active.avg.pct_of_peak_sustained_active")
+        "smsp__issue_active.avg.pct_of_peak_sustained_active",
+        # shared memory per instruction kind (chapter 5): ld = LDS and LDSM together, st = STS
+        "smsp__inst_executed_op_ldsm.sum", "smsp__inst_executed_op_shared_st.sum",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
 
 
 def _number(text: str) -> float | None:
@@ -63,3 +67,40 @@ def load(gpu: str | None = None) -> dict[str, dict[str, float]]:
         if path.exists():
             return json.loads(path.read_text())
     return {}
+
+
+NCU_CSV = RESULTS / "gpu-lane" / "ncu"
+
+
+def load_csv(step: str) -> dict[str, float]:
+    """The recorded raw CSVs of `step`, parsed and merged; {} if none: results/gpu-lane/ncu/<track>-<name>.csv
+    (the GPU lane's sections) and, overriding it, shared-<track>-<name>.csv (chapter 5's shared-memory metrics)."""
+    out: dict[str, float] = {}
+    for prefix in ("", "shared-"):
+        path = NCU_CSV / f"{prefix}{step.replace('/', '-')}.csv"
+        if path.exists():
+            out.update(parse_raw_csv(path.read_text()))
+    return out
+
+
+def shared_per_request(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Shared-memory wavefronts per warp instruction, by kind, from Nsight Compute's kernel-wide sums.
+
+    Nsight Compute counts wavefronts per *kind of operation*, not per instruction: its `op_ld` wavefronts
+    and bank conflicts cover LDS and LDSM (ldmatrix) together. So 'load' is reported only when the kernel
+    has no LDSM, 'ldmatrix' only when it has no LDS, 'loads' (both) otherwise; 'store' when the record
+    has STS metrics. Each entry: instructions, wavefronts, per_request, conflicts (excess wavefronts,
+    ncu's own count) and ideal_per_request (wavefronts minus conflicts, per instruction)."""
+    out: dict[str, dict[str, float]] = {}
+    lds = metrics.get("smsp__inst_executed_op_shared_ld.sum")
+    ldsm = metrics.get("smsp__inst_executed_op_ldsm.sum", 0.0)
+    sides = [("ld", (lds or 0.0) + ldsm, "ldmatrix" if ldsm and not lds else "load" if not ldsm else "loads"),
+             ("st", metrics.get("smsp__inst_executed_op_shared_st.sum"), "store")]
+    for op, inst, kind in sides:
+        waves = metrics.get(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum")
+        if not inst or waves is None:
+            continue
+        conflicts = metrics.get(f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{op}.sum", float("nan"))
+        out[kind] = {"instructions": inst, "wavefronts": waves, "per_request": waves / inst,
+                     "conflicts": conflicts, "ideal_per_request": (waves - conflicts) / inst}
+    return out

@@ -309,3 +309,46 @@ def test_counters_of_a_gpu_kernel_use_a_cpu_twin():
     k.backend, k.module = "gpu", None      # what a GPU kernel looks like to counters()
     got = k.counters(64, 64, 16, max_blocks=1)
     assert got.sites == want.sites and got.blocks == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 5: the emulator's counts of the real kernels against the Python model (gemmlab.swizzle)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,layout", [("hgemm/01_mma_tiling", "plain"), ("hgemm/02_vectorized_copy", "plain"),
+                                         ("hgemm/03_swizzled", "swizzled"), ("hgemm/05_tuned_tiles", "swizzled")])
+def test_hgemm_emulator_counts_match_the_model(name, layout):
+    from gemmlab import swizzle as sw
+
+    k = gemmlab.step(name, backend="cpu")
+    c = k.counters(256, 256, 64, max_blocks=1)
+    for operand, array in (("A", "sA"), ("B", "sB")):
+        model = sw.per_request(sw.hgemm_ldmatrix_requests(operand, layout=layout, **k.params), ldmatrix=True)
+        assert c.shared_wavefronts_per_request("ldmatrix", array=array) == model, (name, array)
+        if name != "hgemm/01_mma_tiling":  # 01 copies element by element (2-byte stores)
+            model = sw.per_request(sw.hgemm_store_requests(operand, layout=layout, **k.params), 16)
+            assert c.shared_wavefronts_per_request("store", array=array) == model, (name, array)
+
+
+def padded_sa(source: str, pad: int) -> str:
+    """Step 06/07's source with sA's rows padded by `pad` floats (the declaration is the only change)."""
+    old = "float sA[BLOCK_K][BLOCK_M];"
+    assert old in source
+    return source.replace(old, f"float sA[BLOCK_K][BLOCK_M + {pad}];")
+
+
+@pytest.mark.parametrize("name", ["sgemm/06_vectorized", "sgemm/07_warptiling"])
+@pytest.mark.parametrize("pad", [0, 4])
+def test_sgemm_emulator_counts_match_the_model(name, pad):
+    from gemmlab import registry
+    from gemmlab.source import REPO
+    from gemmlab import swizzle as sw
+
+    source = (REPO / registry.get(name).file).read_text()
+    k = gemmlab.step(name, backend="cpu", source=padded_sa(source, pad) if pad else None)
+    c = k.counters(256, 256, 64, max_blocks=1)
+    assert gemmlab.verify(k, raise_on_fail=False).passed
+    for access, array, kind in (("sA load", "sA", "load"), ("sB load", "sB", "load"), ("sA store", "sA", "store")):
+        model = sw.per_request(*sw.sgemm_requests(name, access, pad=pad, **k.params))
+        assert c.shared_wavefronts_per_request(kind, array=array) == model, (name, access, pad)
+    # the transposed store of A is 2-way until sA's rows are padded by 4 floats
+    assert c.shared_wavefronts_per_request("store", array="sA") == (1 if pad else 2)
