@@ -1,0 +1,870 @@
+"""Chapter 8: E = A * B * C (fp32) in one kernel launch: the fused steps, their check, their benchmark.
+
+A GEMM step (registry.py) takes two inputs; a fused step takes three, and step 03 also needs a
+scratch matrix and a grid barrier. So the fused steps get their own small list here (FUSED_STEPS)
+and a `FusedKernel` that reuses kernel.py's compilation for both backends (CuPy RawModule on a GPU,
+the emulator on the CPU). Shapes: A is M x K, B is K x L, C is L x N, E = A B C is M x N.
+
+    k = fusion.step("fused/03_two_phase", BLOCK_M=64, BLOCK_N=32)
+    E = k(A, B, C)                  # checked inputs, NumPy or CuPy arrays
+    fusion.check(k)                 # float64 reference, structured inputs first, NaN propagation
+    fusion.benchmark()              # on a GPU: against torch / cupy a @ b @ c and a CUDA graph
+    python -m gemmlab.fusion lane   # on a GPU: check + baselines + benchmark + sweep, recorded
+
+Records go to results/<gpu>.fusion.json; without a GPU, benchmark() and sweep() return them.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import kernel as _kernel
+from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
+from .registry import Launch, Param, cdiv
+from .results import RESULTS, slug
+from .source import assemble
+
+UNIT_ROUNDOFF = 2.0 ** -24
+STATIC_SMEM = 48 * 1024
+CPU_SMEM_LIMIT = 227 * 1024  # the emulator allows what an H100 block may opt in to
+CPU_MAX_WORKERS = 256        # runtime.cpp's kMaxWorkers
+BASELINE = "torch a@b@c"
+
+
+# ------------------------------------------------------------------------------------------------
+# The steps
+# ------------------------------------------------------------------------------------------------
+Dims = tuple[int, int, int, int]  # (M, K, L, N)
+
+
+@dataclass(frozen=True)
+class FusedStep:
+    name: str                     # "fused/NN_idea", also kernels/fused/NN_idea.cu
+    symbol: str                   # the __global__ template's name
+    params: dict[str, Param]      # in template-argument order
+    threads: Callable[[dict], int]
+    summary: str
+    rules: Callable[[dict], list[str]]                    # why a configuration cannot run
+    shape_rules: Callable[[dict, Dims], list[str]] = lambda p, d: []  # why a shape cannot run
+    smem: Callable[[dict, Dims], int] = lambda p, d: 0  # dynamic shared memory, bytes
+    persistent: bool = False      # grid = resident blocks; needs scratch T and a barrier word pair
+    previous: str | None = None
+    chapter: int = 8
+
+    @property
+    def file(self) -> str:
+        return f"kernels/{self.name}.cu"
+
+    @property
+    def short(self) -> str:
+        return self.name.split("/")[1]
+
+    def resolve(self, overrides: dict) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
+        unknown = set(overrides) - set(self.params)
+        if unknown:
+            raise ConfigError(f"{self.name} has no template parameter {sorted(unknown)}; "
+                              f"its parameters are {list(self.params)}.")
+        params = {k: int(overrides.get(k, p.default)) for k, p in self.params.items()}
+        problems = self.rules(params)
+        if problems:
+            raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
+        return params
+
+    def name_expression(self, params: dict) -> str:
+        return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
+
+    def tile(self, params: dict) -> tuple[int, int]:
+        """The (rows, columns) of output one block computes at a time."""
+        p = params
+        return (p.get("BLOCK_M", p.get("PANEL_M", 1)), p.get("BLOCK_N", 1))
+
+
+def _rules(*checks):
+    return lambda p: [msg for c in checks for msg in c(p)]
+
+
+def _divides(a, b):
+    return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]} (whole thread tiles)"]
+
+
+def _max_threads(threads):
+    def rule(p):
+        t = threads(p)
+        if t > 1024:
+            return [f"a block of {t} threads exceeds the hardware limit of 1024"]
+        return [] if t >= 1 else ["a block needs at least one thread"]
+    return rule
+
+
+def _multiple_of_4(*names):
+    return lambda p: [f"{x}={p[x]} must be a multiple of 4 (float4 accesses)" for x in names if p[x] % 4]
+
+
+def _accumulators(p):
+    acc = p["THREAD_M"] * p["THREAD_N"]
+    return [] if acc <= 128 else [f"{acc} accumulators per thread would spill out of the 255 registers (limit 128)"]
+
+
+def _static_smem(bytes_of, what):
+    def rule(p):
+        need = bytes_of(p)
+        return [] if need <= STATIC_SMEM else [f"{what} need {need} bytes, over the 48 KB of static shared memory"]
+    return rule
+
+
+def _panel_threads(p):
+    return (p["PANEL_M"] // max(p["THREAD_M"], 1)) * (p["BLOCK_N"] // max(p["THREAD_N"], 1))
+
+
+def _tile_threads(p):
+    return (p["BLOCK_M"] // max(p["THREAD_M"], 1)) * (p["BLOCK_N"] // max(p["THREAD_N"], 1))
+
+
+def _naive_shape(p, d):
+    m, k, l, n = d
+    if 4 * l > STATIC_SMEM:
+        return [f"a row of T = A B has L={l} floats = {4 * l} bytes of shared memory, over 48 KB "
+                f"(step 01 allows L <= {STATIC_SMEM // 4}); use step 02 or 03"]
+    return []
+
+
+def _panel_width(p, l):
+    return cdiv(l, p["BLOCK_K"]) * p["BLOCK_K"]
+
+
+def _panel_bytes(p, d):
+    return 4 * p["PANEL_M"] * _panel_width(p, d[2])
+
+
+def smem_limit() -> int:
+    """Shared memory one block may have on the active backend (the GPU's opt-in limit)."""
+    if _kernel.backend() == "gpu":
+        from . import gpu
+        return int(gpu.device()["shared_per_block_optin"])
+    return CPU_SMEM_LIMIT
+
+
+def _panel_shape(p, d):
+    need = _panel_bytes(p, d) + 4 * p["BLOCK_K"] * (p["PANEL_M"] + p["BLOCK_N"])
+    limit = smem_limit()
+    if need > limit:
+        return [f"a panel of PANEL_M={p['PANEL_M']} rows of T with L={d[2]} needs {need} bytes of shared memory, "
+                f"over the {limit} a block may have here; use a smaller PANEL_M, or step 03 (T in global memory)"]
+    return []
+
+
+FUSED_STEPS: list[FusedStep] = [
+    FusedStep("fused/01_naive_row", "fused_naive_row",
+              {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
+              threads=lambda p: p["THREADS"],
+              summary="one block per row of E; the row of A B waits in shared memory (the seed's kernel)",
+              rules=lambda p: [] if p["THREADS"] % 32 == 0 and 32 <= p["THREADS"] <= 1024 else
+              [f"THREADS={p['THREADS']} must be a whole number of warps between 32 and 1024"],
+              shape_rules=_naive_shape, smem=lambda p, d: 4 * d[2]),
+    FusedStep("fused/02_row_panel", "fused_row_panel",
+              {"PANEL_M": Param(8, (1, 2, 4, 8, 16, 32), "rows of T kept on chip per block"),
+               "BLOCK_N": Param(128, (16, 32, 64, 128, 256)), "BLOCK_K": Param(16, (4, 8, 16, 32)),
+               "THREAD_M": Param(2, (1, 2, 4, 8)), "THREAD_N": Param(4, (1, 2, 4, 8))},
+              threads=_panel_threads, previous="fused/01_naive_row",
+              summary="PANEL_M rows of A B in shared memory, register tiles for both products",
+              rules=_rules(_divides("THREAD_M", "PANEL_M"), _divides("THREAD_N", "BLOCK_N"),
+                           _max_threads(_panel_threads), _accumulators,
+                           _static_smem(lambda p: 4 * p["BLOCK_K"] * (p["PANEL_M"] + p["BLOCK_N"]),
+                                        "the A and B slices")),
+              shape_rules=_panel_shape, smem=_panel_bytes),
+    FusedStep("fused/03_two_phase", "fused_two_phase",
+              {"BLOCK_M": Param(64, (16, 32, 64, 128)), "BLOCK_N": Param(32, (16, 32, 64, 128)),
+               "BLOCK_K": Param(16, (8, 16, 32, 64)), "THREAD_M": Param(4, (4, 8)),
+               "THREAD_N": Param(4, (4, 8))},
+              threads=_tile_threads, previous="fused/02_row_panel", persistent=True,
+              summary="persistent grid: T = A B into global scratch, a grid barrier, E = T C; one launch",
+              rules=_rules(_divides("THREAD_M", "BLOCK_M"), _divides("THREAD_N", "BLOCK_N"),
+                           _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"), _max_threads(_tile_threads),
+                           _accumulators,
+                           _static_smem(lambda p: 2 * 4 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"]),
+                                        "two buffers of the operand tiles"))),
+]
+_BY_NAME = {s.name: s for s in FUSED_STEPS}
+
+
+def get(name: str) -> FusedStep:
+    """The fused step called `name` ("fused/03_two_phase"; "03_two_phase" or "two_phase" also work)."""
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    found = [s for s in FUSED_STEPS if name in (s.short, s.short.split("_", 1)[1])]
+    if len(found) == 1:
+        return found[0]
+    raise ConfigError(f"no fused step called {name!r}; the fused steps are: {', '.join(_BY_NAME)}")
+
+
+def steps() -> list[FusedStep]:
+    return list(FUSED_STEPS)
+
+
+# ------------------------------------------------------------------------------------------------
+# Residency: how many blocks of a persistent kernel can be on the GPU at once
+# ------------------------------------------------------------------------------------------------
+def cpu_workers() -> int:
+    """Blocks the emulator runs at once: one OS thread each (runtime.cpp: hardware threads, capped)."""
+    n = min(os.cpu_count() or 1, CPU_MAX_WORKERS)
+    cap = os.environ.get("GEMMLAB_CPU_THREADS")
+    return max(1, min(n, int(cap))) if cap and cap.isdigit() else n
+
+
+def resident_blocks(kern: "FusedKernel") -> tuple[int, str]:
+    """(blocks that can be resident at once, how that was found) for this kernel on its backend."""
+    threads = kern.step.threads(kern.params)
+    if kern.backend == "cpu":
+        return cpu_workers(), "one block per emulator worker thread"
+    from . import gpu
+    dev = gpu.device()
+    f = kern.module.function
+    per_sm = None
+    try:
+        from cupy_backends.cuda.api import driver
+        per_sm = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(f, "kernel", f).ptr, threads, 0))
+        how = "occupancy API"
+    except Exception:  # an older CuPy: the same count from registers, threads and shared memory
+        from .explore import SM_LIMITS, blocks_per_sm
+        cc = dev["cc"] if dev["cc"] in SM_LIMITS else 90
+        per_sm, _ = blocks_per_sm(f.num_regs, threads, f.shared_size_bytes, cc)
+        how = "registers, threads and shared memory"
+    return per_sm * dev["sms"], f"{per_sm} per SM x {dev['sms']} SMs ({how})"
+
+
+# ------------------------------------------------------------------------------------------------
+# A compiled fused step
+# ------------------------------------------------------------------------------------------------
+class FusedKernel:
+    """One fused step with fixed template parameters, compiled for one backend.
+
+    `FusedKernel(A, B, C)` returns E = A B C. Inputs are checked (dtype, 2-D, contiguity, matching
+    shapes, shapes the step cannot run) before anything launches.
+    """
+
+    def __init__(self, step: FusedStep, params: dict, backend_name: str | None = None, source: str | None = None):
+        self.step = step
+        self.params = step.resolve(params)
+        self.backend = _kernel.backend(backend_name)
+        self.source = assemble(step.file, source)
+        self.name_expression = step.name_expression(self.params)
+        self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
+        self.module = _kernel._module(self.backend, self.source, self.name_expression, self.label)
+        self._scratch: dict = {}
+
+    def __repr__(self) -> str:
+        return f"FusedKernel({self.label}, backend={self.backend!r})"
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    def check_inputs(self, a, b, c) -> Dims:
+        """(M, K, L, N) of valid inputs; an InputError (or ShapeError) saying what to fix otherwise."""
+        for name, x in (("A", a), ("B", b), ("C", c)):
+            if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+                raise InputError(f"{name} must be a NumPy or CuPy array, not {type(x).__name__}")
+            if x.ndim != 2:
+                raise InputError(f"{name} must be a 2-D matrix; it has shape {tuple(x.shape)}")
+            if x.dtype != np.float32:
+                raise InputError(f"{self.name} takes float32 inputs but {name} is {x.dtype}: "
+                                 f"convert with {name}.astype(np.float32)")
+            if not x.flags.c_contiguous:
+                raise InputError(f"{name} is not C-contiguous (a transposed view or a slice?): the kernel reads it "
+                                 f"as row-major; pass np.ascontiguousarray({name})")
+        (m, k), (k2, l), (l2, n) = a.shape, b.shape, c.shape
+        if k != k2 or l != l2:
+            raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
+                             f"equal B's rows and B's columns must equal C's rows")
+        dims = (m, k, l, n)
+        problems = self.step.shape_rules(self.params, dims)
+        if problems:
+            raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
+        if max(dims) >= 2**31 // max(max(dims), 1):
+            raise ShapeError(f"{self.name}: M={m}, K={k}, L={l}, N={n} overflow the kernel's 32-bit indices")
+        return dims
+
+    def __call__(self, a, b, c):
+        dims = self.check_inputs(a, b, c)
+        m, k, l, n = dims
+        is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
+        xp = __import__("cupy") if self.backend == "gpu" else np
+        a, b, c = (_kernel._to(xp, x) for x in (a, b, c))
+        e = xp.zeros((m, n), dtype=np.float32)
+        if m and n and k and l:
+            self.run(a, b, c, e)
+        return _kernel._to(__import__("cupy") if is_cupy else np, e)
+
+    # --- launch ---
+    def tiles(self, dims: Dims) -> int:
+        """Output tiles of the larger phase: the most blocks that have work."""
+        m, k, l, n = dims
+        bm, bn = self.step.tile(self.params)
+        return cdiv(m, bm) * cdiv(max(l, n), bn)
+
+    def grid_for(self, dims: Dims, grid: int | None = None) -> int:
+        """Blocks to launch. Persistent step: min(tiles, resident blocks), or `grid` if it fits."""
+        m = dims[0]
+        if not self.step.persistent:
+            return cdiv(m, self.step.tile(self.params)[0])
+        resident, how = resident_blocks(self)
+        if resident < 1:
+            raise ConfigError(f"{self.label}: not even one block fits on an SM ({how}); choose smaller tiles")
+        if grid is None:
+            return max(1, min(self.tiles(dims), resident))
+        if not isinstance(grid, (int, np.integer)) or grid < 1:
+            raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
+        if grid > resident:
+            raise ConfigError(f"{self.label}: a grid of {grid} blocks cannot all be resident at once (at most "
+                              f"{resident}: {how}); its grid barrier would wait forever. Launch at most {resident}.")
+        return int(grid)
+
+    def launch_config(self, dims: Dims, grid: int | None = None) -> Launch:
+        return Launch((self.grid_for(dims, grid), 1, 1), (self.step.threads(self.params), 1, 1),
+                      self.step.smem(self.params, dims))
+
+    def workspace(self, xp, m: int, l: int):
+        """Scratch T (M x L) and the barrier's two words (zeroed once; the barrier resets itself)."""
+        if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
+            return np.empty((m, l), np.float32), np.zeros(2, np.uint32)
+        key = (m, l)
+        if key not in self._scratch:
+            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(2, np.uint32))}
+        return self._scratch[key]
+
+    def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
+        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+        m, k = a.shape
+        l, n = c.shape
+        dims = (m, k, l, n)
+        cfg = self.launch_config(dims, grid)
+        args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
+        if self.step.persistent:
+            xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+            args += list(self.workspace(xp, m, l))
+        if self.backend == "gpu":
+            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
+        else:
+            from . import cpu
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
+
+    def resources(self, arch: str = "sm_90"):
+        """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""
+        from . import nvrtc
+        return nvrtc.compile(self.source, self.name_expression, arch, label=self.label).resources
+
+
+def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
+    """Compile fused step `name` with template parameters `params` for the active (or given) backend."""
+    return FusedKernel(get(name), params, backend, source)
+
+
+# ------------------------------------------------------------------------------------------------
+# Check against float64
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    kind: str  # "identity", "ones", "random", "nan"
+    m: int
+    k: int
+    l: int
+    n: int
+    worst: float = 0.0
+
+    @property
+    def dims(self) -> Dims:
+        return (self.m, self.k, self.l, self.n)
+
+
+@dataclass
+class Report:
+    name: str
+    label: str
+    cases: list[Case] = field(default_factory=list)
+    failed: Case | None = None
+    mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.failed is None
+
+    def __str__(self) -> str:
+        if self.failed:
+            c = self.failed
+            listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
+            return (f"FAIL: {self.name} on the {c.kind} input M={c.m} K={c.k} L={c.l} N={c.n}: first mismatches "
+                    f"(row, col, got, want): {listed}")
+        shapes = len({c.dims for c in self.cases if c.kind != "nan"})
+        text = f"PASS: {self.name} matches the float64 reference on {shapes} shapes"
+        if any(c.kind == "nan" for c in self.cases):
+            text += "; a NaN in A fills its row of E with NaN"
+        return text
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def default_cases(kern: FusedKernel | None = None) -> list[Case]:
+    """Structured inputs first (a failure there is a layout bug), then shapes off the tile grid."""
+    bm, bn = kern.step.tile(kern.params) if kern else (16, 16)
+    t = max(bm, bn, 4)
+    return [Case("identity", t, t, t + 1, t + 3), Case("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
+            Case("random", 1, 1, 1, 1), Case("random", 17, 17, 17, 17), Case("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
+            Case("random", 67, 33, 70, 129), Case("nan", t + 2, t + 1, t + 3, t + 2)]
+
+
+def make_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
+    """A, B, C (float32) for one case: identity A with small integers (exact), ones, or uniform [-1, 1]."""
+    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + 31 * k + l)
+    if kind == "identity":
+        a = np.eye(m, k)
+        b, c = rng.integers(-4, 5, size=(k, l)), rng.integers(-4, 5, size=(l, n))
+    elif kind == "ones":
+        a, b, c = np.ones((m, k)), np.ones((k, l)), np.ones((l, n))
+    else:
+        a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, l)), rng.uniform(-1, 1, (l, n))
+    a, b, c = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+    if kind == "nan":
+        a[m // 2, k // 2] = np.nan
+    return a, b, c
+
+
+def reference(a, b, c) -> np.ndarray:
+    """E = A B C in float64."""
+    return (a.astype(np.float64) @ b.astype(np.float64)) @ c.astype(np.float64)
+
+
+def compare(got: np.ndarray, a, b, c) -> tuple[np.ndarray, np.ndarray]:
+    """(bad mask, error/bound) of `got` against float64. The bound covers any summation order of
+    both products: 2 (K + L) u (|A| |B|) |C| plus the output's rounding. Where the reference is
+    NaN, the kernel must give NaN; elsewhere NaN and Inf never pass."""
+    a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
+    want = (a64 @ b64) @ c64
+    k, l = a.shape[1], b.shape[1]
+    with np.errstate(invalid="ignore"):
+        bound = 2 * (k + l) * UNIT_ROUNDOFF * ((np.abs(a64) @ np.abs(b64)) @ np.abs(c64))
+        bound += UNIT_ROUNDOFF * np.abs(want) + float(np.finfo(np.float32).smallest_subnormal)
+        g = got.astype(np.float64)
+        err = np.abs(g - want)
+        ratio = np.where(np.isnan(want), np.where(np.isnan(g), 0.0, np.inf), err / bound)
+        bad = np.where(np.isnan(want), ~np.isnan(g), ~(err <= bound))
+    return bad, np.where(np.isfinite(ratio), ratio, np.inf)
+
+
+def check(kern: FusedKernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True, **params) -> Report:
+    """Check a fused step on several shapes against float64; raise VerificationError listing mismatches."""
+    if isinstance(kern, str):
+        kern = step(kern, **params)
+    report = Report(kern.name, kern.label)
+    for case in cases or default_cases(kern):
+        a, b, c = make_inputs(case.kind, *case.dims)
+        got = np.asarray(_kernel._to(np, kern(a, b, c)))
+        bad, ratio = compare(got, a, b, c)
+        case.worst = float(ratio.max()) if ratio.size else 0.0
+        report.cases.append(case)
+        if bad.any():
+            want = reference(a, b, c)
+            rows, cols = np.nonzero(bad)
+            report.mismatches = [(int(r), int(col), float(got[r, col]), float(want[r, col]))
+                                 for r, col in zip(rows[:8], cols[:8])]
+            report.failed = case
+            break
+    if raise_on_fail and not report.passed:
+        raise VerificationError(str(report))
+    return report
+
+
+# ------------------------------------------------------------------------------------------------
+# Models: work, traffic, intensity (no GPU needed)
+# ------------------------------------------------------------------------------------------------
+def flops(n: int) -> int:
+    """FLOPs of E = A B C for N x N matrices: two products of N^3 multiply-adds each."""
+    return 4 * n ** 3
+
+
+def traffic_bytes(n: int, fused: bool = True) -> int:
+    """DRAM bytes at best: fused reads A, B, C and writes E; two GEMMs also write and re-read T."""
+    return 4 * n * n * (4 if fused else 6)
+
+
+def intensity(n: int, fused: bool = True) -> float:
+    """FLOP per byte of the best-case traffic: N/4 fused, N/6 as two GEMMs."""
+    return flops(n) / traffic_bytes(n, fused)
+
+
+def seed_intensity(n: int) -> float:
+    """The seed's count: N^3 + N^2 + N - 2 operations over 4 N^2 floats x 4 bytes, about N/16."""
+    return (n ** 3 + n ** 2 + n - 2) / (16 * n * n)
+
+
+def ideal_time_s(n: int, tflops: float, gbps: float, fused: bool = True) -> float:
+    """The roofline's lower bound on the time: the slower of the arithmetic and the traffic."""
+    return max(flops(n) / (tflops * 1e12), traffic_bytes(n, fused) / (gbps * 1e9))
+
+
+# ------------------------------------------------------------------------------------------------
+# Records: results/<gpu>.fusion.json
+# ------------------------------------------------------------------------------------------------
+SUFFIX = ".fusion.json"
+_KEY = ("impl", "params", "kind", "m", "k", "l", "n")
+
+
+def records_path(gpu: str):
+    return RESULTS / f"{slug(gpu)}{SUFFIX}"
+
+
+def load(gpu: str | None = None) -> list[dict]:
+    """Recorded fusion records of one GPU (name or slug), or of every GPU; labelled source='recorded'."""
+    files = [RESULTS / f"{slug(gpu)}{SUFFIX}"] if gpu else sorted(RESULTS.glob(f"*{SUFFIX}"))
+    out = []
+    for p in files:
+        if p.exists():
+            out += [dict(r, source="recorded") for r in json.loads(p.read_text())]
+    return out
+
+
+def save(records: list[dict]):
+    """Merge records into their GPU's file; a new record replaces one with the same key."""
+    if not records:
+        return None
+    path = records_path(records[0]["gpu"])
+    old = json.loads(path.read_text()) if path.exists() else []
+    key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in _KEY)  # noqa: E731
+    merged = {key(r): r for r in old}
+    for r in records:
+        r = {k: v for k, v in r.items() if k != "source"}
+        merged[key(r)] = r
+    RESULTS.mkdir(exist_ok=True)
+    rows = sorted(merged.values(), key=lambda r: (r["kind"], r["impl"], r["m"], json.dumps(r.get("params"))))
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+    return path
+
+
+def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
+    """The record of `impl` at size n (and `params`, if given), or None."""
+    for r in records:
+        if r["impl"] == impl and r["m"] == n and r["kind"] == kind and (params is None or r.get("params") == params):
+            return r
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing (GPU only)
+# ------------------------------------------------------------------------------------------------
+def _repeats(n: int) -> int:
+    return 300 if n <= 512 else 100 if n <= 1024 else 40 if n <= 2048 else 15
+
+
+def _time(fn, n_repeat: int, n_warmup: int = 10) -> dict:
+    """Device time (CUDA events around each call, cupyx.profiler.benchmark) and wall time per call."""
+    import cupy
+    from cupyx.profiler import benchmark as cupy_benchmark
+
+    run = cupy_benchmark(fn, (), n_repeat=n_repeat, n_warmup=n_warmup)
+    t = run.gpu_times[0]
+    walls = []
+    for _ in range(max(10, n_repeat // 3)):
+        start = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        walls.append(time.perf_counter() - start)
+    return {"median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
+            "p90_s": float(np.percentile(t, 90)), "wall_median_s": float(statistics.median(walls)),
+            "n_repeat": n_repeat}
+
+
+def _baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
+    """torch and cupy a @ b @ c (two cuBLAS launches, TF32 off), one torch GEMM, and both as CUDA graphs."""
+    import cupy
+
+    out = {}
+    cupy.cuda.Device().synchronize()
+    out["cupy a@b@c"] = _time(lambda: cupy.matmul(cupy.matmul(a, b), c), n_repeat)
+    s = cupy.cuda.Stream(non_blocking=True)
+    try:  # the same two GEMMs captured once into a CUDA graph and replayed
+        with s:
+            for _ in range(3):
+                cupy.matmul(cupy.matmul(a, b), c)
+            s.synchronize()
+            s.begin_capture()
+            try:
+                cupy.matmul(cupy.matmul(a, b), c)
+            finally:
+                graph = s.end_capture()
+        out["cupy graph a@b@c"] = _time(lambda: graph.launch(), n_repeat)
+    except Exception as e:  # noqa: BLE001 (a CuPy that cannot capture this): say so, go on
+        print(f"cupy graph capture skipped: {type(e).__name__}: {str(e)[:120]}")
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: the torch baselines are skipped (pip install torch)")
+        return out
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+    out["torch a@b@c"] = _time(lambda: ta @ tb @ tc, n_repeat)
+    out["torch a@b"] = _time(lambda: ta @ tb, n_repeat)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            ta @ tb @ tc
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        _ = ta @ tb @ tc
+    out["torch graph a@b@c"] = _time(g.replay, n_repeat)
+    return out
+
+
+def environment() -> dict:
+    from .bench import environment as env
+    return env()
+
+
+def _record(impl: str, params: dict | None, kind: str, n: int, t: dict, base: dict, env: dict, **extra) -> dict:
+    rec = {"impl": impl, "params": params or {}, "kind": kind, "m": n, "k": n, "l": n, "n": n, **t,
+           "tflops": flops(n) / t["median_s"] / 1e12, **extra}
+    if BASELINE in base:
+        rec.update(baseline=BASELINE, baseline_median_s=base[BASELINE]["median_s"],
+                   speedup=base[BASELINE]["median_s"] / t["median_s"])
+    elif base:
+        name = min(base, key=lambda k: base[k]["median_s"])
+        rec.update(baseline=name, baseline_median_s=base[name]["median_s"], speedup=base[name]["median_s"] / t["median_s"])
+    return {**rec, **env, "date": datetime.date.today().isoformat(), "source": "live"}
+
+
+def _inputs(n: int):
+    import cupy
+    rng = cupy.random.default_rng(n)
+    return tuple((rng.random((n, n), dtype=cupy.float32) * 2 - 1) for _ in range(3))
+
+
+def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+    import cupy
+    e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
+    cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
+    t = _time(lambda: kern.run(a, b, c, e), n_repeat)
+    want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+    rel = float(cupy.abs(e - want).max() / cupy.abs(want).max())  # a last guard at full size
+    if not rel < 1e-4:
+        raise VerificationError(f"{kern.label} at {a.shape[0]}: max error {rel:.3g} of max |E|: not timed")
+    return t, {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel}
+
+
+DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
+DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase")
+MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seconds: not timed
+
+
+def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = None, save_records: bool = True,
+              verbose: bool = True, n_repeat: int | None = None) -> list[dict]:
+    """Baselines and fused steps at each size (N = M = K = L), all measured in the same run.
+
+    On a GPU every step is checked first (check() raises before anything is timed); records are
+    saved to results/<gpu>.fusion.json. Without a GPU: the recorded records for these sizes.
+    `params` maps a step name to template parameters.
+    """
+    if _kernel.backend() != "gpu":
+        recs = [r for r in load() if r["kind"] == "benchmark" and r["m"] in sizes]
+        if verbose and not recs:
+            print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "
+                  "(python -m gemmlab.fusion lane).")
+        return recs
+    kernels = [step(nm, **((params or {}).get(nm, {}))) for nm in names]
+    for k in kernels:
+        check(k)
+    env = environment()
+    records = []
+    for n in sizes:
+        a, b, c = _inputs(n)
+        reps = n_repeat or _repeats(n)
+        base = _baselines(a, b, c, reps)
+        for impl, t in base.items():
+            records.append(_record(impl, None, "benchmark", n, t, base, env))
+        for k in kernels:
+            if n > MAX_SIZE.get(k.name, n):
+                continue
+            try:
+                t, extra = _time_kernel(k, a, b, c, reps)
+            except (ShapeError, ConfigError) as e:
+                if verbose:
+                    print(f"{k.name:22s} {n:5d}  skipped: {str(e).splitlines()[0][:100]}")
+                continue
+            records.append(_record(k.name, k.params, "benchmark", n, t, base, env, **extra))
+        if verbose:
+            for r in records:
+                if r["m"] == n:
+                    sp = f"  {r['speedup']:5.2f}x vs {r['baseline']}" if "speedup" in r else ""
+                    print(f"{r['impl']:22s} {n:5d}  {r['median_s'] * 1e6:9.1f} us  wall {r['wall_median_s'] * 1e6:9.1f} us"
+                          f"  {r['tflops']:6.2f} TFLOP/s{sp}")
+    if save_records:
+        save(records)
+    return records
+
+
+SWEEP_GRIDS = {
+    "fused/03_two_phase": {"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "BLOCK_K": [16, 32],
+                           "THREAD_M": [4, 8], "THREAD_N": [4, 8]},
+    "fused/02_row_panel": {"PANEL_M": [2, 4, 8, 16], "BLOCK_N": [64, 128], "THREAD_M": [1, 2, 4],
+                           "THREAD_N": [4]},
+}
+
+
+def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512, 1024), save_records: bool = True,
+          verbose: bool = True) -> list[dict]:
+    """Every configuration of `grid` (a product of parameter values) at each size, against the baseline.
+
+    Impossible configurations are skipped with the rule's sentence. Without a GPU: the recorded sweep.
+    """
+    st = get(name)
+    if _kernel.backend() != "gpu":
+        return [r for r in load() if r["kind"] == "sweep" and r["impl"] == st.name and r["m"] in sizes]
+    grid = grid or SWEEP_GRIDS[st.name]
+    env = environment()
+    records = []
+    for n in sizes:
+        a, b, c = _inputs(n)
+        reps = max(50, _repeats(n) // 3)
+        base = {k: v for k, v in _baselines(a, b, c, reps).items() if k == BASELINE} or {}
+        for values in itertools.product(*grid.values()):
+            p = dict(zip(grid, values))
+            try:
+                k = step(st.name, **p)
+                check(k, cases=[Case("identity", 33, 34, 35, 36), Case("random", 67, 33, 70, 129)])
+                t, extra = _time_kernel(k, a, b, c, reps)
+            except GemmlabError as e:
+                if verbose:
+                    print(f"skip {p}: {str(e).splitlines()[0][:110]}")
+                continue
+            rec = _record(st.name, k.params, "sweep", n, t, base, env, **extra)
+            records.append(rec)
+            if verbose:
+                print(f"{n:5d} {p}  {rec['median_s'] * 1e6:8.1f} us  grid {extra['grid']}"
+                      + (f"  {rec['speedup']:.2f}x" if "speedup" in rec else ""))
+    if save_records:
+        save(records)
+    return records
+
+
+def best(records: list[dict], impl: str, n: int) -> dict | None:
+    """The fastest record of `impl` at size n, benchmark or sweep."""
+    rows = [r for r in records if r["impl"] == impl and r["m"] == n]
+    return min(rows, key=lambda r: r["median_s"]) if rows else None
+
+
+def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024)) -> list[dict]:
+    """What the GPU lane runs: check every fused step, benchmark (baselines included), sweep the tiles."""
+    if _kernel.backend() != "gpu":
+        raise GemmlabError("the fusion lane needs a GPU (CuPy sees none here); without one, "
+                           "check() runs the steps in the emulator and benchmark() returns the records")
+    for st in FUSED_STEPS:
+        print(check(step(st.name)))
+    recs = benchmark(sizes=sizes)
+    for name in ("fused/03_two_phase", "fused/02_row_panel"):
+        recs += sweep(name, sizes=sweep_sizes)
+    # the best swept configuration of 03, benchmarked over every size
+    top = best([r for r in recs if r["kind"] == "sweep"], "fused/03_two_phase", 512)
+    if top:
+        recs += benchmark(["fused/03_two_phase"], sizes=sizes, params={"fused/03_two_phase": top["params"]},
+                          save_records=False, verbose=True)
+        tuned = [dict(r, kind="tuned") for r in recs if r["kind"] == "benchmark" and r["impl"] == "fused/03_two_phase"
+                 and r["params"] == top["params"]]
+        save(tuned)
+    path = records_path(environment()["gpu"])
+    print(f"records written to {path}")
+    return recs
+
+
+# ------------------------------------------------------------------------------------------------
+# The chapter's slider: check a configuration at a small N, show its recorded timings
+# ------------------------------------------------------------------------------------------------
+def config_problem(name: str, **params) -> str | None:
+    """Why a configuration cannot run (the rule's sentence), or None."""
+    try:
+        get(name).resolve(params)
+    except GemmlabError as e:
+        return str(e)
+    return None
+
+
+def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params) -> str:
+    """The text under the chapter's sliders: can it run, does it match float64 at N, what was recorded."""
+    problem = config_problem(name, **params)
+    if problem:
+        return f"cannot run: {problem}"
+    try:
+        k = step(name, backend=backend, **params)
+        grid = k.launch_config((n, n, n, n)).grid[0]
+        lines = [k.label, f"N={n}: {grid} block(s) of {k.step.threads(k.params)} threads ({k.backend} backend)",
+                 str(check(k, cases=[Case("identity", n, n, n, n), Case("random", n, n + 3, n + 1, n)], raise_on_fail=False))]
+    except GemmlabError as e:
+        return f"cannot run: {str(e).splitlines()[0]}"
+    recs = [r for r in load() if r["impl"] == k.name and r.get("params") == k.params]
+    if recs:
+        for r in sorted(recs, key=lambda r: (r["m"], r["kind"])):
+            sp = f", {r['speedup']:.2f}x {r['baseline']}" if "speedup" in r else ""
+            lines.append(f"recorded {r['kind']} at {r['m']}: {r['median_s'] * 1e6:.1f} us{sp} ({r['gpu']}, {r['date']})")
+    else:
+        lines.append("no recorded GPU timing for this configuration yet")
+    return "\n".join(lines)
+
+
+def explorer(name: str = "fused/03_two_phase", n: int = 64):
+    """Sliders over N and the step's tile parameters (ipywidgets 7 and 8): check on the CPU, recorded times."""
+    import ipywidgets as widgets
+
+    st = get(name)
+    size = widgets.SelectionSlider(options=[17, 33, 64, 100, 130], value=n, description="N", continuous_update=False)
+    controls = {p: widgets.Dropdown(options=list(spec.choices), value=spec.default, description=p)
+                for p, spec in st.params.items()}
+    out = widgets.Output()
+
+    def update(*_):
+        out.clear_output()
+        with out:
+            print(slider_report(name, size.value, **{p: c.value for p, c in controls.items()}))
+
+    for c in [size, *controls.values()]:
+        c.observe(update, names="value")
+    update()
+    rows = [widgets.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)]
+    return widgets.VBox([size, *rows, out])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gemmlab.fusion", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
+    v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
+    v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
+    b = sub.add_parser("bench", help="benchmark the fused steps and the baselines (GPU)")
+    b.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "lane":
+            lane()
+        elif args.cmd == "check":
+            for st in FUSED_STEPS:
+                print(check(step(st.name, backend=args.backend)))
+        else:
+            benchmark(sizes=tuple(args.sizes))
+    except GemmlabError as e:
+        print(f"error: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Chapter 8: the fused A x B x C steps against float64 on the CPU emulator, bad inputs, records."""
+import json
+
+import numpy as np
+import pytest
+
+from gemmlab import fusion
+from gemmlab.source import kernel_path
+from gemmlab.errors import ConfigError, InputError, ShapeError, VerificationError
+
+STEPS = [s.name for s in fusion.FUSED_STEPS]
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return {name: fusion.step(name, backend="cpu") for name in STEPS}
+
+
+def _inputs(m, k, l, n, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.uniform(-1, 1, s).astype(np.float32) for s in ((m, k), (k, l), (l, n)))
+
+
+def _assert_matches(kern, a, b, c):
+    bad, _ = fusion.compare(np.asarray(kern(a, b, c)), a, b, c)
+    assert not bad.any(), f"{kern.label}: {int(bad.sum())} elements off the float64 reference"
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_check_default_cases(kernels, name):
+    report = fusion.check(kernels[name])
+    assert report.passed
+    assert str(report).startswith(f"PASS: {name} matches the float64 reference on 6 shapes")
+    assert any(c.kind == "identity" for c in report.cases[:1]), "structured inputs come first"
+
+
+@pytest.mark.parametrize("name", STEPS)
+@pytest.mark.parametrize("n", [17, 64, 100])
+def test_square_sizes_off_the_tile(kernels, name, n):
+    _assert_matches(kernels[name], *_inputs(n, n, n, n, seed=n))
+
+
+@pytest.mark.parametrize("name, params", [
+    ("fused/02_row_panel", {"PANEL_M": 4, "BLOCK_N": 32, "BLOCK_K": 8, "THREAD_M": 1, "THREAD_N": 2}),
+    ("fused/03_two_phase", {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 8, "THREAD_M": 4, "THREAD_N": 4}),
+    ("fused/03_two_phase", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 32, "THREAD_M": 4, "THREAD_N": 8}),
+])
+def test_other_tiles_and_rectangular_shapes(name, params):
+    kern = fusion.step(name, backend="cpu", **params)
+    for dims in [(130, 64, 33, 70), (5, 7, 9, 3)]:
+        _assert_matches(kern, *_inputs(*dims, seed=sum(dims)))
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_nan_propagates(kernels, name):
+    a, b, c = _inputs(40, 24, 36, 20)
+    a[7, 3] = np.nan
+    c[5, 11] = np.nan  # T's column 5 is finite, so E's column 11 becomes NaN
+    e = np.asarray(kernels[name](a, b, c))
+    assert np.isnan(e[7]).all(), "a NaN in row 7 of A must fill row 7 of E"
+    assert np.isnan(e[:, 11]).all(), "a NaN in column 11 of C must fill column 11 of E"
+    rest = np.delete(np.delete(e, 7, axis=0), 11, axis=1)
+    assert np.isfinite(rest).all(), "NaN must not leak into other rows or columns"
+    bad, _ = fusion.compare(e, a, b, c)
+    assert not bad.any()
+
+
+def test_compare_rejects_nan_and_wrong_values():
+    a, b, c = _inputs(8, 8, 8, 8)
+    want = fusion.reference(a, b, c).astype(np.float32)
+    assert not fusion.compare(want, a, b, c)[0].any()
+    for broken in (np.where(np.eye(8, dtype=bool), np.nan, want), want * 1.001, want.T):
+        assert fusion.compare(broken.astype(np.float32), a, b, c)[0].any()
+
+
+def test_a_broken_kernel_fails_the_check():
+    src = kernel_path(fusion.get("fused/03_two_phase").file).read_text()
+    broken = src.replace("acc[m][n] += a[m] * b[n];", "acc[m][n] += a[m] * b[n] * 1.001f;", 1)
+    assert broken != src
+    kern = fusion.step("fused/03_two_phase", backend="cpu", source=broken)
+    with pytest.raises(VerificationError, match=r"FAIL: fused/03_two_phase on the identity input"):
+        fusion.check(kern)
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_bad_inputs_then_a_good_call(kernels, name):
+    kern = kernels[name]
+    a, b, c = _inputs(9, 10, 11, 12)
+    bad_calls = [
+        ((a.astype(np.float64), b, c), InputError, "float32"),
+        ((a, b[:5], c), InputError, "do not chain"),
+        ((a, b, np.ascontiguousarray(c[:5])), InputError, "do not chain"),
+        ((a, b, np.asfortranarray(c)), InputError, "C-contiguous"),
+        ((a, b.ravel(), c), InputError, "2-D"),
+        ((a, b, [[1.0]]), InputError, "NumPy or CuPy array"),
+    ]
+    for args, error, text in bad_calls:
+        with pytest.raises(error, match=text):
+            kern(*args)
+    _assert_matches(kern, a, b, c)
+
+
+def test_empty_inner_dimension_gives_zeros(kernels):
+    a, b, c = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), np.ones((4, 5), np.float32)
+    assert (kernels["fused/03_two_phase"](a, b, c) == 0).all()
+
+
+def test_naive_rejects_a_row_that_does_not_fit(kernels):
+    kern = kernels["fused/01_naive_row"]
+    a, b, c = np.ones((1, 1), np.float32), np.ones((1, 12289), np.float32), np.ones((12289, 1), np.float32)
+    with pytest.raises(ShapeError, match=r"L <= 12288"):
+        kern(a, b, c)
+    _assert_matches(kern, *_inputs(3, 3, 3, 3))
+
+
+def test_panel_rejects_a_panel_that_does_not_fit():
+    kern = fusion.step("fused/02_row_panel", backend="cpu", PANEL_M=32, THREAD_M=4)
+    a, b, c = np.ones((2, 2), np.float32), np.ones((2, 4096), np.float32), np.ones((4096, 2), np.float32)
+    with pytest.raises(ShapeError, match=r"smaller PANEL_M, or step 03"):
+        kern(a, b, c)
+
+
+@pytest.mark.parametrize("name, params, text", [
+    ("fused/01_naive_row", {"THREADS": 48}, "whole number of warps"),
+    ("fused/02_row_panel", {"PANEL_M": 2, "THREAD_M": 4}, "THREAD_M=4 must divide PANEL_M=2"),
+    ("fused/02_row_panel", {"PANEL_M": 32, "THREAD_M": 1, "BLOCK_N": 256, "THREAD_N": 1}, "exceeds the hardware limit"),
+    ("fused/03_two_phase", {"THREAD_M": 6}, "multiple of 4"),
+    ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, "48 KB"),
+    ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "THREAD_M": 16, "THREAD_N": 16}, "accumulators"),
+    ("fused/03_two_phase", {"PANEL_M": 8}, "no template parameter"),
+])
+def test_impossible_configurations_are_rejected(name, params, text):
+    with pytest.raises(ConfigError, match=text):
+        fusion.step(name, backend="cpu", **params)
+    assert fusion.config_problem(name, **params) is not None
+    assert fusion.slider_report(name, 17, **params).startswith("cannot run:")
+
+
+def test_persistent_grid_is_limited_to_resident_blocks(kernels, monkeypatch):
+    kern = kernels["fused/03_two_phase"]
+    workers = fusion.cpu_workers()
+    dims = (200, 200, 200, 200)
+    assert kern.grid_for(dims) == min(workers, kern.tiles(dims))
+    with pytest.raises(ConfigError, match="cannot all be resident"):
+        kern.grid_for(dims, grid=workers + 1)
+    a, b, c = _inputs(33, 20, 40, 18)
+    e = np.zeros((33, 18), np.float32)
+    kern.run(a, b, c, e, grid=1)  # one block walks every tile; the barrier passes at once
+    assert not fusion.compare(e, a, b, c)[0].any()
+    monkeypatch.setenv("GEMMLAB_CPU_THREADS", "1")
+    assert fusion.cpu_workers() == 1
+
+
+def test_models():
+    assert fusion.intensity(512) == 128.0  # 4 N^3 FLOPs over 16 N^2 bytes
+    assert fusion.intensity(512, fused=False) == pytest.approx(512 / 6)
+    assert fusion.seed_intensity(4096) == pytest.approx(4096 / 16, rel=1e-3)
+    assert fusion.traffic_bytes(100, fused=False) - fusion.traffic_bytes(100) == 8 * 100 * 100  # T written + read
+    assert fusion.ideal_time_s(512, 67.0, 3350.0) == pytest.approx(4 * 512**3 / 67e12)
+
+
+def test_records_round_trip_and_benchmark_without_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(fusion, "RESULTS", tmp_path)
+    monkeypatch.setattr(fusion._kernel, "_forced", "cpu")  # recorded mode, also on a GPU machine
+    assert fusion.benchmark(verbose=False) == []
+    rec = {"impl": "torch a@b@c", "params": {}, "kind": "benchmark", "m": 512, "k": 512, "l": 512, "n": 512,
+           "median_s": 7e-5, "gpu": "Test GPU", "date": "2026-01-01"}
+    fusion.save([rec, dict(rec, impl="fused/03_two_phase", params={"BLOCK_M": 64}, median_s=2e-5)])
+    fusion.save([dict(rec, median_s=6e-5)])  # replaces the record with the same key
+    stored = json.loads((tmp_path / "test-gpu.fusion.json").read_text())
+    assert len(stored) == 2
+    got = fusion.benchmark(sizes=(512,), verbose=False)
+    assert {r["impl"] for r in got} == {"torch a@b@c", "fused/03_two_phase"}
+    assert all(r["source"] == "recorded" for r in got)
+    assert fusion.lookup(got, "torch a@b@c", 512)["median_s"] == 6e-5
+    assert fusion.best(got, "fused/03_two_phase", 512)["median_s"] == 2e-5
+
+
+def test_slider_report_checks_on_the_cpu():
+    text = fusion.slider_report("fused/02_row_panel", 33, PANEL_M=4, THREAD_M=2)
+    assert "PASS: fused/02_row_panel matches the float64 reference on 2 shapes" in text
+    assert "cpu backend" in text
