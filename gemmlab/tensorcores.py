@@ -79,7 +79,7 @@ def encoded(rows: int, cols: int) -> np.ndarray:
     return np.arange(rows * cols, dtype=np.float16).reshape(rows, cols)
 
 
-def _halves(regs: np.ndarray) -> np.ndarray:
+def halves(regs: np.ndarray) -> np.ndarray:
     """u32 registers, lane-major, as their fp16 halves in order (low half = element 2i)."""
     return np.ascontiguousarray(regs, dtype=np.uint32).view(np.float16).astype(np.int64)
 
@@ -103,7 +103,7 @@ def mma_demo(shape: str = "m16n8k8", backend: str | None = None) -> dict:
     b_d[0, :], b_d[1, :] = n, np.arange(n)
     _, _, d_regs = _launch(expr, [a_d, b_d], outs, where)
     maps: dict = {}
-    for operand, values, cols in (("a", _halves(a_regs), k), ("b", _halves(b_regs), n),
+    for operand, values, cols in (("a", halves(a_regs), k), ("b", halves(b_regs), n),
                                   ("c", d_regs.astype(np.int64), n)):
         per_lane = layouts.elements_per_lane(shape, operand)
         values = values.reshape(32, per_lane)
@@ -122,12 +122,12 @@ def ldmatrix_demo(num: int = 4, trans: bool = False, backend: str | None = None)
     where = demo_backend(75, backend)
     expr = f"ldmatrix_fragments<{num}, {'true' if trans else 'false'}>"
     (regs,) = _launch(expr, [encoded(num * 8, 8)], [np.zeros(32 * num, np.uint32)], where)
-    halves = _halves(regs).reshape(32, num, 2)
+    values = halves(regs).reshape(32, num, 2)
     out = {}
     for lane in range(32):
         for j in range(num):
             for e in range(2):
-                v = int(halves[lane, j, e])
+                v = int(values[lane, j, e])
                 out[(lane, j, e)] = (v // 64, (v % 64) // 8, v % 8)
     return out
 
@@ -323,3 +323,73 @@ def ncu_metrics(step: str) -> dict[str, float]:
         except ValueError:
             continue
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Sliders over the tiles of steps 01-03
+
+
+TILED_STEPS = ("hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swizzled")
+
+
+def tiling_problem(step: str, **params) -> str | None:
+    """Why these tiles cannot run (the registry's sentence), or None when they can."""
+    from .errors import GemmlabError
+
+    try:
+        registry.get(step).resolve(params)
+    except GemmlabError as e:
+        return str(e)
+    return None
+
+
+def tiling_report(step: str, size: int = 2048, time: bool = True, **params) -> str:
+    """The text under the chapter 7 sliders: accumulators per lane, mma tiles per warp, then
+    `explore.report` (resources, occupancy, the float64 check, and a timing on a GPU)."""
+    from . import explore
+
+    problem = tiling_problem(step, **params)
+    if problem:
+        return f"cannot run: {problem}"
+    t = block_warp_mma_tiles(params)
+    head = (f"{len(t['warps'])} warps of {len(t['mma'])} mma tiles each: {4 * len(t['mma'])} fp32 accumulators "
+            f"per lane; block tile intensity {_intensity(params):.1f} FLOP per byte loaded")
+    return head + "\n" + explore.report(step, size=size, time=time, **params)
+
+
+def _intensity(params: dict) -> float:
+    p = registry.get("hgemm/01_mma_tiling").resolve(params)
+    return p["BLOCK_M"] * p["BLOCK_N"] / (p["BLOCK_M"] + p["BLOCK_N"])
+
+
+def tiling_explorer(step: str = TILED_STEPS[-1], size: int = 2048):
+    """Dropdowns for the step and its block and warp tiles; redraws the tiling picture and the report
+    (ipywidgets 7 and 8). An impossible combination gets the registry's sentence, no picture."""
+    import html
+
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    spec = registry.get(step).params
+    which = widgets.Dropdown(options=list(TILED_STEPS), value=step, description="step")
+    controls = {p: widgets.Dropdown(options=list(s.choices), value=s.default, description=p)
+                for p, s in spec.items()}
+    picture, text = widgets.Output(), widgets.HTML()
+
+    def redraw(*_):
+        params = {p: c.value for p, c in controls.items()}
+        text.value = f"<pre>{html.escape(tiling_report(which.value, size=size, **params))}</pre>"
+        with picture:
+            picture.clear_output(wait=True)
+            if tiling_problem(which.value, **params) is None:
+                fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+                draw_hierarchy(params, axes=axes)
+                display(fig)
+                plt.close(fig)
+
+    for c in [which, *controls.values()]:
+        c.observe(redraw, names="value")
+    redraw()
+    rows = [widgets.HBox([which] + list(controls.values())[:2]), widgets.HBox(list(controls.values())[2:])]
+    return widgets.VBox(rows + [text, picture])

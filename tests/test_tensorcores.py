@@ -129,3 +129,11 @@ def test_ncu_metrics_of_recorded_and_missing_steps():
         ratio = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / m["smsp__inst_executed_op_ldsm.sum"]
         assert 23.5 < ratio < 24.5
     assert tc.ncu_metrics("hgemm/99_nothing") == {}
+
+
+def test_tiling_report_explains_impossible_tiles_and_reports_possible_ones():
+    text = tc.tiling_report("hgemm/03_swizzled", BLOCK_M=32, WARP_M=64)
+    assert text.startswith("cannot run:") and "WARP_M=64 must divide BLOCK_M=32" in text
+    assert "1024" in tc.tiling_report("hgemm/01_mma_tiling", BLOCK_M=256, BLOCK_N=256, WARP_M=16, WARP_N=16)
+    ok = tc.tiling_report("hgemm/02_vectorized_copy", time=False, BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32)
+    assert ok.startswith("4 warps of 8 mma tiles each: 32 fp32 accumulators per lane") and "PASS" in ok
