@@ -44,6 +44,8 @@ def test_square_sizes_off_the_tile(kernels, name, n):
     ("fused/02_row_panel", {"PANEL_M": 4, "BLOCK_N": 32, "BLOCK_K": 8, "THREAD_M": 1, "THREAD_N": 2}),
     ("fused/03_two_phase", {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 8, "THREAD_M": 4, "THREAD_N": 4}),
     ("fused/03_two_phase", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 32, "THREAD_M": 4, "THREAD_N": 8}),
+    ("fused/04_split_k", {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 8, "SPLIT_K": 3}),  # rounds past the last K tile
+    ("fused/04_split_k", {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "THREAD_M": 8, "SPLIT_K": 2}),
 ])
 def test_other_tiles_and_rectangular_shapes(name, params):
     kern = fusion.step(name, backend="cpu", **params)
@@ -125,6 +127,8 @@ def test_panel_rejects_a_panel_that_does_not_fit():
     ("fused/02_row_panel", {"PANEL_M": 2, "THREAD_M": 4}, "THREAD_M=4 must divide PANEL_M=2"),
     ("fused/02_row_panel", {"PANEL_M": 32, "THREAD_M": 1, "BLOCK_N": 256, "THREAD_N": 1}, "exceeds the hardware limit"),
     ("fused/03_two_phase", {"THREAD_M": 6}, "multiple of 4"),
+    ("fused/04_split_k", {"BLOCK_M": 128, "BLOCK_N": 128, "SPLIT_K": 8}, "1024"),
+    ("fused/04_split_k", {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8}, "48 KB"),
     ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, "48 KB"),
     ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "THREAD_M": 16, "THREAD_N": 16}, "accumulators"),
     ("fused/03_two_phase", {"PANEL_M": 8}, "no template parameter"),
