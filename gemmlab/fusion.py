@@ -170,7 +170,9 @@ FUSED_STEPS: list[FusedStep] = [
               summary="one block per row of E; the row of A B waits in shared memory (the seed's kernel)",
               rules=lambda p: [] if p["THREADS"] % 32 == 0 and 32 <= p["THREADS"] <= 1024 else
               [f"THREADS={p['THREADS']} must be a whole number of warps between 32 and 1024"],
-              shape_rules=_naive_shape, smem=lambda p, d: 4 * d[2]),
+              # the row of T, rounded up to whole float4s: ptxas reads the tail of phase 2's loop over
+              # sT as one vector load (compute-sanitizer saw 12-byte reads past 4 * L when L % 4 != 0)
+              shape_rules=_naive_shape, smem=lambda p, d: 16 * cdiv(d[2], 4)),
     FusedStep("fused/02_row_panel", "fused_row_panel",
               {"PANEL_M": Param(8, (1, 2, 4, 8, 16, 32), "rows of T kept on chip per block"),
                "BLOCK_N": Param(128, (16, 32, 64, 128, 256)), "BLOCK_K": Param(16, (4, 8, 16, 32)),

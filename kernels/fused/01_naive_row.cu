@@ -18,7 +18,8 @@
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, E is M x N.
 //   sT[L] (dynamic shared memory): row `row` of T.
-// Launch: blockDim (THREADS), gridDim (M), dynamic shared memory 4 * L bytes.
+// Launch: blockDim (THREADS), gridDim (M), dynamic shared memory 4 * L bytes rounded up to a
+//   multiple of 16: the compiler may read the tail of phase 2's loop over sT as one vector load.
 #include "common.cuh"
 
 template <int THREADS>
