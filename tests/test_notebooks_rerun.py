@@ -10,10 +10,12 @@ This file adds what a reader does next:
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -43,8 +45,11 @@ def _run(nb) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
-                   resources={"metadata": {"path": str(BOOK)}}).execute()
+    # The kernel is this interpreter, whatever kernelspec the machine has (on a GPU machine whose
+    # packages come from wheels installed with --target, the "python3" spec's interpreter lacks them).
+    km = KernelManager(kernel_cmd=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    NotebookClient(nb, km=km, timeout=600, allow_errors=False,
+                   resources={"metadata": {"path": str(BOOK)}}).execute(cwd=str(BOOK))
     return nb
 
 
