@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
-import json
 import os
 import statistics
 import time
@@ -30,7 +29,8 @@ import numpy as np
 from . import kernel as _kernel
 from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
 from .registry import Launch, Param, cdiv
-from .results import RESULTS, slug
+from . import results
+from .bench import _time as _bench_time, environment
 from .source import assemble
 
 UNIT_ROUNDOFF = 2.0 ** -24
@@ -555,34 +555,19 @@ _KEY = ("impl", "params", "kind", "m", "k", "l", "n")
 
 
 def records_path(gpu: str):
-    return RESULTS / f"{slug(gpu)}{SUFFIX}"
+    return results.path_for(gpu, SUFFIX)
 
 
 def load(gpu: str | None = None) -> list[dict]:
     """Recorded fusion records of one GPU (name or slug), or of every GPU; labelled source='recorded'."""
-    files = [RESULTS / f"{slug(gpu)}{SUFFIX}"] if gpu else sorted(RESULTS.glob(f"*{SUFFIX}"))
-    out = []
-    for p in files:
-        if p.exists():
-            out += [dict(r, source="recorded") for r in json.loads(p.read_text())]
-    return out
+    return results.load(gpu, SUFFIX)
 
 
 def save(records: list[dict]):
     """Merge records into their GPU's file; a new record replaces one with the same key."""
-    if not records:
-        return None
-    path = records_path(records[0]["gpu"])
-    old = json.loads(path.read_text()) if path.exists() else []
-    key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in _KEY)  # noqa: E731
-    merged = {key(r): r for r in old}
-    for r in records:
-        r = {k: v for k, v in r.items() if k != "source"}
-        merged[key(r)] = r
-    RESULTS.mkdir(exist_ok=True)
-    rows = sorted(merged.values(), key=lambda r: (r["kind"], r["impl"], r["m"], json.dumps(r.get("params"))))
-    path.write_text(json.dumps(rows, indent=1) + "\n")
-    return path
+    if records:
+        return results.save(records, SUFFIX, _KEY, order=("kind", "impl", "m", "params"))
+    return None
 
 
 def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
@@ -601,21 +586,17 @@ def _repeats(n: int) -> int:
 
 
 def _time(fn, n_repeat: int, n_warmup: int = 10) -> dict:
-    """Device time (CUDA events around each call, cupyx.profiler.benchmark) and wall time per call."""
+    """Device time (bench's CUDA-event protocol) plus the wall time of a call and a synchronize."""
     import cupy
-    from cupyx.profiler import benchmark as cupy_benchmark
 
-    run = cupy_benchmark(fn, (), n_repeat=n_repeat, n_warmup=n_warmup)
-    t = run.gpu_times[0]
+    t = _bench_time(fn, n_repeat, n_warmup)
     walls = []
     for _ in range(max(10, n_repeat // 3)):
         start = time.perf_counter()
         fn()
         cupy.cuda.Device().synchronize()
         walls.append(time.perf_counter() - start)
-    return {"median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
-            "p90_s": float(np.percentile(t, 90)), "wall_median_s": float(statistics.median(walls)),
-            "n_repeat": n_repeat}
+    return {**t, "wall_median_s": float(statistics.median(walls)), "n_repeat": n_repeat}
 
 
 def _baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
@@ -660,11 +641,6 @@ def _baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
         _ = ta @ tb @ tc
     out["torch graph a@b@c"] = _time(g.replay, n_repeat)
     return out
-
-
-def environment() -> dict:
-    from .bench import environment as env
-    return env()
 
 
 def _record(impl: str, params: dict | None, kind: str, n: int, t: dict, base: dict, env: dict, **extra) -> dict:

@@ -16,8 +16,9 @@ def slug(gpu_name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
-def path_for(gpu_name: str) -> Path:
-    return RESULTS / f"{slug(gpu_name)}.json"
+def path_for(gpu_name: str, suffix: str = ".json") -> Path:
+    """results/<gpu><suffix>: ".json" for the GEMM benchmark, ".fusion.json" etc. for other kinds."""
+    return RESULTS / f"{slug(gpu_name)}{suffix}"
 
 
 def gpus() -> list[str]:
@@ -31,29 +32,34 @@ def gpus() -> list[str]:
     return names
 
 
-def load(gpu: str | None = None) -> list[dict]:
-    """Recorded benchmark records of one GPU (by name or slug), or of every GPU if None."""
-    files = [RESULTS / f"{slug(gpu)}.json"] if gpu else sorted(RESULTS.glob("*.json"))
+def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
+    """Recorded records of one GPU (by name or slug), or of every GPU if None; labelled source='recorded'.
+
+    suffix ".json" reads the GEMM benchmark files (<gpu>.json only, not <gpu>.<what>.json)."""
+    files = [path_for(gpu, suffix)] if gpu else sorted(RESULTS.glob(f"*{suffix}"))
+    if suffix == ".json":
+        files = [p for p in files if p.name.count(".") == 1]
     out = []
     for p in files:
-        if p.exists() and p.name.count(".") == 1:
+        if p.exists():
             out += [dict(r, source="recorded") for r in json.loads(p.read_text())]
     return out
 
 
-def _key(r: dict) -> tuple:
-    return tuple(json.dumps(r.get(f), sort_keys=True) for f in KEY_FIELDS)
-
-
-def save(records: list[dict]) -> Path:
-    """Merge records into their GPU's file: a new record replaces an old one with the same key."""
+def save(records: list[dict], suffix: str = ".json", key_fields: tuple = KEY_FIELDS,
+         order: tuple = ("step", "m", "n", "k", "params")) -> Path:
+    """Merge records into their GPU's file: a new record replaces an old one with the same key
+    (the values of `key_fields`); the file is sorted by the fields in `order`."""
     assert records, "nothing to save"
-    path = path_for(records[0]["gpu"])
+    path = path_for(records[0]["gpu"], suffix)
+    key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in key_fields)  # noqa: E731
     old = json.loads(path.read_text()) if path.exists() else []
-    merged = {_key(r): r for r in old}
+    merged = {key(r): r for r in old}
     for r in records:
-        merged[_key({k: v for k, v in r.items() if k != "source"})] = {k: v for k, v in r.items() if k != "source"}
+        r = {k: v for k, v in r.items() if k != "source"}
+        merged[key(r)] = r
     RESULTS.mkdir(exist_ok=True)
-    path.write_text(json.dumps(sorted(merged.values(), key=lambda r: (r["step"], r["m"], r["n"], r["k"],
-                                                                      json.dumps(r["params"]))), indent=1) + "\n")
+    rows = sorted(merged.values(), key=lambda r: tuple(json.dumps(r.get(f)) if f == "params"
+                                                       else r.get(f) for f in order))
+    path.write_text(json.dumps(rows, indent=1) + "\n")
     return path

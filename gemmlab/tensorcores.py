@@ -11,16 +11,14 @@
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 from typing import Dict, Tuple
 
 import numpy as np
 
 from . import layouts, registry
 from .errors import ConfigError
-from .source import REPO, assemble
+from .source import assemble
 
 DEMO_FILE = "demo/mma_fragments.cu"
 MMA_K = {"m16n8k8": 8, "m16n8k16": 16}
@@ -304,25 +302,6 @@ def sass_summary(inst, arch: str = "sm_75") -> dict:
             "LDSM": sum(op.startswith("LDSM") for op in ops), "HMMA": sum(op.startswith("HMMA") for op in ops),
             "integer": sum(op.split(".")[0] in INTEGER_OPS for op in ops),
             "registers": inst.resources(arch).registers}
-
-
-def ncu_metrics(step: str) -> dict[str, float]:
-    """Every numeric metric of a recorded Nsight Compute raw CSV, results/gpu-lane/ncu/<track>-<step>.csv
-    (the last profiled kernel); {} when none is recorded."""
-    path = REPO / "results" / "gpu-lane" / "ncu" / (step.replace("/", "-") + ".csv")
-    if not path.exists():
-        return {}
-    lines = [line for line in path.read_text().splitlines() if line.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if len(rows) < 3:
-        return {}
-    out = {}
-    for name, value in zip(rows[0], rows[-1]):
-        try:
-            out[name] = float(value.replace(",", ""))
-        except ValueError:
-            continue
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

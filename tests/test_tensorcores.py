@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import check, layouts, nvrtc, source
+from gemmlab import check, layouts, nvrtc, profile, source
 from gemmlab import tensorcores as tc
 
 
@@ -123,12 +123,12 @@ def test_pictures_draw(tmp_path):
     plt.close(fig)
 
 
-def test_ncu_metrics_of_recorded_and_missing_steps():
-    m = tc.ncu_metrics("hgemm/01_mma_tiling")
+def test_recorded_ldmatrix_wavefronts_and_missing_steps():
+    m = profile.load_csv("hgemm/01_mma_tiling")
     if m:  # recorded on the H100: 8-way and 4-way conflicts average 24 wavefronts per ldmatrix.x4
         ratio = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / m["smsp__inst_executed_op_ldsm.sum"]
         assert 23.5 < ratio < 24.5
-    assert tc.ncu_metrics("hgemm/99_nothing") == {}
+    assert profile.load_csv("hgemm/99_nothing") == {}
 
 
 def test_tiling_report_explains_impossible_tiles_and_reports_possible_ones():
