@@ -63,3 +63,26 @@ def save(records: list[dict], suffix: str = ".json", key_fields: tuple = KEY_FIE
                                                        else r.get(f) for f in order))
     path.write_text(json.dumps(rows, indent=1) + "\n")
     return path
+
+
+EXPERIMENTS = RESULTS / "experiments"
+
+
+def experiment(name: str) -> dict:
+    """results/experiments/<name>/results.json: a recorded experiment (variants of a step, profiler
+    counters, probes), with the question it asked and what each change was predicted to do.
+    Experiments are run on a GPU with results/experiments/run.py; the chapters only read them."""
+    path = EXPERIMENTS / name / "results.json"
+    if not path.exists():
+        known = sorted(p.parent.name for p in EXPERIMENTS.glob("*/results.json"))
+        raise FileNotFoundError(f"no recorded experiment {name!r} in {EXPERIMENTS}; recorded: {', '.join(known)}")
+    return json.loads(path.read_text())
+
+
+def median_pct(runs: list[dict], size: int | None = None) -> float:
+    """Median of the recorded '% of cuBLAS' of one variant's rounds (at `size`, if given)."""
+    values = sorted(r["pct"] for r in runs if size is None or r.get("size", size) == size)
+    if not values:
+        raise ValueError("no recorded runs" + (f" at size {size}" if size else ""))
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

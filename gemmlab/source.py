@@ -62,3 +62,41 @@ def toolkit_include_dirs() -> list[str]:
 def with_fp16_header(dirs: list[str]) -> list[str]:
     """Those of `dirs` that hold cuda_fp16.h (NVRTC 13 has no built-in copy), without repeats."""
     return [d for d in dict.fromkeys(dirs) if os.path.exists(os.path.join(d, "cuda_fp16.h"))]
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def apply_patch(text: str, patch: str, label: str = "patch") -> str:
+    """`text` with a unified diff (`diff -u`, one file) applied; every context and removed line must
+    match exactly, else a ValueError says which hunk does not apply (the file changed since)."""
+    old = text.splitlines(keepends=True)
+    out: list[str] = []
+    pos = 0  # next line of `old` not yet copied
+    lines = patch.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        m = _HUNK.match(lines[i])
+        i += 1
+        if not m:
+            continue  # the ---/+++ header, or anything before the first hunk
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+        if start < pos:
+            raise ValueError(f"{label}: hunks overlap or are out of order at line {start + 1}")
+        out += old[pos:start]
+        pos = start
+        while i < len(lines) and not lines[i].startswith("@@"):
+            tag, body = lines[i][:1], lines[i][1:]
+            i += 1
+            if tag == "\\":  # "\ No newline at end of file"
+                continue
+            if tag in " -":
+                if pos >= len(old) or old[pos].rstrip("\n") != body.rstrip("\n"):
+                    raise ValueError(f"{label}: hunk {m.group(0)} does not apply at line {pos + 1}: "
+                                     "the file it was made against has changed")
+                pos += 1
+                if tag == " ":
+                    out.append(old[pos - 1])
+            elif tag == "+":
+                out.append(body if body.endswith("\n") else body + "\n")
+    return "".join(out + old[pos:])

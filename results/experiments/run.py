@@ -1,0 +1,69 @@
+"""Run an experiment's variants on a GPU: each is a copy of a step's .cu file with one change.
+
+    python results/experiments/run.py FOLDER bench STEP "SPEC SPEC ..." [SIZES] [ROUNDS]
+    python results/experiments/run.py FOLDER run STEP SPEC          # one launch at 4096 (for ncu)
+
+A SPEC is VARIANT or VARIANT:NAME=VALUE,NAME=VALUE. FOLDER/VARIANT.patch is a unified diff against
+the step's .cu file (the variant keeps the step's kernel name and template parameters, so it loads
+in the step's place); a VARIANT named 'step' or ending in '_base' is the step itself. The parameters
+start from the step's defaults. Each variant is checked against float64 first, unless its SPEC starts with '!'
+(a diagnostic with part of the loop removed on purpose, which computes a wrong answer). Then, per
+size and round, cuBLAS (cupy.matmul and torch.matmul, TF32 off) is timed on the inputs and every
+variant after it in the same process; each line gives the variant's % of the faster cuBLAS call.
+"""
+import pathlib
+import sys
+
+import cupy
+
+from gemmlab import bench, kernel, registry
+from gemmlab.check import verify
+from gemmlab.experiments import variant_source
+
+folder = pathlib.Path(__file__).parent / sys.argv[1]
+mode, step = sys.argv[2], registry.get(sys.argv[3])
+
+
+def make(spec: str) -> kernel.Kernel:
+    name, _, rest = spec.lstrip("!").partition(":")
+    params = {n: p.default for n, p in step.params.items()}
+    for kv in filter(None, rest.split(",")):
+        key, val = kv.split("=")
+        params[key] = int(val)
+    return kernel.Kernel(step, params, "gpu", source_text=variant_source(folder, step, name))
+
+
+if mode == "run":
+    k, n = make(sys.argv[4]), 4096
+    a, b = (cupy.random.random((n, n), dtype=cupy.float32).astype(step.dtype) for _ in range(2))
+    k.run(a, b, cupy.empty((n, n), dtype=step.dtype))
+    cupy.cuda.Device().synchronize()
+    sys.exit(0)
+
+specs = sys.argv[4].split()
+sizes = [int(s) for s in sys.argv[5].split()] if len(sys.argv) > 5 else [4096]
+rounds = int(sys.argv[6]) if len(sys.argv) > 6 else 2
+kernels = {}
+for s in specs:
+    try:
+        k = make(s)
+        if not s.startswith("!"):
+            verify(k)
+        kernels[s] = k
+    except Exception as e:  # noqa: BLE001 (report the variant and go on with the others)
+        print(f"{s}: FAILED {type(e).__name__}: {str(e)[:300]}")
+results = {}
+for n in sizes:
+    rng = cupy.random.default_rng(n)
+    a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(step.dtype) for _ in range(2))
+    c = cupy.empty((n, n), dtype=step.dtype)
+    for r in range(rounds):
+        best = min(v["median_s"] for v in bench._baselines(a, b, 50, 5).values())
+        for s, k in kernels.items():
+            t = bench._time(lambda: k.run(a, b, c), 50, 5)["median_s"]
+            results.setdefault((s, n), []).append(best / t)
+            print(f"round {r} n={n} {s:40s} {2 * n**3 / t / 1e12:7.2f} TF  {100 * best / t:6.1f}% of cuBLAS "
+                  f"({2 * n**3 / best / 1e12:.1f})", flush=True)
+print("SUMMARY")
+for (s, n), v in results.items():
+    print(f"{s:40s} {n:6d} " + " ".join(f"{100 * x:6.1f}" for x in v))

@@ -1,0 +1,150 @@
+"""The recorded experiments (results/experiments/): well-formed, their variants correct kernels, and
+the claims chapters 6, 7b and 8 make from them true of the records."""
+import json
+from pathlib import Path
+
+import pytest
+
+from gemmlab import experiments, kernel, registry, results
+from gemmlab.check import verify
+
+EXP = results.EXPERIMENTS
+
+
+def _non_diagnostic_variants():
+    out = []
+    sg = results.experiment("sgemm-vs-cublas")
+    for v in sg["variants"]:
+        if v["source"] != "step":
+            out.append(("sgemm-vs-cublas", "sgemm/11_fragment_prefetch", v["source"][: -len(".patch")], v["params"]))
+    hg = results.experiment("hgemm-diagnosis")
+    for group in hg["experiments"]:
+        diagnostic = set(group.get("diagnostic", []))
+        for name, source in group["sources"].items():
+            if name in diagnostic:
+                continue
+            step = {"s06": "hgemm/06_double_buffer", "s04": "hgemm/04_register_prefetch"}.get(name[:3], "hgemm/07_cp_async")
+            out.append(("hgemm-diagnosis", step, source[: -len(".patch")], {}))
+    return sorted(set((f, s, n, json.dumps(p, sort_keys=True)) for f, s, n, p in out))
+
+
+def test_every_experiment_loads_and_says_what_it_asked():
+    names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
+    assert names == ["fusion-kernel-time", "hgemm-diagnosis", "sgemm-vs-cublas"]
+    for name in names:
+        exp = results.experiment(name)
+        assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]
+        assert (EXP / name / "README.md").exists()
+
+
+def test_unknown_experiment_names_the_recorded_ones():
+    with pytest.raises(FileNotFoundError, match="sgemm-vs-cublas"):
+        results.experiment("no-such-experiment")
+
+
+def test_median_pct():
+    runs = [{"pct": 80.0, "size": 4096}, {"pct": 90.0, "size": 4096}, {"pct": 10.0, "size": 1024}]
+    assert results.median_pct(runs, 4096) == 85.0
+    assert results.median_pct(runs) == 80.0
+    with pytest.raises(ValueError):
+        results.median_pct(runs, 8192)
+
+
+@pytest.mark.parametrize("folder,step,name,params", _non_diagnostic_variants())
+def test_recorded_variant_is_a_correct_kernel(folder, step, name, params):
+    """Every variant that was timed (not a diagnostic) computes C = A B on the emulator."""
+    s = registry.get(step)
+    p = {k: v.default for k, v in s.params.items()} | json.loads(params)
+    k = kernel.Kernel(s, p, "cpu", source_text=experiments.variant_source(folder, s, name))
+    assert verify(k).passed
+
+
+def test_sgemm_claims_of_chapter_6():
+    exp = results.experiment("sgemm-vs-cublas")
+    ours, theirs = exp["variants"][0]["ncu"], exp["cublas"]
+    assert "ffma" in theirs["kernel"]                                  # cuBLAS runs on CUDA cores too
+    assert 0.9 < ours["instructions"] / theirs["instructions"] < 1.1   # "nearly the same work"
+    assert theirs["issue_active_pct"] > ours["issue_active_pct"] + 5   # the difference is issue
+    for reason in ("no_instruction", "dispatch_stall", "wait"):       # "where step 11's warps stall more"
+        assert ours["stalls_per_issue"][reason] > theirs["stalls_per_issue"].get(reason, 0.0)
+    assert theirs["shared_store_bank_conflicts"] == 0 < ours["shared_store_bank_conflicts"]
+    base = [r["pct"] for r in exp["variants"][0]["runs"]]
+    spread = max(base) - min(base)
+    for v in exp["variants"][1:]:                                      # "none of them closed the gap"
+        if v["runs"]:
+            assert results.median_pct(v["runs"]) <= results.median_pct(exp["variants"][0]["runs"]) + spread
+    xor = next(v for v in exp["variants"] if v["source"] == "xor.patch")
+    assert xor["ncu"]["shared_store_bank_conflicts"] < 1e-3 * ours["shared_store_bank_conflicts"]
+    for v in exp["variants"]:
+        assert v["source"] == "step" or (EXP / "sgemm-vs-cublas" / v["source"]).exists()
+
+
+def test_hgemm_claims_of_chapter_7b():
+    exp = results.experiment("hgemm-diagnosis")
+    rows = exp["probe"]["rows"]
+    best = max(r["tflops"] for r in rows)
+    at_8 = max(r["tflops"] for r in rows if r["warps_per_sm"] == 8 and r["chains"] >= 16)
+    assert at_8 > 0.9 * best                                           # occupancy is not the limit
+    occ = experiments.group(exp, "occupancy")
+    base = experiments.pct(occ, "s07_base")
+    assert all(experiments.pct(occ, s) < base + 2 for s in occ["runs"] if s.startswith("s07_lb"))
+    d1, d2 = experiments.group(exp, "decomposition"), experiments.group(exp, "decomposition 2")
+    assert experiments.pct(d1, "s07_nocopy") > experiments.pct(d1, "s07_pipe") + 20
+    assert experiments.pct(d2, "s07_copyonly", 8192) > experiments.pct(d2, "s07_pipe", 8192) + 20
+    assert experiments.pct(d2, "s07_nomma", 8192) < experiments.pct(d2, "s07_nomma_nobar", 8192)
+    for group in exp["experiments"]:
+        for source in group["sources"].values():
+            assert (EXP / "hgemm-diagnosis" / source).exists()
+
+
+def test_mma_tile_budget_by_hand():
+    # one warp, 64 x 64 x 16: ldmatrix reads (64*16 + 16*64) * 2 bytes, cp.async writes the same
+    b = experiments.mma_tile_budget(64, 64, 16, 64, 64, mma_tflops=1.0, sms=1, clock_hz=1e12)
+    assert b["ldmatrix_bytes"] == 4096 and b["copy_bytes"] == 4096
+    assert b["smem_cycles"] == 8192 / experiments.SMEM_BYTES_PER_CLOCK
+    assert b["flops"] == 2 * 64 * 64 * 16 and b["mma_cycles"] == pytest.approx(b["flops"])  # 1 FLOP per clock
+
+
+def test_fusion_claims_of_chapter_8():
+    from gemmlab import fusion, hardware
+    kt = results.experiment("fusion-kernel-time")
+    kernels = kt["ncu_kernels"]["512"]
+    idx = max(i for i, k in enumerate(kernels) if k["kernel"].startswith("void fused_split_k"))
+    cublas = [k for k in kernels[idx + 1:] if "gemm" in k["kernel"]]
+    assert len(cublas) == 4 and sum("split_k" in k["kernel"] for k in cublas) == 2  # GEMM + reduction, twice
+    need_tflops = fusion.flops(512) / (sum(k["duration_ns"] for k in cublas) / 3 * 1e-9) / 1e12
+    ffma = hardware.load_hardware(kt["gpu"])["peaks"]["ffma"]["tflops"]
+    assert need_tflops > 0.5 * ffma                                    # "out of reach" on CUDA cores
+
+
+def test_tables_render():
+    sg = results.experiment("sgemm-vs-cublas")
+    text = experiments.counters({"step 11": sg["variants"][0]["ncu"], "cuBLAS": sg["cublas"]})
+    assert "issue slots used (%)" in text and "no_instruction" in text
+    assert "expected:" in experiments.variants(sg)
+    hg = results.experiment("hgemm-diagnosis")
+    table = experiments.runs_table(experiments.group(hg, "decomposition"), size=8192)
+    assert "(diagnostic)" in table and "s07_pipe" in table
+    with pytest.raises(KeyError):
+        experiments.group(hg, "no such group")
+
+
+def test_experiment_runner_names_its_usage():
+    text = (Path(results.EXPERIMENTS) / "run.py").read_text()
+    assert "python results/experiments/run.py FOLDER bench STEP" in text
+
+
+def test_apply_patch_and_its_errors():
+    from gemmlab.source import apply_patch
+    text = "a\nb\nc\nd\n"
+    patch = "--- x\n+++ y\n@@ -2,2 +2,3 @@\n b\n-c\n+C\n+c2\n d\n"
+    assert apply_patch(text, patch) == "a\nb\nC\nc2\nd\n"
+    assert apply_patch(text, "--- x\n+++ y\n@@ -0,0 +1 @@\n+top\n") == "top\n" + text
+    with pytest.raises(ValueError, match="has changed"):
+        apply_patch("a\nB\nc\nd\n", patch, label="x.patch")
+
+
+def test_variant_of_the_step_itself_is_the_step():
+    s = registry.get("hgemm/07_cp_async")
+    assert experiments.variant_source("hgemm-diagnosis", s, "s07_base") is None
+    assert experiments.variant_source("sgemm-vs-cublas", registry.get("sgemm/11_fragment_prefetch"), "step") is None
