@@ -92,6 +92,9 @@ def test_hgemm_claims_of_chapter_7b():
     assert experiments.pct(d1, "s07_nocopy") > experiments.pct(d1, "s07_pipe") + 20
     assert experiments.pct(d2, "s07_copyonly", 8192) > experiments.pct(d2, "s07_pipe", 8192) + 20
     assert experiments.pct(d2, "s07_nomma", 8192) < experiments.pct(d2, "s07_nomma_nobar", 8192)
+    paths = exp["ncu_paths"]["rows"]                                   # "the path is not full"
+    assert paths["s07_nomma"]["shared_wavefronts_pct"] < 60 and paths["s07_nomma"]["tensor_pipe_pct"] == 0
+    assert paths["s07_nocopy"]["tensor_pipe_pct"] > paths["s07_pipe"]["tensor_pipe_pct"] + 15
     for group in exp["experiments"]:
         for source in group["sources"].values():
             assert (EXP / "hgemm-diagnosis" / source).exists()
