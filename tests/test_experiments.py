@@ -19,9 +19,9 @@ def _non_diagnostic_variants():
             out.append(("sgemm-vs-cublas", "sgemm/11_fragment_prefetch", v["source"][: -len(".patch")], v["params"]))
     hg = results.experiment("hgemm-diagnosis")
     for group in hg["experiments"]:
-        diagnostic = set(group.get("diagnostic", []))
+        skip = set(group.get("diagnostic", [])) | set(group.get("gpu_only", []))
         for name, source in group["sources"].items():
-            if name in diagnostic:
+            if name in skip:
                 continue
             step = {"s06": "hgemm/06_double_buffer", "s04": "hgemm/04_register_prefetch"}.get(name[:3], "hgemm/07_cp_async")
             out.append(("hgemm-diagnosis", step, source[: -len(".patch")], {}))
@@ -92,6 +92,11 @@ def test_hgemm_claims_of_chapter_7b():
     assert experiments.pct(d1, "s07_nocopy") > experiments.pct(d1, "s07_pipe") + 20
     assert experiments.pct(d2, "s07_copyonly", 8192) > experiments.pct(d2, "s07_pipe", 8192) + 20
     assert experiments.pct(d2, "s07_nomma", 8192) < experiments.pct(d2, "s07_nomma_nobar", 8192)
+    ws = experiments.group(exp, "warp specialization")                 # "the same speed as s07_pipe"
+    assert abs(experiments.pct(ws, "s07_ws:EXTRA_THREADS=128") - experiments.pct(ws, "s07_pipe")) < 5
+    banks = exp["ncu_banks"]["rows"]                                    # "no part of the L1 path is near its peak"
+    assert all(max(r["data_bank_reads_pct"] + r["data_bank_writes_pct"], r["lsu_writeback_pct"],
+                   r["l1tex_throughput_pct"]) < 60 for r in banks.values())
     paths = exp["ncu_paths"]["rows"]                                   # "the path is not full"
     assert paths["s07_nomma"]["shared_wavefronts_pct"] < 60 and paths["s07_nomma"]["tensor_pipe_pct"] == 0
     assert paths["s07_nocopy"]["tensor_pipe_pct"] > paths["s07_pipe"]["tensor_pipe_pct"] + 15
@@ -151,3 +156,12 @@ def test_variant_of_the_step_itself_is_the_step():
     s = registry.get("hgemm/07_cp_async")
     assert experiments.variant_source("hgemm-diagnosis", s, "s07_base") is None
     assert experiments.variant_source("sgemm-vs-cublas", registry.get("sgemm/11_fragment_prefetch"), "step") is None
+
+
+def test_gpu_only_variants_compile_for_hopper():
+    """Variants the emulator cannot run (named barriers) still compile for sm_90 with NVRTC."""
+    s = registry.get("hgemm/07_cp_async")
+    for group in results.experiment("hgemm-diagnosis")["experiments"]:
+        for name in group.get("gpu_only", []):
+            inst = kernel.Instance(s, {}, source_text=experiments.variant_source("hgemm-diagnosis", s, name))
+            assert inst.resources("sm_90").registers > 0

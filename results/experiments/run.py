@@ -1,4 +1,4 @@
-"""Run an experiment's variants on a GPU: each is a copy of a step's .cu file with one change.
+"""Run an experiment's variants on a GPU: each is a step's .cu file with one change, kept as a patch.
 
     python results/experiments/run.py FOLDER bench STEP "SPEC SPEC ..." [SIZES] [ROUNDS]
     python results/experiments/run.py FOLDER run STEP SPEC          # one launch at 4096 (for ncu)
@@ -6,11 +6,13 @@
 A SPEC is VARIANT or VARIANT:NAME=VALUE,NAME=VALUE. FOLDER/VARIANT.patch is a unified diff against
 the step's .cu file (the variant keeps the step's kernel name and template parameters, so it loads
 in the step's place); a VARIANT named 'step' or ending in '_base' is the step itself. The parameters
-start from the step's defaults. Each variant is checked against float64 first, unless its SPEC starts with '!'
+start from the step's defaults; EXTRA_THREADS=N launches N threads more than the step does (producer
+warps). Each variant is checked against float64 first, unless its SPEC starts with '!'
 (a diagnostic with part of the loop removed on purpose, which computes a wrong answer). Then, per
 size and round, cuBLAS (cupy.matmul and torch.matmul, TF32 off) is timed on the inputs and every
 variant after it in the same process; each line gives the variant's % of the faster cuBLAS call.
 """
+import dataclasses
 import pathlib
 import sys
 
@@ -27,10 +29,19 @@ mode, step = sys.argv[2], registry.get(sys.argv[3])
 def make(spec: str) -> kernel.Kernel:
     name, _, rest = spec.lstrip("!").partition(":")
     params = {n: p.default for n, p in step.params.items()}
+    extra_threads = 0  # EXTRA_THREADS=N: the variant launches N more threads than the step (producer warps)
     for kv in filter(None, rest.split(",")):
         key, val = kv.split("=")
-        params[key] = int(val)
-    return kernel.Kernel(step, params, "gpu", source_text=variant_source(folder, step, name))
+        if key == "EXTRA_THREADS":
+            extra_threads = int(val)
+        else:
+            params[key] = int(val)
+    k = kernel.Kernel(step, params, "gpu", source_text=variant_source(folder, step, name))
+    if extra_threads:
+        base = k.launch_config
+        k.launch_config = lambda m, n, kk: dataclasses.replace(
+            base(m, n, kk), block=(base(m, n, kk).block[0] + extra_threads, 1, 1))
+    return k
 
 
 if mode == "run":
