@@ -97,6 +97,9 @@ def test_hgemm_claims_of_chapter_7b():
     banks = exp["ncu_banks"]["rows"]                                    # "no part of the L1 path is near its peak"
     assert all(max(r["data_bank_reads_pct"] + r["data_bank_writes_pct"], r["lsu_writeback_pct"],
                    r["l1tex_throughput_pct"]) < 60 for r in banks.values())
+    d3 = experiments.group(exp, "decomposition 3")                    # "still slow without ldmatrix"
+    tf = {s: min(r["tflops"] for r in rs) for s, rs in d3["runs"].items()}
+    assert tf["s07_copymma"] < 0.75 * min(tf["s07_noldsm"], tf["s07_copyonly"])
     lat = {(r["chain_warps"], r["copy_warps"]): r["cycles"] for r in exp["ldsm_probe"]["rows"]}
     assert lat[(8, 8)] < 1.5 * lat[(1, 0)]                             # "barely slows down next to copies"
     paths = exp["ncu_paths"]["rows"]                                   # "the path is not full"
