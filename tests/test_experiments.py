@@ -100,6 +100,9 @@ def test_hgemm_claims_of_chapter_7b():
     d3 = experiments.group(exp, "decomposition 3")                    # "still slow without ldmatrix"
     tf = {s: min(r["tflops"] for r in rs) for s, rs in d3["runs"].items()}
     assert tf["s07_copymma"] < 0.75 * min(tf["s07_noldsm"], tf["s07_copyonly"])
+    power = {r["variant"]: r for r in exp["power"]["rows"]}           # "copies alone draw the limit"
+    assert power["s07_copyonly"]["watts"] >= 0.95 * exp["power"]["limit_w"]
+    assert power["s07_copymma"]["sm_mhz"] < min(power["s07_copyonly"]["sm_mhz"], power["s07_noldsm"]["sm_mhz"])
     lat = {(r["chain_warps"], r["copy_warps"]): r["cycles"] for r in exp["ldsm_probe"]["rows"]}
     assert lat[(8, 8)] < 1.5 * lat[(1, 0)]                             # "barely slows down next to copies"
     paths = exp["ncu_paths"]["rows"]                                   # "the path is not full"
