@@ -9,16 +9,6 @@ from .errors import GemmlabError
 from .kernel import instance, set_backend, step
 
 
-def _params(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep or not value.lstrip("-").isdigit():
-            raise GemmlabError(f"--param takes NAME=INTEGER, not {pair!r}")
-        out[name] = int(value)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gemmlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             if backend() != "gpu":
                 print("bench needs a GPU (CuPy sees none here).", file=sys.stderr)
                 return 2
-            params = _params(args.param)
+            params = registry.parse_params(args.param)
             kernels = [step(s, **{k: v for k, v in params.items() if k in registry.get(s).params})
                        for s in args.steps]
             benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
@@ -79,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             import cupy
 
-            kernel = step(args.step, backend="gpu", **_params(args.param))
+            kernel = step(args.step, backend="gpu", **registry.parse_params(args.param))
             rng = cupy.random.default_rng(0)
             a = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
             b = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
@@ -95,17 +85,17 @@ def main(argv: list[str] | None = None) -> int:
             for item in args.vary:
                 name, _, values = item.partition("=")
                 grid[name] = [int(v) for v in values.split(",") if v]
-            sweep(args.step, grid, size=args.size, fixed=_params(args.param))
+            sweep(args.step, grid, size=args.size, fixed=registry.parse_params(args.param))
             return 0
         if args.command == "counters":
-            print(step(args.step, backend="cpu", **_params(args.param)).counters(
+            print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
                 *args.size, max_blocks=args.blocks or None))
             return 0
         set_backend(args.backend)
         if args.command == "verify":
             from .check import verify
 
-            params, failed = _params(args.param), 0
+            params, failed = registry.parse_params(args.param), 0
             for name in args.step:  # several steps in one process: one sanitizer start-up for all
                 s = registry.get(name)
                 report = verify(step(name, **{k: v for k, v in params.items() if k in s.params}),
@@ -113,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(report)
                 failed += not report.passed
             return 0 if not failed else 1
-        kernel = instance(args.step, **_params(args.param))
+        kernel = instance(args.step, **registry.parse_params(args.param))
         if args.command == "resources":
             r = kernel.resources(args.arch)
             print(r)

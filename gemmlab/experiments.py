@@ -1,81 +1,59 @@
-"""Recorded experiments as tables for the chapters: what a variant changed, what we expected, what happened.
+"""Recorded experiments: variants of a step, what each changed, what we expected, what happened.
 
-An experiment lives in results/experiments/<name>/ (its variants' .cu files, the raw logs, and
-results.json, read through results.experiment). It is run on a GPU with results/experiments/run.py;
-everything here only reads the record, so the tables are the same with or without a GPU.
+An experiment lives in results/experiments/<name>/: its variants as patches against the step they
+change, the raw logs, and results.json (read through results.experiment). Variants are run on a GPU
+with results/experiments/run.py; the tables here only read the record, so they are the same with or
+without a GPU.
 """
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from pathlib import Path
 
-from . import results
+from . import registry, results
+from .kernel import Kernel
 from .source import apply_patch, kernel_path
 
-# (label, key in the ncu record, format) for the side-by-side counter table
+# (label, how to show it) for the side-by-side table of two Nsight Compute records
 COUNTERS = (
-    ("threads per block x blocks", None, None),
-    ("registers per thread", "registers", "{:.0f}"),
-    ("shared memory per block (KB)", None, None),
-    ("instructions executed (millions)", "instructions", None),
-    ("issue slots used (%)", "issue_active_pct", "{:.1f}"),
-    ("FMA pipe busy (%)", "fma_pipe_pct", "{:.1f}"),
-    ("eligible warps per scheduler per cycle", "eligible_warps_per_cycle", "{:.2f}"),
-    ("shared-store bank conflicts (millions)", "shared_store_bank_conflicts", None),
-    ("kernel time under ncu (ms)", "duration_ns", None),
+    ("threads per block x blocks", lambda r: f"{r['threads']:.0f} x {r['blocks']:.0f}"),
+    ("registers per thread", lambda r: f"{r['registers']:.0f}"),
+    ("shared memory per block (KB)", lambda r: f"{(r['static_smem_bytes'] + r['dynamic_smem_bytes']) / 1024:.1f}"),
+    ("instructions executed (millions)", lambda r: f"{r['instructions'] / 1e6:.1f}"),
+    ("issue slots used (%)", lambda r: f"{r['issue_active_pct']:.1f}"),
+    ("FMA pipe busy (%)", lambda r: f"{r['fma_pipe_pct']:.1f}"),
+    ("eligible warps per scheduler per cycle", lambda r: f"{r['eligible_warps_per_cycle']:.2f}"),
+    ("shared-store bank conflicts (millions)", lambda r: f"{r['shared_store_bank_conflicts'] / 1e6:.1f}"),
+    ("kernel time under ncu (ms)", lambda r: f"{r['duration_ns'] / 1e6:.3f}"),
 )
 STALLS = ("no_instruction", "dispatch_stall", "short_scoreboard", "wait", "barrier", "mio_throttle")
 
 
-def _cell(rec: dict, key: str | None, fmt: str | None, label: str) -> str:
-    if label.startswith("threads per block"):
-        return f"{rec['threads']:.0f} x {rec['blocks']:.0f}"
-    if label.startswith("shared memory"):
-        return f"{(rec['static_smem_bytes'] + rec['dynamic_smem_bytes']) / 1024:.1f}"
-    value = rec[key]
-    if key in ("instructions", "shared_store_bank_conflicts"):
-        return f"{value / 1e6:.1f}"
-    if key == "duration_ns":
-        return f"{value / 1e6:.3f}"
-    return fmt.format(value)
-
-
 def counters(columns: dict[str, dict]) -> str:
     """Nsight Compute records side by side: {column title: ncu record from an experiment}."""
-    titles = list(columns)
-    width = max(max(len(t) for t in titles), 12) + 2
-    lines = [f"{'':40s}" + "".join(f"{t:>{width}s}" for t in titles)]
-    for label, key, fmt in COUNTERS:
-        lines.append(f"{label:40s}" + "".join(f"{_cell(columns[t], key, fmt, label):>{width}s}" for t in titles))
+    width = max(max(len(t) for t in columns), 12) + 2
+    lines = [f"{'':40s}" + "".join(f"{t:>{width}s}" for t in columns)]
+    for label, show in COUNTERS:
+        lines.append(f"{label:40s}" + "".join(f"{show(r):>{width}s}" for r in columns.values()))
     lines.append("stalls per issued instruction:")
     for reason in STALLS:
         lines.append(f"  {reason:38s}" + "".join(
-            f"{columns[t]['stalls_per_issue'].get(reason, 0.0):>{width}.2f}" for t in titles))
+            f"{r['stalls_per_issue'].get(reason, 0.0):>{width}.2f}" for r in columns.values()))
     return "\n".join(lines)
 
 
-def variants(exp: dict, size: int | None = None) -> str:
-    """One line per variant: what changed, the prediction, and the measured % of cuBLAS (each round)."""
+def variants(exp: dict) -> str:
+    """One entry per variant: what changed, the prediction, and the measured % of cuBLAS (each round)."""
     lines = []
     for v in exp["variants"]:
         measured = " / ".join(f"{r['pct']:.1f}" for r in v["runs"])
         measured = f"{measured} % of cuBLAS" if measured else "profiled only"
-        ncu = v.get("ncu")
-        issue = f"; issue slots used {ncu['issue_active_pct']:.1f}%" if ncu else ""
+        issue = f"; issue slots used {v['ncu']['issue_active_pct']:.1f}%" if v.get("ncu") else ""
         lines.append(f"- {v['name']} ({', '.join(f'{k}={x}' for k, x in v['params'].items())}): {measured}{issue}")
         lines.append(f"    changed:  {v['idea']}")
         if v.get("prediction"):
             lines.append(f"    expected: {v['prediction']}")
-    return "\n".join(lines)
-
-
-def runs_table(experiment: dict, size: int | None = None) -> str:
-    """The % of cuBLAS of each variant of one experiment group (rounds separated by '/')."""
-    lines = []
-    for spec, rs in experiment["runs"].items():
-        rs = [r for r in rs if size is None or r["size"] == size]
-        if rs:
-            tag = " (diagnostic)" if spec.split(":")[0] in experiment.get("diagnostic", []) else ""
-            lines.append(f"  {spec + tag:62s} " + " / ".join(f"{r['pct']:5.1f}% ({r['tflops']:.0f} TF)" for r in rs))
     return "\n".join(lines)
 
 
@@ -87,9 +65,32 @@ def group(exp: dict, name: str) -> dict:
     raise KeyError(f"no group {name!r}: {[e['name'] for e in exp['experiments']]}")
 
 
+def _runs(exp_group: dict, spec: str, size: int | None) -> list[dict]:
+    runs = [r for r in exp_group["runs"][spec] if size is None or r["size"] == size]
+    if not runs:
+        raise ValueError(f"no recorded runs of {spec}" + (f" at size {size}" if size else ""))
+    return runs
+
+
 def pct(exp_group: dict, spec: str, size: int | None = None) -> float:
-    """Median recorded % of cuBLAS of one variant in a group."""
-    return results.median_pct(exp_group["runs"][spec], size)
+    """Median recorded % of cuBLAS of one variant in a group (cuBLAS measured in the same round)."""
+    return statistics.median(r["pct"] for r in _runs(exp_group, spec, size))
+
+
+def tflops(exp_group: dict, spec: str, size: int | None = None) -> float:
+    """Median recorded TFLOP/s of one variant in a group."""
+    return statistics.median(r["tflops"] for r in _runs(exp_group, spec, size))
+
+
+def runs_table(exp_group: dict, size: int | None = None) -> str:
+    """Each variant of one group: % of cuBLAS and TFLOP/s of every round ('/' between rounds)."""
+    lines = []
+    for spec, rs in exp_group["runs"].items():
+        rs = [r for r in rs if size is None or r["size"] == size]
+        if rs:
+            tag = " (diagnostic)" if spec.split(":")[0] in exp_group.get("diagnostic", []) else ""
+            lines.append(f"  {spec + tag:62s} " + " / ".join(f"{r['pct']:5.1f}% ({r['tflops']:.0f} TF)" for r in rs))
+    return "\n".join(lines)
 
 
 # Shared memory: 32 banks, each 32 bits wide per clock (CUDA C++ Programming Guide, "Shared Memory"
@@ -112,6 +113,15 @@ def mma_tile_budget(block_m: int, block_n: int, block_k: int, warp_m: int, warp_
             "smem_share": smem_cycles / mma_cycles}
 
 
+def fusion_kernel_times(kt: dict, n: int) -> tuple[float, list[dict]]:
+    """From the fusion-kernel-time record at size n: the measured call's fused/04 kernel duration (ns)
+    and the cuBLAS kernels of its `a @ b @ c` (the last fused kernel in launch order, and the GEMM
+    kernels after it)."""
+    kernels = kt["ncu_kernels"][str(n)]
+    last = max(i for i, k in enumerate(kernels) if k["kernel"].startswith("void fused_split_k"))
+    return kernels[last]["duration_ns"], [k for k in kernels[last + 1:] if "gemm" in k["kernel"]]
+
+
 def variant_source(folder: str | Path, step, name: str) -> str | None:
     """A variant's kernel source: the step's .cu with <folder>/<name>.patch applied (a unified diff;
     the variant keeps the step's kernel name and template parameters). None for the step itself
@@ -123,3 +133,27 @@ def variant_source(folder: str | Path, step, name: str) -> str | None:
         folder = results.EXPERIMENTS / folder
     return apply_patch(kernel_path(step.file).read_text(), (folder / f"{name}.patch").read_text(),
                        label=f"{folder.name}/{name}.patch")
+
+
+def variant_kernel(folder: str | Path, step, spec: str, backend: str | None = None) -> Kernel:
+    """The kernel for a run.py SPEC: VARIANT or VARIANT:NAME=VALUE,... (a leading '!' marks a
+    diagnostic and is ignored here). Parameters not named keep the step's defaults; the pseudo-
+    parameter EXTRA_THREADS=N launches N more threads than the step does (producer warps)."""
+    name, _, rest = spec.lstrip("!").partition(":")
+    params = registry.parse_params([kv for kv in rest.split(",") if kv])
+    extra = params.pop("EXTRA_THREADS", 0)
+    k = Kernel(step, params, backend, source_text=variant_source(folder, step, name))
+    if extra:
+        base = k.launch_config
+        k.launch_config = lambda m, n, kk: dataclasses.replace(
+            base(m, n, kk), block=(base(m, n, kk).block[0] + extra, 1, 1))
+    return k
+
+
+def step_of(exp: dict, name: str):
+    """The step a variant of a multi-step experiment replaces, from the record's 'steps' (prefix -> step)."""
+    steps = exp["steps"]
+    prefix = next((p for p in steps if name.startswith(p)), None)
+    if prefix is None:
+        raise KeyError(f"{name!r} matches none of the experiment's step prefixes {sorted(steps)}")
+    return registry.get(steps[prefix])

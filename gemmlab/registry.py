@@ -353,3 +353,14 @@ def check_shape(step: Step, m: int, n: int, k: int) -> None:
     """Reject a problem shape the step does not support, before any launch."""
     if min(m, n, k) < 0:
         raise ShapeError(f"{step.name}: negative sizes M={m}, N={n}, K={k}")
+
+
+def parse_params(pairs: list[str] | None) -> dict:
+    """["BLOCK_K=8", "THREAD_M=16"] -> {"BLOCK_K": 8, "THREAD_M": 16} (the CLI's --param, run.py's specs)."""
+    out = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise ConfigError(f"a template parameter is NAME=INTEGER, not {pair!r}")
+        out[name] = int(value)
+    return out

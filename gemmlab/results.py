@@ -78,11 +78,3 @@ def experiment(name: str) -> dict:
         raise FileNotFoundError(f"no recorded experiment {name!r} in {EXPERIMENTS}; recorded: {', '.join(known)}")
     return json.loads(path.read_text())
 
-
-def median_pct(runs: list[dict], size: int | None = None) -> float:
-    """Median of the recorded '% of cuBLAS' of one variant's rounds (at `size`, if given)."""
-    values = sorted(r["pct"] for r in runs if size is None or r.get("size", size) == size)
-    if not values:
-        raise ValueError("no recorded runs" + (f" at size {size}" if size else ""))
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

@@ -1,11 +1,11 @@
 """The recorded experiments (results/experiments/): well-formed, their variants correct kernels, and
 the claims chapters 6, 7b and 8 make from them true of the records."""
 import json
-from pathlib import Path
+import statistics
 
 import pytest
 
-from gemmlab import experiments, kernel, registry, results
+from gemmlab import errors, experiments, kernel, registry, results
 from gemmlab.check import verify
 
 EXP = results.EXPERIMENTS
@@ -23,8 +23,7 @@ def _non_diagnostic_variants():
         for name, source in group["sources"].items():
             if name in skip:
                 continue
-            step = {"s06": "hgemm/06_double_buffer", "s04": "hgemm/04_register_prefetch"}.get(name[:3], "hgemm/07_cp_async")
-            out.append(("hgemm-diagnosis", step, source[: -len(".patch")], {}))
+            out.append(("hgemm-diagnosis", experiments.step_of(hg, name).name, source[: -len(".patch")], {}))
     return sorted(set((f, s, n, json.dumps(p, sort_keys=True)) for f, s, n, p in out))
 
 
@@ -42,20 +41,20 @@ def test_unknown_experiment_names_the_recorded_ones():
         results.experiment("no-such-experiment")
 
 
-def test_median_pct():
-    runs = [{"pct": 80.0, "size": 4096}, {"pct": 90.0, "size": 4096}, {"pct": 10.0, "size": 1024}]
-    assert results.median_pct(runs, 4096) == 85.0
-    assert results.median_pct(runs) == 80.0
-    with pytest.raises(ValueError):
-        results.median_pct(runs, 8192)
+def test_median_of_recorded_runs():
+    g = {"runs": {"v": [{"pct": 80.0, "tflops": 8.0, "size": 4096}, {"pct": 90.0, "tflops": 9.0, "size": 4096},
+                        {"pct": 10.0, "tflops": 1.0, "size": 1024}]}}
+    assert experiments.pct(g, "v", 4096) == 85.0 and experiments.tflops(g, "v", 4096) == 8.5
+    assert experiments.pct(g, "v") == 80.0
+    with pytest.raises(ValueError, match="no recorded runs of v at size 8192"):
+        experiments.pct(g, "v", 8192)
 
 
 @pytest.mark.parametrize("folder,step,name,params", _non_diagnostic_variants())
 def test_recorded_variant_is_a_correct_kernel(folder, step, name, params):
     """Every variant that was timed (not a diagnostic) computes C = A B on the emulator."""
     s = registry.get(step)
-    p = {k: v.default for k, v in s.params.items()} | json.loads(params)
-    k = kernel.Kernel(s, p, "cpu", source_text=experiments.variant_source(folder, s, name))
+    k = kernel.Kernel(s, json.loads(params), "cpu", source_text=experiments.variant_source(folder, s, name))
     assert verify(k).passed
 
 
@@ -72,7 +71,7 @@ def test_sgemm_claims_of_chapter_6():
     spread = max(base) - min(base)
     for v in exp["variants"][1:]:                                      # "none of them closed the gap"
         if v["runs"]:
-            assert results.median_pct(v["runs"]) <= results.median_pct(exp["variants"][0]["runs"]) + spread
+            assert statistics.median(r["pct"] for r in v["runs"]) <= statistics.median(base) + spread
     xor = next(v for v in exp["variants"] if v["source"] == "xor.patch")
     assert xor["ncu"]["shared_store_bank_conflicts"] < 1e-3 * ours["shared_store_bank_conflicts"]
     for v in exp["variants"]:
@@ -98,7 +97,7 @@ def test_hgemm_claims_of_chapter_7b():
     assert all(max(r["data_bank_reads_pct"] + r["data_bank_writes_pct"], r["lsu_writeback_pct"],
                    r["l1tex_throughput_pct"]) < 60 for r in banks.values())
     d3 = experiments.group(exp, "decomposition 3")                    # "still slow without ldmatrix"
-    tf = {s: min(r["tflops"] for r in rs) for s, rs in d3["runs"].items()}
+    tf = {s: experiments.tflops(d3, s) for s in ("s07_copymma", "s07_noldsm", "s07_copyonly")}
     assert tf["s07_copymma"] < 0.75 * min(tf["s07_noldsm"], tf["s07_copyonly"])
     power = {r["variant"]: r for r in exp["power"]["rows"]}           # "copies alone draw the limit"
     assert power["s07_copyonly"]["watts"] >= 0.95 * exp["power"]["limit_w"]
@@ -124,9 +123,8 @@ def test_mma_tile_budget_by_hand():
 def test_fusion_claims_of_chapter_8():
     from gemmlab import fusion, hardware
     kt = results.experiment("fusion-kernel-time")
-    kernels = kt["ncu_kernels"]["512"]
-    idx = max(i for i, k in enumerate(kernels) if k["kernel"].startswith("void fused_split_k"))
-    cublas = [k for k in kernels[idx + 1:] if "gemm" in k["kernel"]]
+    fused_ns, cublas = experiments.fusion_kernel_times(kt, 512)
+    assert fused_ns < sum(k["duration_ns"] for k in cublas)            # "faster than the baseline's kernels"
     assert len(cublas) == 4 and sum("split_k" in k["kernel"] for k in cublas) == 2  # GEMM + reduction, twice
     need_tflops = fusion.flops(512) / (sum(k["duration_ns"] for k in cublas) / 3 * 1e-9) / 1e12
     ffma = hardware.load_hardware(kt["gpu"])["peaks"]["ffma"]["tflops"]
@@ -145,11 +143,6 @@ def test_tables_render():
         experiments.group(hg, "no such group")
 
 
-def test_experiment_runner_names_its_usage():
-    text = (Path(results.EXPERIMENTS) / "run.py").read_text()
-    assert "python results/experiments/run.py FOLDER bench STEP" in text
-
-
 def test_apply_patch_and_its_errors():
     from gemmlab.source import apply_patch
     text = "a\nb\nc\nd\n"
@@ -164,6 +157,21 @@ def test_variant_of_the_step_itself_is_the_step():
     s = registry.get("hgemm/07_cp_async")
     assert experiments.variant_source("hgemm-diagnosis", s, "s07_base") is None
     assert experiments.variant_source("sgemm-vs-cublas", registry.get("sgemm/11_fragment_prefetch"), "step") is None
+
+
+def test_variant_specs_and_their_errors():
+    exp = results.experiment("hgemm-diagnosis")
+    assert experiments.step_of(exp, "s06_pipe").name == "hgemm/06_double_buffer"
+    with pytest.raises(KeyError, match="step prefixes"):
+        experiments.step_of(exp, "x07_pipe")
+    s = registry.get("hgemm/07_cp_async")
+    k = experiments.variant_kernel("hgemm-diagnosis", s, "!s07_pipe:NUM_STAGES=4,EXTRA_THREADS=128", backend="cpu")
+    assert k.params["NUM_STAGES"] == 4 and k.params["BLOCK_M"] == s.params["BLOCK_M"].default
+    assert k.launch_config(256, 256, 256).threads == registry.get("hgemm/07_cp_async").launch(256, 256, 256, k.params).threads + 128
+    with pytest.raises(errors.ConfigError, match="NAME=INTEGER"):
+        experiments.variant_kernel("hgemm-diagnosis", s, "s07_pipe:NUM_STAGES=four", backend="cpu")
+    with pytest.raises(FileNotFoundError, match="s07_missing.patch"):
+        experiments.variant_source("hgemm-diagnosis", s, "s07_missing")
 
 
 def test_gpu_only_variants_compile_for_hopper():

@@ -12,40 +12,20 @@ warps). Each variant is checked against float64 first, unless its SPEC starts wi
 size and round, cuBLAS (cupy.matmul and torch.matmul, TF32 off) is timed on the inputs and every
 variant after it in the same process; each line gives the variant's % of the faster cuBLAS call.
 """
-import dataclasses
 import pathlib
 import sys
 
 import cupy
 
-from gemmlab import bench, kernel, registry
+from gemmlab import bench, registry
 from gemmlab.check import verify
-from gemmlab.experiments import variant_source
+from gemmlab.experiments import variant_kernel
 
 folder = pathlib.Path(__file__).parent / sys.argv[1]
 mode, step = sys.argv[2], registry.get(sys.argv[3])
 
-
-def make(spec: str) -> kernel.Kernel:
-    name, _, rest = spec.lstrip("!").partition(":")
-    params = {n: p.default for n, p in step.params.items()}
-    extra_threads = 0  # EXTRA_THREADS=N: the variant launches N more threads than the step (producer warps)
-    for kv in filter(None, rest.split(",")):
-        key, val = kv.split("=")
-        if key == "EXTRA_THREADS":
-            extra_threads = int(val)
-        else:
-            params[key] = int(val)
-    k = kernel.Kernel(step, params, "gpu", source_text=variant_source(folder, step, name))
-    if extra_threads:
-        base = k.launch_config
-        k.launch_config = lambda m, n, kk: dataclasses.replace(
-            base(m, n, kk), block=(base(m, n, kk).block[0] + extra_threads, 1, 1))
-    return k
-
-
 if mode == "run":
-    k, n = make(sys.argv[4]), 4096
+    k, n = variant_kernel(folder, step, sys.argv[4], backend="gpu"), 4096
     a, b = (cupy.random.random((n, n), dtype=cupy.float32).astype(step.dtype) for _ in range(2))
     k.run(a, b, cupy.empty((n, n), dtype=step.dtype))
     cupy.cuda.Device().synchronize()
@@ -57,7 +37,7 @@ rounds = int(sys.argv[6]) if len(sys.argv) > 6 else 2
 kernels = {}
 for s in specs:
     try:
-        k = make(s)
+        k = variant_kernel(folder, step, s, backend="gpu")
         if not s.startswith("!"):
             verify(k)
         kernels[s] = k

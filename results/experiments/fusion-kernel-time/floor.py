@@ -1,5 +1,9 @@
-"""Fusion at N = 512: the launch floor of the event protocol, and kernel-only durations (under ncu)."""
-import sys, json, numpy as np, cupy
+"""Fusion at N = 512: the launch floor of the event protocol, and kernel-only durations (under ncu).
+
+    python results/experiments/fusion-kernel-time/floor.py time 512
+    ncu --metrics gpu__time_duration.sum --csv --page raw python results/experiments/fusion-kernel-time/floor.py once 512
+"""
+import sys, numpy as np, cupy
 from cupyx.profiler import benchmark
 from gemmlab import fusion
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 512

@@ -12,8 +12,8 @@ import time
 
 import cupy
 
-from gemmlab import kernel, registry
-from gemmlab.experiments import variant_source
+from gemmlab import registry
+from gemmlab.experiments import variant_kernel
 
 STEP = registry.get("hgemm/07_cp_async")
 VARIANTS = ["s07_base", "s07_noldsm", "s07_copyonly", "s07_copymma", "s07_nocopy"]
@@ -35,7 +35,7 @@ def main(n: int = 8192, seconds: float = 4.0) -> None:
     a, b = (cupy.random.random((n, n), dtype=cupy.float32).astype(cupy.float16) for _ in range(2))
     c = cupy.empty((n, n), dtype=cupy.float16)
     for name in VARIANTS:
-        k = kernel.Kernel(STEP, {}, "gpu", source_text=variant_source("hgemm-diagnosis", STEP, name))
+        k = variant_kernel("hgemm-diagnosis", STEP, name, backend="gpu")
         k.run(a, b, c)
         cupy.cuda.Device().synchronize()
         samples, stop = [], threading.Event()
