@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from . import kernel as _kernel
-from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
+from .errors import ArchError, ConfigError, GemmlabError, InputError, ShapeError, VerificationError
 from .registry import Launch, Param, cdiv
 from . import results
 from .bench import _time as _bench_time, environment
@@ -58,6 +58,7 @@ class FusedStep:
     smem: Callable[[dict, Dims], int] = lambda p, d: 0  # dynamic shared memory, bytes
     persistent: bool = False      # grid = resident blocks; needs scratch T and a barrier word pair
     previous: str | None = None
+    min_arch: int = 0             # compute capability x 10 that the step's instructions need
     chapter: int = 8
 
     @property
@@ -163,6 +164,39 @@ def _panel_shape(p, d):
     return []
 
 
+def _warp_threads(p):
+    return p["SPLIT_K"] * (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1)) * 32
+
+
+def _tf32x3_smem(p, d=None):
+    """Step 05's dynamic shared memory: every group's stages, or the partial sums if larger."""
+    stage = 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * (p["BLOCK_N"] + 8))
+    return max(p["SPLIT_K"] * p["NUM_STAGES"] * stage, 4 * (p["SPLIT_K"] - 1) * p["BLOCK_M"] * p["BLOCK_N"])
+
+
+def _tf32x3_rules(p):
+    out = []
+    if p["BLOCK_M"] % p["WARP_M"] or p["BLOCK_N"] % p["WARP_N"]:
+        out.append(f"WARP_M x WARP_N = {p['WARP_M']} x {p['WARP_N']} must divide BLOCK_M x BLOCK_N = "
+                   f"{p['BLOCK_M']} x {p['BLOCK_N']} (whole warp tiles)")
+    if p["WARP_M"] % 16 or p["WARP_N"] % 8 or p["BLOCK_K"] % 8:
+        out.append("WARP_M must be a multiple of 16, WARP_N and BLOCK_K multiples of 8 (the 16 x 8 x 8 TF32 mma)")
+    if p["SPLIT_K"] < 1 or p["NUM_STAGES"] < 2:
+        out.append("SPLIT_K must be at least 1 and NUM_STAGES at least 2")
+    acc = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * 4
+    held = acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)  # + both TF32 parts of each fragment
+    if held > 160:
+        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {acc} accumulators and {held - acc} fragment "
+                   f"registers per lane: {held} > 160, it would spill out of the 255 registers (64 x 64 does)")
+    if not out:
+        out += _max_threads(_warp_threads)(p)
+        need = _tf32x3_smem(p)
+        if need > smem_limit():
+            out.append(f"{need} bytes of shared memory (SPLIT_K x NUM_STAGES stages of both tiles), over the "
+                       f"{smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_K or SPLIT_K")
+    return out
+
+
 FUSED_STEPS: list[FusedStep] = [
     FusedStep("fused/01_naive_row", "fused_naive_row",
               {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
@@ -208,6 +242,14 @@ FUSED_STEPS: list[FusedStep] = [
                            _static_smem(lambda p: 4 * max(p["SPLIT_K"] * 2 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"]),
                                                           (p["SPLIT_K"] - 1) * p["BLOCK_M"] * p["BLOCK_N"]),
                                         "SPLIT_K groups' two buffers of the operand tiles"))),
+    FusedStep("fused/05_tf32x3", "fused_tf32x3",
+              {"BLOCK_M": Param(32, (16, 32, 64, 128)), "BLOCK_N": Param(32, (16, 32, 64, 128)),
+               "BLOCK_K": Param(32, (8, 16, 32, 64)), "WARP_M": Param(16, (16, 32, 64)),
+               "WARP_N": Param(16, (8, 16, 32, 64)), "SPLIT_K": Param(2, (1, 2, 4)),
+               "NUM_STAGES": Param(2, (2, 3, 4))},
+              threads=_warp_threads, previous="fused/04_split_k", persistent=True, min_arch=80,
+              summary="04 on the tensor cores: each fp32 product as three TF32 mmas (3xTF32), cp.async stages",
+              rules=_tf32x3_rules, smem=_tf32x3_smem),
 ]
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
@@ -236,7 +278,7 @@ def cpu_workers() -> int:
     return max(1, min(n, int(cap))) if cap and cap.isdigit() else n
 
 
-def resident_blocks(kern: "FusedKernel") -> tuple[int, str]:
+def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, str]:
     """(blocks that can be resident at once, how that was found) for this kernel on its backend."""
     threads = kern.step.threads(kern.params)
     if kern.backend == "cpu":
@@ -244,15 +286,18 @@ def resident_blocks(kern: "FusedKernel") -> tuple[int, str]:
     from . import gpu
     dev = gpu.device()
     f = kern.module.function
+    if dynamic_smem > STATIC_SMEM and f.max_dynamic_shared_size_bytes < dynamic_smem:
+        f.max_dynamic_shared_size_bytes = dynamic_smem  # the opt-in, before the occupancy query counts it
     per_sm = None
     try:
         from cupy_backends.cuda.api import driver
-        per_sm = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(f, "kernel", f).ptr, threads, 0))
+        per_sm = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(f, "kernel", f).ptr, threads,
+                                                                      dynamic_smem))
         how = "occupancy API"
     except Exception:  # an older CuPy: the same count from registers, threads and shared memory
         from .explore import SM_LIMITS, blocks_per_sm
         cc = dev["cc"] if dev["cc"] in SM_LIMITS else 90
-        per_sm, _ = blocks_per_sm(f.num_regs, threads, f.shared_size_bytes, cc)
+        per_sm, _ = blocks_per_sm(f.num_regs, threads, f.shared_size_bytes + dynamic_smem, cc)
         how = "registers, threads and shared memory"
     return per_sm * dev["sms"], f"{per_sm} per SM x {dev['sms']} SMs ({how})"
 
@@ -271,6 +316,14 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
+        if self.backend == "gpu" and step.min_arch:
+            from . import gpu
+            cc = gpu.device()["cc"]
+            if cc < step.min_arch:
+                raise ArchError(f"{step.name} needs compute capability {step.min_arch / 10:.1f} or newer (its "
+                                f"instructions do not exist before sm_{step.min_arch}); this GPU, "
+                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use fused/04_split_k, or "
+                                "backend='cpu' to run this step in the emulator.")
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
@@ -332,7 +385,7 @@ class FusedKernel:
         m = dims[0]
         if not self.step.persistent:
             return cdiv(m, self.step.tile(self.params)[0])
-        resident, how = resident_blocks(self)
+        resident, how = resident_blocks(self, self.step.smem(self.params, dims))
         if resident < 1:
             raise ConfigError(f"{self.label}: not even one block fits on an SM ({how}); choose smaller tiles")
         if grid is None:
@@ -396,6 +449,14 @@ class FusedKernel:
         """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""
         from . import nvrtc
         return nvrtc.compile(self.source, self.name_expression, arch, label=self.label).resources
+
+
+def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
+    """Compile-only (no backend, no GPU): what ptxas reports for fused step `name` on `arch`."""
+    from . import nvrtc
+    st = get(name)
+    p = st.resolve(params)
+    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), arch, label=st.name).resources
 
 
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
@@ -674,7 +735,8 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
 
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
-DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k")
+DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
+                 "fused/05_tf32x3")
 MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seconds: not timed
 
 

@@ -4,7 +4,8 @@
 // wrapper per instruction, named after it. Each wrapper has a CPU twin of the same name and
 // signature in namespace emu:: (gemmlab/emulator/), used when GEMMLAB_EMULATOR is defined.
 //
-// Arch: ldmatrix and mma.m16n8k8 need sm_75 (Turing). mma.m16n8k16 and cp.async need sm_80
+// Arch: ldmatrix and mma.m16n8k8 (f16) need sm_75 (Turing). mma.m16n8k16, the TF32 mma and
+// cvt, and cp.async need sm_80
 // (Ampere). Those wrappers are plain inline functions: a kernel that never calls them still
 // compiles for sm_75; one that does fails in ptxas with "requires sm_80", which is the message
 // we want.
@@ -154,6 +155,37 @@ __device__ __forceinline__ void mma_m16n8k16_f16(u32 (&d)[2], const u32 (&a)[4],
                  : "=r"(d[0]), "=r"(d[1])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
                    "r"(c[0]), "r"(c[1]));
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// TF32: fp32's 8-bit exponent with a 10-bit mantissa, in a 32-bit register whose low 13 bits are
+// zero. The tensor cores multiply two TF32 values exactly and add in fp32 (sm_80 and newer).
+// ---------------------------------------------------------------------------------------------
+
+// sm_80; x rounded to the nearest TF32 (ties away from zero), as the bits of an fp32.
+__device__ __forceinline__ u32 cvt_rna_tf32(float x) {
+#ifdef GEMMLAB_EMULATOR
+    return emu::cvt_rna_tf32(x);
+#else
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+#endif
+}
+
+// sm_80; 16x8x8, TF32 inputs, fp32 accumulators; a: 4 regs (a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+// a3 (g+8, t+4)), b: 2 regs (b0 (k t, col g), b1 (k t+4, col g)), c/d: 4 floats as for f16.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const u32 (&a)[4],
+                                                 const u32 (&b)[2], const float (&c)[4]) {
+#ifdef GEMMLAB_EMULATOR
+    emu::mma_m16n8k8_tf32(d, a, b, c);
+#else
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #endif
 }
 

@@ -46,6 +46,10 @@ def test_square_sizes_off_the_tile(kernels, name, n):
     ("fused/03_two_phase", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 32, "THREAD_M": 4, "THREAD_N": 8}),
     ("fused/04_split_k", {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 8, "SPLIT_K": 3}),  # rounds past the last K tile
     ("fused/04_split_k", {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "THREAD_M": 8, "SPLIT_K": 2}),
+    ("fused/05_tf32x3", {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 8, "WARP_N": 8, "SPLIT_K": 3}),  # rounds past the end
+    ("fused/05_tf32x3", {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16, "WARP_M": 32, "WARP_N": 16, "SPLIT_K": 1,
+                         "NUM_STAGES": 4}),
+    ("fused/05_tf32x3", {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "WARP_M": 32, "WARP_N": 32, "NUM_STAGES": 3}),
 ])
 def test_other_tiles_and_rectangular_shapes(name, params):
     kern = fusion.step(name, backend="cpu", **params)
@@ -132,6 +136,13 @@ def test_panel_rejects_a_panel_that_does_not_fit():
     ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, "48 KB"),
     ("fused/03_two_phase", {"BLOCK_M": 128, "BLOCK_N": 128, "THREAD_M": 16, "THREAD_N": 16}, "accumulators"),
     ("fused/03_two_phase", {"PANEL_M": 8}, "no template parameter"),
+    ("fused/05_tf32x3", {"WARP_M": 24}, "multiple of 16"),
+    ("fused/05_tf32x3", {"BLOCK_M": 32, "WARP_M": 64}, "whole warp tiles"),
+    ("fused/05_tf32x3", {"BLOCK_M": 128, "BLOCK_N": 128, "WARP_M": 64, "WARP_N": 64}, "accumulators"),
+    ("fused/05_tf32x3", {"BLOCK_M": 128, "BLOCK_N": 128, "WARP_M": 16, "WARP_N": 16}, "1024"),
+    ("fused/05_tf32x3", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "WARP_M": 64, "WARP_N": 32,
+                         "SPLIT_K": 2, "NUM_STAGES": 4}, "shared memory"),
+    ("fused/05_tf32x3", {"NUM_STAGES": 1}, "NUM_STAGES at least 2"),
 ])
 def test_impossible_configurations_are_rejected(name, params, text):
     with pytest.raises(ConfigError, match=text):
@@ -184,3 +195,37 @@ def test_slider_report_checks_on_the_cpu():
     text = fusion.slider_report("fused/02_row_panel", 33, PANEL_M=4, THREAD_M=2)
     assert "PASS: fused/02_row_panel matches the float64 reference on 2 shapes" in text
     assert "cpu backend" in text
+
+
+def _tf32x3_source(drop_small_terms: bool) -> str:
+    src = kernel_path(fusion.get("fused/05_tf32x3").file).read_text()
+    small = ("                    mma_m16n8k8_tf32(acc[i][j], a_small[i], b_big[j], acc[i][j]);\n"
+             "                    mma_m16n8k8_tf32(acc[i][j], a_big[i], b_small[j], acc[i][j]);\n")
+    assert small in src, "05_tf32x3.cu no longer has the two small-term mmas this test removes"
+    return src.replace(small, "") if drop_small_terms else src
+
+
+def test_tf32x3_needs_its_small_terms():
+    """One TF32 mma per product is off by ~2^-11: the fp32 check must reject it; 3xTF32 passes it."""
+    a, b, c = fusion.make_inputs("random", 64, 64, 64, 64)
+    errors = {}
+    for drop in (False, True):
+        kern = fusion.step("fused/05_tf32x3", backend="cpu", source=_tf32x3_source(drop))
+        bad, ratio = fusion.compare(np.asarray(kern(a, b, c)), a, b, c)
+        errors[drop] = float(ratio.max())
+        assert bad.any() == drop
+    assert errors[False] < 0.05 < 1 < errors[True]  # well inside the bound, and far outside it
+
+
+def test_tf32x3_needs_sm80_and_fits_where_it_runs():
+    from gemmlab import nvrtc
+    from gemmlab.errors import ArchError
+    if not nvrtc.available():
+        pytest.skip("NVRTC is not installed")
+    big = {"BLOCK_M": 128, "BLOCK_N": 128, "WARP_M": 64, "WARP_N": 32, "SPLIT_K": 1, "NUM_STAGES": 3}
+    for params in ({}, big):
+        with pytest.raises(ArchError, match="needs sm_80"):
+            fusion.resources("fused/05_tf32x3", "sm_75", **params)
+        for arch in ("sm_80", "sm_90"):
+            r = fusion.resources("fused/05_tf32x3", arch, **params)
+            assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills on {arch}"

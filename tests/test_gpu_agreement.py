@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import gpu, registry
+from gemmlab import fusion, gpu, registry
 from gemmlab.check import compare, make_inputs, tile_of
 
 pytestmark = pytest.mark.skipif(not gpu.available(), reason="needs a CUDA GPU (the GPU lane runs it)")
@@ -26,3 +26,31 @@ def test_cpu_and_gpu_backends_agree(name, record_property):
         identical.append(bool((diff == 0).all()))
         print(f"{name} {m}x{n}x{k}: max |cpu - gpu| = {diff.max():.3g}, bit-identical: {identical[-1]}")
     record_property("bit_identical", identical)
+
+
+@pytest.mark.parametrize("name", [s.name for s in fusion.FUSED_STEPS])
+def test_fused_steps_agree_and_handle_offset_views(name):
+    """Every fused step on both backends against float64; on the GPU also inputs that start 4 bytes
+    past a 16-byte boundary (a row-offset view), which step 05 must not feed to its cp.async path."""
+    import cupy
+
+    st = fusion.get(name)
+    if gpu.device()["cc"] < st.min_arch:
+        pytest.skip(f"{name} needs sm_{st.min_arch}")
+    on_cpu, on_gpu = fusion.step(name, backend="cpu"), fusion.step(name, backend="gpu")
+    for kind, dims in [("identity", (64, 64, 64, 64)), ("random", (67, 33, 70, 129)), ("random", (96, 128, 64, 160))]:
+        a, b, c = fusion.make_inputs(kind, *dims, seed=2)
+        e_cpu, e_gpu = np.asarray(on_cpu(a, b, c)), on_gpu(a, b, c)
+        assert not fusion.compare(e_cpu, a, b, c)[0].any(), f"CPU result off the reference at {dims}"
+        assert not fusion.compare(e_gpu, a, b, c)[0].any(), f"GPU result off the reference at {dims}"
+        print(f"{name} {kind} {dims}: max |cpu - gpu| = {np.abs(e_cpu.astype(np.float64) - e_gpu).max():.3g}")
+    a, b, c = fusion.make_inputs("random", 65, 64, 64, 64, seed=3)
+    # row 1 of a 65 x 65 array starts 260 bytes in: C-contiguous, not 16-byte aligned
+    host = np.random.default_rng(5).uniform(-1, 1, (65, 65)).astype(np.float32)
+    dev = cupy.asarray(host)[1:, 1:]  # not contiguous: rejected
+    with pytest.raises(fusion.InputError, match="C-contiguous"):
+        on_gpu(dev, cupy.asarray(b), cupy.asarray(c))
+    flat = cupy.asarray(np.concatenate([[0.0], a[1:].ravel()]).astype(np.float32))[1:].reshape(64, 64)
+    assert flat.data.ptr % 16 == 4
+    e = cupy.asnumpy(on_gpu(flat, cupy.asarray(b), cupy.asarray(c)))
+    assert not fusion.compare(e, a[1:], b, c)[0].any(), "an offset view gave a wrong result"

@@ -232,6 +232,96 @@ def test_mma_random_against_numpy():
 
 
 # ------------------------------------------------------------------------------------------------
+# TF32: cvt.rna.tf32.f32 and mma.m16n8k8 with TF32 inputs
+# ------------------------------------------------------------------------------------------------
+TF32 = r"""
+__global__ void tf32(const float* x, unsigned* rounded, const unsigned* a, const unsigned* b, const float* c, float* d) {
+    int l = threadIdx.x;
+    for (int i = l; i < 64; i += 32) rounded[i] = emu::cvt_rna_tf32(x[i]);
+    const unsigned a4[4] = {a[l * 4], a[l * 4 + 1], a[l * 4 + 2], a[l * 4 + 3]};
+    const unsigned b2[2] = {b[l * 2], b[l * 2 + 1]};
+    const float c4[4] = {c[l * 4], c[l * 4 + 1], c[l * 4 + 2], c[l * 4 + 3]};
+    float d4[4];
+    emu::mma_m16n8k8_tf32(d4, a4, b2, c4);
+    for (int i = 0; i < 4; ++i) d[l * 4 + i] = d4[i];
+}
+"""
+
+
+def tf32_a_positions(lane: int) -> list[tuple[int, int]]:
+    """(row, k) of a0..a3 for TF32 inputs: rows g, g + 8, g, g + 8; k t, t, t + 4, t + 4."""
+    g, t = lane >> 2, lane % 4
+    return [(g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)]
+
+
+def tf32_b_positions(lane: int) -> list[tuple[int, int]]:
+    """(k, col) of b0, b1: k t and t + 4, column g."""
+    g, t = lane >> 2, lane % 4
+    return [(t, g), (t + 4, g)]
+
+
+def run_tf32(x: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray):
+    """cvt.rna.tf32 of the 64 floats x (as uint32 bits), and D = A (16 x 8) B (8 x 8) + C (16 x 8)."""
+    a = np.array([[A[p] for p in tf32_a_positions(l)] for l in range(32)], np.float32).view(np.uint32)
+    b = np.array([[B[p] for p in tf32_b_positions(l)] for l in range(32)], np.float32).view(np.uint32)
+    c = np.array([[C[p] for p in c_positions(l)] for l in range(32)], np.float32)
+    rounded, d = np.zeros(64, np.uint32), np.zeros((32, 4), np.float32)
+    run(TF32, "tf32", 1, 32, [x.astype(np.float32), rounded, a, b, c, d])
+    D = np.full((16, 8), np.nan)
+    for lane in range(32):
+        for p, v in zip(c_positions(lane), d[lane]):
+            D[p] = v
+    return rounded, D
+
+
+def tf32_reference(x: np.ndarray) -> np.ndarray:
+    """Round to 10 mantissa bits, ties away from zero, in float64 arithmetic (independent of the bits trick)."""
+    x = x.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(np.abs(x)))
+        ulp = 2.0 ** (e - 10)
+        r = np.sign(x) * np.floor(np.abs(x) / ulp + 0.5) * ulp
+    return np.where(np.isfinite(x) & (x != 0), r, x)
+
+
+def test_cvt_rna_tf32_rounds_to_nearest_ties_away():
+    one_ulp = 2.0 ** -10
+    x = np.zeros(64, np.float32)
+    x[:8] = [1 + one_ulp / 2, 1 + one_ulp / 4, 1 + 3 * one_ulp / 4, -(1 + one_ulp / 2),  # tie up, down, up, tie away
+             2 - one_ulp / 4, np.inf, -np.inf, 0.0]                                       # carry into the exponent
+    x[8:] = np.random.default_rng(3).standard_normal(56).astype(np.float32) * 10.0 ** np.arange(-28, 28)
+    rounded, _ = run_tf32(x, np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8)))
+    got = rounded.view(np.float32)
+    assert (rounded & 0x1FFF == 0).all(), "a TF32 value has its low 13 bits zero"
+    assert list(got[:8]) == [1 + one_ulp, 1, 1 + one_ulp, -(1 + one_ulp), 2, np.inf, -np.inf, 0]
+    np.testing.assert_array_equal(got[8:], tf32_reference(x[8:]).astype(np.float32))
+    nan = np.full(64, np.nan, np.float32)
+    assert np.isnan(run_tf32(nan, np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8)))[0].view(np.float32)).all()
+
+
+def test_tf32_mma_each_output_names_its_inputs():
+    # A[m, k] = 1 only at k = (m + m // 8) % 8: D row m is B row k, so a swapped register shows.
+    A = np.zeros((16, 8))
+    ks = [(m + m // 8) % 8 for m in range(16)]
+    for m, k in enumerate(ks):
+        A[m, k] = 1
+    B = np.arange(1, 65, dtype=np.float64).reshape(8, 8)
+    C = np.full((16, 8), 0.25)
+    _, D = run_tf32(np.zeros(64, np.float32), A, B, C)
+    assert np.array_equal(D, B[ks] + 0.25)
+
+
+def test_tf32_mma_drops_the_low_bits_and_accumulates_in_fp32():
+    rng = np.random.default_rng(4)
+    A, B, C = rng.standard_normal((16, 8)), rng.standard_normal((8, 8)), rng.standard_normal((16, 8))
+    _, D = run_tf32(np.zeros(64, np.float32), A, B, C)
+    truncate = lambda m: (m.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    want = truncate(A) @ truncate(B) + C.astype(np.float32)
+    np.testing.assert_allclose(D, want, rtol=1e-6, atol=1e-6)
+    assert np.abs(D - (A @ B + C)).max() > 1e-4, "full fp32 inputs would be a different instruction"
+
+
+# ------------------------------------------------------------------------------------------------
 # cp.async
 # ------------------------------------------------------------------------------------------------
 CP_ASYNC = r"""

@@ -15,6 +15,10 @@
 #include <type_traits>
 #include <utility>
 
+using std::isfinite;  // CUDA's device math has them unqualified
+using std::isinf;
+using std::isnan;
+
 // ---------------------------------------------------------------------------------------------
 // Keywords
 // ---------------------------------------------------------------------------------------------
@@ -491,6 +495,38 @@ template <int K> inline void mma_f32(float (&d)[4], const unsigned* a, const uns
     Mma4 r = mma_f32acc<K>(in);
     for (int i = 0; i < 4; ++i) d[i] = r.d[i];
 }
+// D (16 x 8) = A (16 x 8) * B (8 x 8) + C with TF32 inputs: the tensor core reads the top 19
+// bits of each register (the low 13 are dropped); a product of two TF32 values is exact in fp32.
+struct MmaTf32Operands { unsigned a[4]; unsigned b[2]; float c[4]; };
+inline float tf32_bits(unsigned u) {
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return __uint_as_float(0x7fffffffu);  // NaN stays NaN
+    return __uint_as_float(u & 0xffffe000u);
+}
+inline Mma4 mma_tf32(const MmaTf32Operands& in) {
+    return warp_collective<MmaTf32Operands, Mma4>(in, [](const MmaTf32Operands* ins, Mma4* outs) {
+        float A[16][8], B[8][8], C[16][8];
+        for (int l = 0; l < 32; ++l) {
+            int g = l >> 2, t = l & 3;
+            const MmaTf32Operands& o = ins[l];
+            for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = tf32_bits(o.a[i]);
+            for (int i = 0; i < 2; ++i) B[t + 4 * i][g] = tf32_bits(o.b[i]);
+            C[g][2 * t] = o.c[0];
+            C[g][2 * t + 1] = o.c[1];
+            C[g + 8][2 * t] = o.c[2];
+            C[g + 8][2 * t + 1] = o.c[3];
+        }
+        for (int m = 0; m < 16; ++m)
+            for (int n = 0; n < 8; ++n) {
+                float acc = C[m][n];
+                for (int k = 0; k < 8; ++k) acc += A[m][k] * B[k][n];
+                C[m][n] = acc;
+            }
+        for (int l = 0; l < 32; ++l) {
+            int g = l >> 2, t = l & 3;
+            outs[l] = Mma4{{C[g][2 * t], C[g][2 * t + 1], C[g + 8][2 * t], C[g + 8][2 * t + 1]}};
+        }
+    });
+}
 }  // namespace detail
 
 inline void ldmatrix_x1(unsigned& r0, const void* p) {
@@ -522,6 +558,21 @@ inline void mma_m16n8k8_f16(unsigned (&d)[2], const unsigned (&a)[2], const unsi
 }
 inline void mma_m16n8k16_f16(unsigned (&d)[2], const unsigned (&a)[4], const unsigned (&b)[2], const unsigned (&c)[2]) {
     detail::mma_f16acc<16>(d, a, b, c);
+}
+// cvt.rna.tf32.f32: add half of the dropped part's range to the magnitude, then drop it (ties
+// away from zero; a carry into the exponent rounds up correctly, to infinity at the top).
+inline unsigned cvt_rna_tf32(float x) {
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) return u;  // Inf and NaN pass through
+    return (u + 0x1000u) & 0xffffe000u;
+}
+inline void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4]) {
+    detail::MmaTf32Operands in;
+    for (int i = 0; i < 4; ++i) in.a[i] = a[i];
+    for (int i = 0; i < 2; ++i) in.b[i] = b[i];
+    for (int i = 0; i < 4; ++i) in.c[i] = c[i];
+    detail::Mma4 r = detail::mma_tf32(in);
+    for (int i = 0; i < 4; ++i) d[i] = r.d[i];
 }
 // cp.async: queued per thread, performed by the wait that completes its group, so a kernel that
 // reads before waiting sees stale shared memory (as it may on the GPU).
