@@ -184,10 +184,12 @@ def _tf32x3_rules(p):
     if p["SPLIT_K"] < 1 or p["NUM_STAGES"] < 2:
         out.append("SPLIT_K must be at least 1 and NUM_STAGES at least 2")
     acc = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * 4
-    held = acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)  # + both TF32 parts of each fragment
-    if held > 160:
-        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {acc} accumulators and {held - acc} fragment "
-                   f"registers per lane: {held} > 160, it would spill out of the 255 registers (64 x 64 does)")
+    # accumulators, the K tile's chunk of them, both TF32 parts of each fragment
+    held = 2 * acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)
+    if held > 192:
+        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {2 * acc} accumulators (sum and chunk) and "
+                   f"{held - 2 * acc} fragment registers per lane: {held} > 192, it would spill out of the 255 "
+                   f"registers (64 x 64 does)")
     if not out:
         out += _max_threads(_warp_threads)(p)
         need = _tf32x3_smem(p)

@@ -199,8 +199,8 @@ def test_slider_report_checks_on_the_cpu():
 
 def _tf32x3_source(drop_small_terms: bool) -> str:
     src = kernel_path(fusion.get("fused/05_tf32x3").file).read_text()
-    small = ("                    mma_m16n8k8_tf32(acc[i][j], a_small[i], b_big[j], acc[i][j]);\n"
-             "                    mma_m16n8k8_tf32(acc[i][j], a_big[i], b_small[j], acc[i][j]);\n")
+    small = ("                    mma_m16n8k8_tf32(chunk[i][j], a_small[i], b_big[j], chunk[i][j]);\n"
+             "                    mma_m16n8k8_tf32(chunk[i][j], a_big[i], b_small[j], chunk[i][j]);\n")
     assert small in src, "05_tf32x3.cu no longer has the two small-term mmas this test removes"
     return src.replace(small, "") if drop_small_terms else src
 

@@ -105,7 +105,12 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
         }
     };
 
+    // The tensor cores add with truncation (rounding toward zero), so an accumulator that is fed
+    // mma after mma drifts toward zero by up to an ulp per mma: over K = 4096 (1536 mmas) that is
+    // 50x fp32's error. So each K tile is summed into a fresh `chunk` (12 mmas for BLOCK_K = 32)
+    // and added to acc with an ordinary, rounded fp32 add.
     auto compute = [&](const Stage<BLOCK_M, BLOCK_N, BLOCK_K>& s) {
+        float chunk[MMA_M][MMA_N][4] = {};
 #pragma unroll
         for (int kk = 0; kk < BLOCK_K; kk += 8) {
             u32 a_big[MMA_M][4], a_small[MMA_M][4], b_big[MMA_N][2], b_small[MMA_N][2];
@@ -127,11 +132,17 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
             for (int i = 0; i < MMA_M; ++i)
 #pragma unroll
                 for (int j = 0; j < MMA_N; ++j) {  // the small terms first, then the big one
-                    mma_m16n8k8_tf32(acc[i][j], a_small[i], b_big[j], acc[i][j]);
-                    mma_m16n8k8_tf32(acc[i][j], a_big[i], b_small[j], acc[i][j]);
-                    mma_m16n8k8_tf32(acc[i][j], a_big[i], b_big[j], acc[i][j]);
+                    mma_m16n8k8_tf32(chunk[i][j], a_small[i], b_big[j], chunk[i][j]);
+                    mma_m16n8k8_tf32(chunk[i][j], a_big[i], b_small[j], chunk[i][j]);
+                    mma_m16n8k8_tf32(chunk[i][j], a_big[i], b_big[j], chunk[i][j]);
                 }
         }
+#pragma unroll
+        for (int i = 0; i < MMA_M; ++i)
+#pragma unroll
+            for (int j = 0; j < MMA_N; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += chunk[i][j][q];
     };
 
     // The pipeline: K tiles r, r + 1, ..., r + NUM_STAGES - 2 are in flight while tile r is
