@@ -5,7 +5,7 @@
 // signature in namespace emu:: (gemmlab/emulator/), used when GEMMLAB_EMULATOR is defined.
 //
 // Arch: ldmatrix and mma.m16n8k8 (f16) need sm_75 (Turing). mma.m16n8k16, the TF32 mma and
-// cvt, and cp.async need sm_80
+// cp.async need sm_80
 // (Ampere). Those wrappers are plain inline functions: a kernel that never calls them still
 // compiles for sm_75; one that does fails in ptxas with "requires sm_80", which is the message
 // we want.
@@ -163,15 +163,15 @@ __device__ __forceinline__ void mma_m16n8k16_f16(u32 (&d)[2], const u32 (&a)[4],
 // zero. The tensor cores multiply two TF32 values exactly and add in fp32 (sm_80 and newer).
 // ---------------------------------------------------------------------------------------------
 
-// sm_80; x rounded to the nearest TF32 (ties away from zero), as the bits of an fp32.
-__device__ __forceinline__ u32 cvt_rna_tf32(float x) {
-#ifdef GEMMLAB_EMULATOR
-    return emu::cvt_rna_tf32(x);
-#else
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-#endif
+// x rounded to the nearest TF32 (ties away from zero), as the bits of an fp32: what
+// cvt.rna.tf32.f32 computes, in two integer instructions (add half of the 13 dropped bits' range
+// to the magnitude, then drop them; a carry into the exponent rounds up, to Inf at the top).
+// Not a PTX wrapper: on sm_90 ptxas expands cvt.rna.tf32.f32 into four instructions with a test
+// for Inf and NaN, which a kernel that rounds every operand it reads cannot afford. The price:
+// NaNs are not kept. 0x7fc00000 stays NaN, but the GPU's own NaN, 0x7fffffff, carries into the
+// sign bit and becomes -0, so a caller must let NaN through another path (05_tf32x3: small).
+__device__ __forceinline__ u32 tf32_round(float x) {
+    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
 // sm_80; 16x8x8, TF32 inputs, fp32 accumulators; a: 4 regs (a0 (g, t), a1 (g+8, t), a2 (g, t+4),

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gemmlab import cpu
+from gemmlab.source import kernel_path
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the CPU emulator needs g++")
 
@@ -232,12 +233,12 @@ def test_mma_random_against_numpy():
 
 
 # ------------------------------------------------------------------------------------------------
-# TF32: cvt.rna.tf32.f32 and mma.m16n8k8 with TF32 inputs
+# TF32: common.cuh's tf32_round (cvt.rna.tf32.f32 in integer instructions) and mma.m16n8k8 with TF32 inputs
 # ------------------------------------------------------------------------------------------------
-TF32 = r"""
+TF32 = kernel_path("kernels/common.cuh").read_text().replace("#pragma once", "") + r"""
 __global__ void tf32(const float* x, unsigned* rounded, const unsigned* a, const unsigned* b, const float* c, float* d) {
     int l = threadIdx.x;
-    for (int i = l; i < 64; i += 32) rounded[i] = emu::cvt_rna_tf32(x[i]);
+    for (int i = l; i < 64; i += 32) rounded[i] = tf32_round(x[i]);
     const unsigned a4[4] = {a[l * 4], a[l * 4 + 1], a[l * 4 + 2], a[l * 4 + 3]};
     const unsigned b2[2] = {b[l * 2], b[l * 2 + 1]};
     const float c4[4] = {c[l * 4], c[l * 4 + 1], c[l * 4 + 2], c[l * 4 + 3]};
@@ -261,7 +262,7 @@ def tf32_b_positions(lane: int) -> list[tuple[int, int]]:
 
 
 def run_tf32(x: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray):
-    """cvt.rna.tf32 of the 64 floats x (as uint32 bits), and D = A (16 x 8) B (8 x 8) + C (16 x 8)."""
+    """tf32_round of the 64 floats x (as uint32 bits), and D = A (16 x 8) B (8 x 8) + C (16 x 8)."""
     a = np.array([[A[p] for p in tf32_a_positions(l)] for l in range(32)], np.float32).view(np.uint32)
     b = np.array([[B[p] for p in tf32_b_positions(l)] for l in range(32)], np.float32).view(np.uint32)
     c = np.array([[C[p] for p in c_positions(l)] for l in range(32)], np.float32)
@@ -284,7 +285,7 @@ def tf32_reference(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x) & (x != 0), r, x)
 
 
-def test_cvt_rna_tf32_rounds_to_nearest_ties_away():
+def test_tf32_round_is_cvt_rna_nearest_ties_away():
     one_ulp = 2.0 ** -10
     x = np.zeros(64, np.float32)
     x[:8] = [1 + one_ulp / 2, 1 + one_ulp / 4, 1 + 3 * one_ulp / 4, -(1 + one_ulp / 2),  # tie up, down, up, tie away
@@ -295,8 +296,9 @@ def test_cvt_rna_tf32_rounds_to_nearest_ties_away():
     assert (rounded & 0x1FFF == 0).all(), "a TF32 value has its low 13 bits zero"
     assert list(got[:8]) == [1 + one_ulp, 1, 1 + one_ulp, -(1 + one_ulp), 2, np.inf, -np.inf, 0]
     np.testing.assert_array_equal(got[8:], tf32_reference(x[8:]).astype(np.float32))
-    nan = np.full(64, np.nan, np.float32)
-    assert np.isnan(run_tf32(nan, np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8)))[0].view(np.float32)).all()
+    nans = np.array([0x7FC00000, 0x7FFFFFFF] * 32, np.uint32).view(np.float32)  # NumPy's NaN, the GPU's NaN
+    rounded = run_tf32(nans, np.zeros((16, 8)), np.zeros((8, 8)), np.zeros((16, 8)))[0]
+    assert list(rounded[:2]) == [0x7FC00000, 0x80000000], "documented: the GPU's NaN wraps to -0 (callers carry NaN)"
 
 
 def test_tf32_mma_each_output_names_its_inputs():

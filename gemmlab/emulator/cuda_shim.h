@@ -559,13 +559,6 @@ inline void mma_m16n8k8_f16(unsigned (&d)[2], const unsigned (&a)[2], const unsi
 inline void mma_m16n8k16_f16(unsigned (&d)[2], const unsigned (&a)[4], const unsigned (&b)[2], const unsigned (&c)[2]) {
     detail::mma_f16acc<16>(d, a, b, c);
 }
-// cvt.rna.tf32.f32: add half of the dropped part's range to the magnitude, then drop it (ties
-// away from zero; a carry into the exponent rounds up correctly, to infinity at the top).
-inline unsigned cvt_rna_tf32(float x) {
-    unsigned u = __float_as_uint(x);
-    if ((u & 0x7f800000u) == 0x7f800000u) return u;  // Inf and NaN pass through
-    return (u + 0x1000u) & 0xffffe000u;
-}
 inline void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4]) {
     detail::MmaTf32Operands in;
     for (int i = 0; i < 4; ++i) in.a[i] = a[i];

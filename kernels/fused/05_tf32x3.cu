@@ -14,14 +14,14 @@
 // 10 of fp32's 23 mantissa bits: one TF32 product is off by about 2^-11 relative, not 2^-24.
 // The 3xTF32 trick restores fp32 accuracy: split each operand x into a TF32 "big" part and the
 // TF32 rounding of what is left,
-//     x = big + small,  big = tf32(x),  small = tf32(x - big)   (|small| <= 2^-11 |x|)
+//     x = big + small,  big = tf32(x),  small = x - big   (|small| <= 2^-11 |x|)
 // and compute a * b = big_a big_b + big_a small_b + small_a big_b (+ small_a small_b, about 2^-22
 // relative: dropped). Three mmas per product instead of one, each exact in its products and
 // accumulated in fp32, the small terms first so that they are not lost against the big one.
 // The error is then of the order of fp32's, and the check (float64 reference, fp32 bound) is the
-// same as for 01-04. A cost of the split: an Inf in an input meets a zero small part in a cross
-// term (Inf * 0 = NaN), so where fp32 would give +-Inf this step gives NaN; finite inputs whose
-// products stay finite are unaffected.
+// same as for 01-04. A cost of the split: an Inf has no finite small part (Inf - Inf = NaN), so
+// where fp32 would give +-Inf this step gives NaN; finite inputs whose products stay finite are
+// unaffected, and a NaN in an input still fills its row or column with NaN.
 //
 // The tile GEMM (gemm_tile) is hgemm/07's structure in fp32: a warp owns a WARP_M x WARP_N tile,
 // (WARP_M / 16) x (WARP_N / 8) mma tiles of 16 x 8 with 4 accumulators per lane each; operand
@@ -43,11 +43,13 @@
 //         zeroed once before the first launch.
 #include "common.cuh"
 
-// x = big + small with both parts TF32 (see the header). Inf and NaN have no small part.
+// x = big + small (see the header) in three instructions. x - big is exact in fp32 and has at
+// most 12 significant bits; the mma reads the top 19 bits of small's register, dropping at most
+// one of them (2^-23 of x), so small is not rounded here. A NaN always reaches small (NaN - big
+// is NaN), even where tf32_round wraps its bits: that is how NaN still propagates.
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    big = cvt_rna_tf32(x);
-    const float rest = x - __uint_as_float(big);
-    small = isfinite(rest) ? cvt_rna_tf32(rest) : 0u;
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
