@@ -157,3 +157,9 @@ def step_of(exp: dict, name: str):
     if prefix is None:
         raise KeyError(f"{name!r} matches none of the experiment's step prefixes {sorted(steps)}")
     return registry.get(steps[prefix])
+
+
+def tf32x3_rows(exp: dict, log: str, n: int, config: str) -> dict[str, dict]:
+    """From the fusion-tf32x3 record: variant -> its row (us, tflops, speedup, max_rel_error,
+    registers) at size n for one tile configuration, from one log."""
+    return {r["variant"]: r for r in exp["logs"][log]["rows"] if r["n"] == n and r["config"] == config}

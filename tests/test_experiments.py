@@ -29,7 +29,7 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "hgemm-diagnosis", "sgemm-vs-cublas"]
+    assert names == ["fusion-kernel-time", "fusion-tf32x3", "hgemm-diagnosis", "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
         assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]
@@ -181,3 +181,57 @@ def test_gpu_only_variants_compile_for_hopper():
         for name in group.get("gpu_only", []):
             inst = kernel.Instance(s, {}, source_text=experiments.variant_source("hgemm-diagnosis", s, name))
             assert inst.resources("sm_90").registers > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# fusion-tf32x3: fused step 05's accumulation and split (chapter 8)
+# ------------------------------------------------------------------------------------------------
+def _tf32x3_source(name):
+    from gemmlab import fusion
+    return experiments.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), name)
+
+
+def test_tf32x3_variants_apply_and_compile():
+    from gemmlab import fusion, nvrtc
+    names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
+    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "trunc"]
+    for name in names:
+        text = _tf32x3_source(name)
+        if nvrtc.available():  # cvt and cvt_guard use inline PTX the emulator has no twin for: sm_90 only
+            assert fusion.resources("fused/05_tf32x3", "sm_90", source=text).spill_stores == 0
+
+
+def test_tf32x3_chunks_stop_the_truncation_drift_on_the_emulator():
+    """The emulator's TF32 mma rounds toward zero like the tensor cores: one running accumulator drifts."""
+    import numpy as np
+    from gemmlab import fusion
+    a, b, c = fusion.make_inputs("random", 256, 256, 256, 256)
+    want = fusion.reference(a, b, c)
+    err = {}
+    for name in ("step", "one_accumulator"):
+        kern = fusion.step("fused/05_tf32x3", backend="cpu", source=_tf32x3_source(name))
+        err[name] = float(np.abs(kern(a, b, c) - want).max() / np.abs(want).max())
+    f32 = ((a @ b) @ c).astype(np.float32)
+    assert err["one_accumulator"] > 2 * err["step"]
+    assert err["step"] < 2 * float(np.abs(f32 - want).max() / np.abs(want).max())  # fp32's level
+
+
+def test_tf32x3_claims_of_the_record():
+    exp = results.experiment("fusion-tf32x3")
+    first = experiments.tf32x3_rows(exp, "variants-split-cvt.log", 4096, "b128")
+    landed = experiments.tf32x3_rows(exp, "variants-split-3op.log", 4096, "b128")
+    torch_err = exp["logs"]["variants-split-cvt.log"]["torch_max_rel_error"]["4096"]
+    # "tens of times step 04's" / "back to fp32's level, below PyTorch's"
+    assert first["old"]["max_rel_error"] > 20 * first["chunk"]["max_rel_error"]
+    assert first["chunk"]["max_rel_error"] < torch_err and landed["cur"]["max_rel_error"] < torch_err
+    # "well under half of 100 TFLOP/s, slower than cuBLAS" for the first version
+    assert first["chunk"]["tflops"] < 50 and first["chunk"]["speedup"] < 1 and first["old"]["speedup"] < 1
+    # "about a quarter faster" without the guard; the landed split "within about 10% of !nosplit"
+    assert 1.2 < first["noguard"]["tflops"] / first["chunk"]["tflops"] < 1.35
+    assert landed["cur"]["tflops"] > 0.88 * landed["!nosplit"]["tflops"] and landed["cur"]["speedup"] > 1
+    assert landed["!nosplit"]["tflops"] == max(r["tflops"] for v, r in landed.items() if v != "!1x")
+    # "!trunc: a few % faster"
+    assert 1.0 <= landed["!trunc"]["tflops"] / landed["cur"]["tflops"] < 1.1
+    ncu = exp["ncu"]
+    for rec in ncu.values():  # "the ALU pipe is the busiest, the tensor pipe is not"
+        assert rec["alu_pipe_pct"] > max(rec["fma_pipe_pct"], rec["lsu_pipe_pct"], rec["tensor_pipe_pct"])

@@ -497,6 +497,9 @@ template <int K> inline void mma_f32(float (&d)[4], const unsigned* a, const uns
 }
 // D (16 x 8) = A (16 x 8) * B (8 x 8) + C with TF32 inputs: the tensor core reads the top 19
 // bits of each register (the low 13 are dropped); a product of two TF32 values is exact in fp32.
+// The sum is modelled as exact (double) and rounded once toward zero, as the tensor cores truncate
+// where an FADD rounds to nearest: an accumulator fed mma after mma drifts toward zero here as on
+// the GPU (not bit for bit: the hardware's alignment of the addends is not documented).
 struct MmaTf32Operands { unsigned a[4]; unsigned b[2]; float c[4]; };
 inline float tf32_bits(unsigned u) {
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return __uint_as_float(0x7fffffffu);  // NaN stays NaN
@@ -517,9 +520,11 @@ inline Mma4 mma_tf32(const MmaTf32Operands& in) {
         }
         for (int m = 0; m < 16; ++m)
             for (int n = 0; n < 8; ++n) {
-                float acc = C[m][n];
-                for (int k = 0; k < 8; ++k) acc += A[m][k] * B[k][n];
-                C[m][n] = acc;
+                double acc = C[m][n];
+                for (int k = 0; k < 8; ++k) acc += (double)A[m][k] * B[k][n];
+                float f = (float)acc;  // to nearest; step back toward zero if that rounded up in magnitude
+                if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
+                C[m][n] = f;
             }
         for (int l = 0; l < 32; ++l) {
             int g = l >> 2, t = l & 3;
