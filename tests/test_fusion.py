@@ -229,3 +229,20 @@ def test_tf32x3_needs_sm80_and_fits_where_it_runs():
         for arch in ("sm_80", "sm_90"):
             r = fusion.resources("fused/05_tf32x3", arch, **params)
             assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills on {arch}"
+
+
+def test_step05_record_claims():
+    """Chapter 8's claims about step 05 from the recorded H100 lane: winners by size, speed-ups, accuracy."""
+    recs = [r for r in fusion.load("NVIDIA H100 80GB HBM3") if r["impl"] == "fused/05_tf32x3"]
+    if not recs:
+        pytest.skip("no recorded step 05 run")
+    sweeps = [r for r in recs if r["kind"] == "sweep"]
+    best = {n: fusion.best(sweeps, "fused/05_tf32x3", n)["params"] for n in (512, 1024, 2048, 4096)}
+    # "32-row tiles with four K groups at 512, 64 x 64 at 1024, 128-row tiles at 2048 and 4096"
+    assert best[512]["BLOCK_M"] == 32 and best[512]["SPLIT_K"] == 4
+    assert (best[1024]["BLOCK_M"], best[1024]["BLOCK_N"]) == (64, 64)
+    assert best[2048]["BLOCK_M"] == best[4096]["BLOCK_M"] == 128
+    fastest = {n: fusion.best(recs, "fused/05_tf32x3", n) for n in (512, 1024, 2048, 4096)}
+    assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))   # "not slower from 1024 on"
+    assert fastest[512]["speedup"] < 3                                   # "short of the 3x"
+    assert all(r["max_rel_error"] < 2e-6 for r in recs)                  # fp32-level at every size timed
