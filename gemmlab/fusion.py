@@ -751,14 +751,14 @@ def gpu_arch_ok(st: FusedStep) -> bool:
 
 
 def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = None, save_records: bool = True,
-              verbose: bool = True, n_repeat: int | None = None) -> list[dict]:
+              verbose: bool = True, n_repeat: int | None = None, live: bool | None = None) -> list[dict]:
     """Baselines and fused steps at each size (N = M = K = L), all measured in the same run.
 
     On a GPU every step is checked first (check() raises before anything is timed); records are
-    saved to results/<gpu>.fusion.json. Without a GPU: the recorded records for these sizes.
-    `params` maps a step name to template parameters.
+    saved to results/<gpu>.fusion.json. Without a GPU, or with live=False: the recorded records for
+    these sizes. `params` maps a step name to template parameters.
     """
-    if _kernel.backend() != "gpu":
+    if live is False or _kernel.backend() != "gpu":
         recs = [r for r in load() if r["kind"] == "benchmark" and r["m"] in sizes]
         if verbose and not recs:
             print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "

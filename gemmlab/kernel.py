@@ -198,10 +198,13 @@ class Kernel(Instance):
 
 
 def _to(xp, x):
-    """x as an array of module xp (numpy or cupy), copying between host and device if needed."""
+    """x as an array of module xp (numpy or cupy), copying between host and device if needed. A device
+    view that starts off a 16-byte boundary (a row-offset slice: C-contiguous, mid-allocation) is
+    copied too: the kernels' 16-byte loads assume aligned rows, and a misaligned one kills the context."""
     if xp is np:
         return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
-    return xp.asarray(x)
+    y = xp.asarray(x)
+    return y.copy() if y.data.ptr % 16 else y
 
 
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> Kernel:
