@@ -257,7 +257,7 @@ def save_hardware(measurement: dict, results_dir: Path | None = None) -> Path:
 
 
 _EMPTY = {"copy_bandwidth": {"gbps": None}, "cublas": {"fp32": None, "fp16": None},
-          "peaks": {"ffma": None, "mma_m16n8k8": None, "mma_m16n8k16": None}}
+          "peaks": {"ffma": None, "mma_m16n8k8": None, "mma_m16n8k16": None, "mma_m16n8k8_tf32": None}}
 
 
 def _recorded(kind: str, gpu: str | None, results_dir: Path | None) -> dict:
@@ -327,13 +327,14 @@ PROBE_FILE = "kernels/probe/peak.cu"
 # name expression, flops per thread per loop iteration (warp-level mma flops / 32), minimum arch
 PROBES = {"ffma": ("ffma_peak<8>", 2 * 8 * 16, 0),
           "mma_m16n8k8": ("mma_peak<false>", 8 * 2 * 16 * 8 * 8 // 32, 75),
-          "mma_m16n8k16": ("mma_peak<true>", 8 * 2 * 16 * 8 * 16 // 32, 80)}
+          "mma_m16n8k16": ("mma_peak<true>", 8 * 2 * 16 * 8 * 16 // 32, 80),
+          "mma_m16n8k8_tf32": ("mma_tf32_peak<8>", 8 * 2 * 16 * 8 * 8 // 32, 80)}
 
 
 def measure_peaks(iters: int = 4096, n_repeat: int = 10, *, gpu: str | None = None, save: bool = True,
                   results_dir: Path | None = None) -> dict:
-    """Instruction-throughput ceilings in TFLOP/s: FFMA (fp32) and mma.sync m16n8k8 / m16n8k16
-    (fp16 in, fp32 accumulate), from register-only probe kernels (kernels/probe/peak.cu) that fill
+    """Instruction-throughput ceilings in TFLOP/s: FFMA (fp32), mma.sync m16n8k8 / m16n8k16
+    (fp16 in, fp32 accumulate) and m16n8k8 with TF32 inputs, from register-only probe kernels (kernels/probe/peak.cu) that fill
     every SM. On a GPU measured now (median of `n_repeat`) and recorded; else the recorded values.
     An instruction the GPU lacks (m16n8k16 before sm_80) gets None.
     """

@@ -194,7 +194,7 @@ def _tf32x3_source(name):
 def test_tf32x3_variants_apply_and_compile():
     from gemmlab import fusion, nvrtc
     names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
-    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "trunc"]
+    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "timeline", "trunc"]
     for name in names:
         text = _tf32x3_source(name)
         if nvrtc.available():  # cvt and cvt_guard use inline PTX the emulator has no twin for: sm_90 only
@@ -235,3 +235,19 @@ def test_tf32x3_claims_of_the_record():
     ncu = exp["ncu"]
     for rec in ncu.values():  # "the ALU pipe is the busiest, the tensor pipe is not"
         assert rec["alu_pipe_pct"] > max(rec["fma_pipe_pct"], rec["lsu_pipe_pct"], rec["tensor_pipe_pct"])
+
+
+def test_tf32x3_timeline_claims():
+    """Chapter 8: at 512 a phase of step 05 takes several times its TF32-ceiling floor, and the floors of
+    the launch, both phases and the barrier leave no room under 3x the baseline ("every part at its floor")."""
+    from gemmlab import fusion
+    exp, kt = results.experiment("fusion-tf32x3"), results.experiment("fusion-kernel-time")
+    tl = exp["timeline_us"]["512 best512"]
+    best = fusion.best([r for r in fusion.load("NVIDIA H100 80GB HBM3") if "speedup" in r], "fused/05_tf32x3", 512)
+    floor = 3 * 2 * 512**3 / (exp["peaks"]["mma_m16n8k8_tf32"]["tflops"] * 1e12 * min(best["grid"], 132) / 132) * 1e6
+    phase = (tl["phase 1 (median block)"] + tl["phase 2 (median block)"]) / 2
+    assert phase > 2 * floor                                                  # "that leaves room"
+    best_case = (kt["event_times_us"]["512"]["empty RawKernel | median event time"] + 2 * floor
+                 + tl["barrier (last arrival -> last release)"])
+    assert best_case > 0.9 * best["baseline_median_s"] * 1e6 / 3             # "every part at its floor at once"
+    assert tl["first start -> last phase-2 end"] < best["median_s"] * 1e6     # the kernel inside the event time

@@ -5,6 +5,7 @@
 //   ffma_peak           fp32 fused multiply-add (FFMA): the sgemm track's ceiling
 //   mma_peak<false>     mma.sync.m16n8k8 f16 -> f32 (the T4's shape, hgemm steps 01-06)
 //   mma_peak<true>      mma.sync.m16n8k16 f16 -> f32 (sm_80+, hgemm step 07)
+//   mma_tf32_peak<8>    mma.sync.m16n8k8 tf32 -> f32 (sm_80+, fused step 05's three per product)
 // Neither loop can be folded away: every result feeds the next iteration, and the final values
 // are written out only under a condition the compiler cannot prove false.
 #include "common.cuh"
@@ -49,5 +50,23 @@ __global__ void mma_peak(int iters, float* out) {
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) sum += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    if (sum == -1.0f) out[threadIdx.x] = sum;
+}
+
+// The same with TF32 inputs: 8 independent m16n8k8 tiles per warp, 8 mmas of 2 * 16 * 8 * 8 flops.
+// A template, like the others, so that it is compiled only when named: a T4 (sm_75) has no TF32 mma.
+template <int CHAINS>
+__global__ void mma_tf32_peak(int iters, float* out) {
+    const u32 bits = 0x3f800000u ^ ((threadIdx.x & 7u) << 13);  // TF32 values close to 1.0
+    const u32 a[4] = {bits, bits, bits, bits};
+    const u32 b[2] = {bits, bits};
+    float c[CHAINS][4] = {};
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int j = 0; j < CHAINS; ++j) mma_m16n8k8_tf32(c[j], a, b, c[j]);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CHAINS; ++j) sum += c[j][0] + c[j][1] + c[j][2] + c[j][3];
     if (sum == -1.0f) out[threadIdx.x] = sum;
 }

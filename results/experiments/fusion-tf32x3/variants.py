@@ -13,6 +13,10 @@ Names that start with '!' on the command line are diagnostics that compute a wro
   !trunc           big = x with its low 13 bits cleared (two instructions; fails the fp32 check)
   !nosplit         big = small = x: the three mmas with no split at all (the split's cost)
   !1x              one TF32 mma per product (TF32 accuracy: the small terms' cost)
+  timeline         (GPU only, `variants.py timeline N CONFIG`) each block's globaltimer at its start, the
+                   end of phase 1, the barrier's exit and the end of phase 2, written over E
+timeline-2026-11-23.log: `variants.py timeline N CONFIG` (median of 20 launches); peaks-2026-11-23.json: the
+instruction ceilings (gemmlab.hardware.measure_peaks, which has a TF32 mma probe since this experiment).
 ncu-<variant>-<N>-<config>.csv.gz: one launch under `ncu --set full --csv --page raw` (kernel of
 commit 401c5e9: the cvt split with its guard), summarised in results.json's "ncu".
 Every line: size, tile configuration, variant, device time, TFLOP/s, speed-up over the faster of
@@ -33,6 +37,7 @@ VARIANTS = ("step", "one_accumulator", "cvt_guard", "cvt", "!trunc", "!nosplit",
 CONFIGS = {  # name -> template parameters (defaults for the rest)
     "s32": {},
     "s32k4": dict(SPLIT_K=4, BLOCK_K=16),
+    "best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
     "s64": dict(BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
     "s64k2": dict(BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2),
     "b128": dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
@@ -40,6 +45,7 @@ CONFIGS = {  # name -> template parameters (defaults for the rest)
 }
 LINE = re.compile(r"^\s*(\d+) (\S+)\s+(\S+)\s+([\d.]+) us\s+([\d.]+) TF x([\d.]+)\s+err ([\d.e+-]+)\s+regs (\d+)")
 BASE = re.compile(r"^\s*(\d+) ((?:torch|cupy)(?: graph)? a@b(?:@c)?)\s+([\d.]+) us")
+TIMELINE = re.compile(r"^timeline (\d+) (\S+) (.+?)\s+([\d.]+) us$")
 ERR = re.compile(r"^\s*(\d+) torch a@b@c error ([\d.e+-]+)")
 LOGS = {  # log -> the source its variants were applied to
     "variants-split-cvt.log": "05 with the cvt.rna split and its isfinite guard (commit 401c5e9's kernel); "
@@ -111,6 +117,34 @@ def ncu_record(path: Path) -> dict:
     return out
 
 
+def timeline(n: int, config: str, launches: int = 20) -> None:
+    """Where one launch's time goes, from the timeline variant's stamps (median over launches, us)."""
+    import statistics
+    import cupy
+    from gemmlab import fusion
+    k = fusion.step("fused/05_tf32x3", source=source("timeline"), **CONFIGS[config])
+    a, b, c = fusion._inputs(n)
+    e = cupy.empty((n, n), cupy.float32)
+    grid = k.launch_config((n, n, n, n)).grid[0]
+    parts = {"launch ramp (last block start - first)": [], "phase 1 (median block)": [], "phase 1 (slowest block)": [],
+             "barrier (last arrival -> last release)": [], "phase 2 (median block)": [], "phase 2 (slowest block)": [],
+             "first start -> last phase-2 end": []}
+    for _ in range(launches):
+        k.run(a, b, c, e)
+        cupy.cuda.Device().synchronize()
+        s = cupy.asnumpy(e.view(cupy.uint64).ravel()[: grid * 4]).reshape(grid, 4).astype("int64")
+        t0 = s[:, 0].min()
+        parts["launch ramp (last block start - first)"].append((s[:, 0].max() - t0) / 1e3)
+        parts["phase 1 (median block)"].append(statistics.median(s[:, 1] - s[:, 0]) / 1e3)
+        parts["phase 1 (slowest block)"].append((s[:, 1] - s[:, 0]).max() / 1e3)
+        parts["barrier (last arrival -> last release)"].append((s[:, 2].max() - s[:, 1].max()) / 1e3)
+        parts["phase 2 (median block)"].append(statistics.median(s[:, 3] - s[:, 2]) / 1e3)
+        parts["phase 2 (slowest block)"].append((s[:, 3] - s[:, 2]).max() / 1e3)
+        parts["first start -> last phase-2 end"].append((s[:, 3].max() - t0) / 1e3)
+    for what, values in parts.items():
+        print(f"timeline {n} {config} {what:42s} {statistics.median(values):8.2f} us", flush=True)
+
+
 def record() -> dict:
     out = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-23",
            "question": "What do fused step 05's accuracy (one accumulator or a chunk per K tile) and its "
@@ -132,6 +166,13 @@ def record() -> dict:
             elif m := BASE.match(line):
                 baselines.setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
         out["logs"][log] = {"kernel": what, "rows": rows, "baselines_us": baselines, "torch_max_rel_error": torch_error}
+    timeline: dict = {}
+    for line in (HERE / "timeline-2026-11-23.log").read_text().splitlines():
+        if m := TIMELINE.match(line):
+            timeline.setdefault(f"{m.group(1)} {m.group(2)}", {})[m.group(3).strip()] = float(m.group(4))
+    out["timeline_us"] = timeline
+    # the instruction ceilings measured the same day (gemmlab.hardware.measure_peaks, with the TF32 probe)
+    out["peaks"] = json.loads((HERE / "peaks-2026-11-23.json").read_text())
     (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     return out
 
@@ -140,6 +181,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "record":
         rec = record()
         print({k: len(v["rows"]) for k, v in rec["logs"].items()})
+    elif len(sys.argv) > 3 and sys.argv[1] == "timeline":
+        timeline(int(sys.argv[2]), sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "run":
         run([int(x) for x in sys.argv[2:]] or [512, 1024, 2048, 4096])
     else:
