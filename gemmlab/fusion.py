@@ -866,6 +866,9 @@ def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/05_tf
             print(check(step(st.name)))
     recs = benchmark(sizes=sizes)
     for name in sweep_names:
+        if not gpu_arch_ok(get(name)):
+            print(f"{name} needs sm_{get(name).min_arch}: not swept on this GPU")
+            continue
         recs += sweep(name, sizes=sweep_sizes)
         if name in SWEEP_GRIDS_LARGE:
             recs += sweep(name, SWEEP_GRIDS_LARGE[name], sizes=large_sizes)

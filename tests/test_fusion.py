@@ -246,3 +246,14 @@ def test_step05_record_claims():
     assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))   # "not slower from 1024 on"
     assert fastest[512]["speedup"] < 3                                   # "short of the 3x"
     assert all(r["max_rel_error"] < 2e-6 for r in recs)                  # fp32-level at every size timed
+
+
+def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
+    """On a GPU without cp.async and the TF32 mma (a T4, sm_75): a clear ArchError, nothing compiled."""
+    from gemmlab import gpu
+    from gemmlab.errors import ArchError
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    monkeypatch.setattr(gpu, "device", lambda: {"cc": 75, "name": "Tesla T4", "sms": 40, "shared_per_block_optin": 65536})
+    with pytest.raises(ArchError, match=r"needs compute capability 8.0 or newer.*Tesla T4, is 7.5.*fused/04_split_k"):
+        fusion.step("fused/05_tf32x3", backend="gpu")
+    assert not fusion.gpu_arch_ok(fusion.get("fused/05_tf32x3")) and fusion.gpu_arch_ok(fusion.get("fused/04_split_k"))
