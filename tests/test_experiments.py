@@ -233,7 +233,7 @@ def test_tf32x3_claims_of_the_record():
     # "!trunc: a few % faster"
     assert 1.0 <= landed["!trunc"]["tflops"] / landed["cur"]["tflops"] < 1.1
     ncu = exp["ncu"]
-    for rec in ncu.values():  # "the ALU pipe is the busiest, the tensor pipe is not"
+    for rec in (ncu[k] for k in ncu if k.startswith("ncu-cvt_guard")):  # "the ALU pipe is the busiest" (cvt split)
         assert rec["alu_pipe_pct"] > max(rec["fma_pipe_pct"], rec["lsu_pipe_pct"], rec["tensor_pipe_pct"])
 
 

@@ -17,8 +17,8 @@ Names that start with '!' on the command line are diagnostics that compute a wro
                    end of phase 1, the barrier's exit and the end of phase 2, written over E
 timeline-2026-11-23.log: `variants.py timeline N CONFIG` (median of 20 launches); peaks-2026-11-23.json: the
 instruction ceilings (gemmlab.hardware.measure_peaks, which has a TF32 mma probe since this experiment).
-ncu-<variant>-<N>-<config>.csv.gz: one launch under `ncu --set full --csv --page raw` (kernel of
-commit 401c5e9: the cvt split with its guard), summarised in results.json's "ncu".
+ncu-<variant>-<N>-<config>.csv.gz: one launch under `ncu --set full --csv --page raw` (cvt_guard: the
+kernel of commit 401c5e9, the cvt split with its guard; step: the step as landed), in results.json's "ncu".
 Every line: size, tile configuration, variant, device time, TFLOP/s, speed-up over the faster of
 torch and cupy a @ b @ c measured just before, max |E - E64| / max |E64|, registers.
 """
