@@ -194,7 +194,7 @@ def _tf32x3_source(name):
 def test_tf32x3_variants_apply_and_compile():
     from gemmlab import fusion, nvrtc
     names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
-    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "timeline", "trunc"]
+    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "tile_timeline", "timeline", "trunc"]
     for name in names:
         text = _tf32x3_source(name)
         if nvrtc.available():  # cvt and cvt_guard use inline PTX the emulator has no twin for: sm_90 only
@@ -251,3 +251,13 @@ def test_tf32x3_timeline_claims():
                  + tl["barrier (last arrival -> last release)"])
     assert best_case > 0.9 * best["baseline_median_s"] * 1e6 / 3             # "every part at its floor at once"
     assert tl["first start -> last phase-2 end"] < best["median_s"] * 1e6     # the kernel inside the event time
+
+
+def test_tf32x3_tile_timeline_claims():
+    """Chapter 8: inside a phase at 512 the K loop is the largest part, below half the TF32 ceiling."""
+    exp = results.experiment("fusion-tf32x3")
+    for phase in exp["tile_timeline_us"]["512 best512"].values():
+        others = sum(t for what, t in phase.items() if what != "K loop")
+        assert phase["K loop"] > 2 * others
+    floor = 3 * 2 * 512**3 / (exp["peaks"]["mma_m16n8k8_tf32"]["tflops"] * 1e12 * 128 / 132) * 1e6
+    assert floor / exp["tile_timeline_us"]["512 best512"]["phase 1"]["K loop"] < 0.5

@@ -15,7 +15,10 @@ Names that start with '!' on the command line are diagnostics that compute a wro
   !1x              one TF32 mma per product (TF32 accuracy: the small terms' cost)
   timeline         (GPU only, `variants.py timeline N CONFIG`) each block's globaltimer at its start, the
                    end of phase 1, the barrier's exit and the end of phase 2, written over E
-timeline-2026-11-23.log: `variants.py timeline N CONFIG` (median of 20 launches); peaks-2026-11-23.json: the
+  tile_timeline    (GPU only, `variants.py tile_timeline N CONFIG`) inside the block's tile of each phase:
+                   operands of round 0 ready, the K loop, the reduction across groups, the stores
+timeline-2026-11-23.log: `variants.py timeline N CONFIG` (median of 20 launches); tile-timeline-2026-11-23.log:
+`variants.py tile_timeline N CONFIG` (the same, inside the tile); peaks-2026-11-23.json: the
 instruction ceilings (gemmlab.hardware.measure_peaks, which has a TF32 mma probe since this experiment).
 ncu-<variant>-<N>-<config>.csv.gz: one launch under `ncu --set full --csv --page raw` (cvt_guard: the
 kernel of commit 401c5e9, the cvt split with its guard; step: the step as landed), in results.json's "ncu".
@@ -45,6 +48,7 @@ CONFIGS = {  # name -> template parameters (defaults for the rest)
 }
 LINE = re.compile(r"^\s*(\d+) (\S+)\s+(\S+)\s+([\d.]+) us\s+([\d.]+) TF x([\d.]+)\s+err ([\d.e+-]+)\s+regs (\d+)")
 BASE = re.compile(r"^\s*(\d+) ((?:torch|cupy)(?: graph)? a@b(?:@c)?)\s+([\d.]+) us")
+TILE_TIMELINE = re.compile(r"^tile_timeline (\d+) (\S+) phase (\d) (.+?)\s+([\d.]+) us$")
 TIMELINE = re.compile(r"^timeline (\d+) (\S+) (.+?)\s+([\d.]+) us$")
 ERR = re.compile(r"^\s*(\d+) torch a@b@c error ([\d.e+-]+)")
 LOGS = {  # log -> the source its variants were applied to
@@ -145,6 +149,30 @@ def timeline(n: int, config: str, launches: int = 20) -> None:
         print(f"timeline {n} {config} {what:42s} {statistics.median(values):8.2f} us", flush=True)
 
 
+def tile_timeline(n: int, config: str, launches: int = 20) -> None:
+    """Inside a tile (the tile_timeline variant: the block's last tile of each phase), median over blocks
+    and then over launches, us: until round 0's operands are in shared memory, the K loop, the
+    reduction across SPLIT_K groups, the stores."""
+    import statistics
+    import cupy
+    from gemmlab import fusion
+    k = fusion.step("fused/05_tf32x3", source=source("tile_timeline"), **CONFIGS[config])
+    a, b, c = fusion._inputs(n)
+    e = cupy.empty((n, n), cupy.float32)
+    grid = k.launch_config((n, n, n, n)).grid[0]
+    names = ("first operands ready", "K loop", "reduction across groups", "stores")
+    parts = {(p, w): [] for p in (1, 2) for w in names}
+    for _ in range(launches):
+        k.run(a, b, c, e)
+        cupy.cuda.Device().synchronize()
+        s = cupy.asnumpy(e.view(cupy.uint64).ravel()[: grid * 10]).reshape(grid, 2, 5).astype("int64")
+        for p in (1, 2):
+            for i, w in enumerate(names):
+                parts[(p, w)].append(statistics.median(s[:, p - 1, i + 1] - s[:, p - 1, i]) / 1e3)
+    for (p, w), values in parts.items():
+        print(f"tile_timeline {n} {config} phase {p} {w:36s} {statistics.median(values):8.2f} us", flush=True)
+
+
 def record() -> dict:
     out = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-23",
            "question": "What do fused step 05's accuracy (one accumulator or a chunk per K tile) and its "
@@ -171,6 +199,12 @@ def record() -> dict:
         if m := TIMELINE.match(line):
             timeline.setdefault(f"{m.group(1)} {m.group(2)}", {})[m.group(3).strip()] = float(m.group(4))
     out["timeline_us"] = timeline
+    inside: dict = {}
+    for line in (HERE / "tile-timeline-2026-11-23.log").read_text().splitlines():
+        if m := TILE_TIMELINE.match(line):
+            inside.setdefault(f"{m.group(1)} {m.group(2)}", {}).setdefault(f"phase {m.group(3)}", {})[
+                m.group(4).strip()] = float(m.group(5))
+    out["tile_timeline_us"] = inside
     # the instruction ceilings measured the same day (gemmlab.hardware.measure_peaks, with the TF32 probe)
     out["peaks"] = json.loads((HERE / "peaks-2026-11-23.json").read_text())
     (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
@@ -181,6 +215,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "record":
         rec = record()
         print({k: len(v["rows"]) for k, v in rec["logs"].items()})
+    elif len(sys.argv) > 3 and sys.argv[1] == "tile_timeline":
+        tile_timeline(int(sys.argv[2]), sys.argv[3])
     elif len(sys.argv) > 3 and sys.argv[1] == "timeline":
         timeline(int(sys.argv[2]), sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "run":
