@@ -12,12 +12,14 @@
 // FFMA: its phases reach a fraction of the fp32 peak, and at N = 512 the chain of two GEMMs is too
 // short for more. mma.sync with TF32 inputs has several times the FFMA rate, but TF32 keeps only
 // 10 of fp32's 23 mantissa bits: one TF32 product is off by about 2^-11 relative, not 2^-24.
-// The 3xTF32 trick restores fp32 accuracy: split each operand x into a TF32 "big" part and the
-// TF32 rounding of what is left,
+// The 3xTF32 trick restores fp32 accuracy: split each operand x into a TF32 "big" part and what
+// is left,
 //     x = big + small,  big = tf32(x),  small = x - big   (|small| <= 2^-11 |x|)
 // and compute a * b = big_a big_b + big_a small_b + small_a big_b (+ small_a small_b, about 2^-22
 // relative: dropped). Three mmas per product instead of one, each exact in its products and
-// accumulated in fp32, the small terms first so that they are not lost against the big one.
+// accumulated in fp32, the small terms first so that they are not lost against the big one, and
+// each K tile's sum added to the total with a rounded fp32 add (see compute: the tensor cores
+// truncate).
 // The error is then of the order of fp32's, and the check (float64 reference, fp32 bound) is the
 // same as for 01-04. A cost of the split: an Inf has no finite small part (Inf - Inf = NaN), so
 // where fp32 would give +-Inf this step gives NaN; finite inputs whose products stay finite are
