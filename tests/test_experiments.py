@@ -194,7 +194,8 @@ def _tf32x3_source(name):
 def test_tf32x3_variants_apply_and_compile():
     from gemmlab import fusion, nvrtc
     names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
-    assert sorted(names) == ["1x", "cvt", "cvt_guard", "nosplit", "one_accumulator", "tile_timeline", "timeline", "trunc"]
+    assert sorted(names) == ["1x", "cvt", "cvt_guard", "interleave", "nosplit", "one_accumulator", "tile_timeline",
+                            "timeline", "trunc"]
     for name in names:
         text = _tf32x3_source(name)
         if nvrtc.available():  # cvt and cvt_guard use inline PTX the emulator has no twin for: sm_90 only
@@ -261,3 +262,17 @@ def test_tf32x3_tile_timeline_claims():
         assert phase["K loop"] > 2 * others
     floor = 3 * 2 * 512**3 / (exp["peaks"]["mma_m16n8k8_tf32"]["tflops"] * 1e12 * 128 / 132) * 1e6
     assert floor / exp["tile_timeline_us"]["512 best512"]["phase 1"]["K loop"] < 0.5
+
+
+def test_tf32x3_interleave_claims():
+    """'no change beyond run-to-run noise at any size'; 'larger or smaller BLOCK_K at 512: no change either'."""
+    exp = results.experiment("fusion-tf32x3")
+    rows = exp["logs"]["variants-interleave.log"]["rows"]
+    pairs = {}
+    for r in rows:
+        pairs.setdefault((r["n"], r["config"]), {})[r["variant"]] = r["us"]
+    assert len(pairs) >= 6
+    for times in pairs.values():
+        assert abs(times["interleave"] / times["step"] - 1) < 0.1
+    at512 = [t["step"] for (n, cfg), t in pairs.items() if n == 512 and cfg.startswith("best512")]
+    assert len(at512) == 3 and max(at512) / min(at512) < 1.05

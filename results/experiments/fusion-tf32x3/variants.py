@@ -13,6 +13,8 @@ Names that start with '!' on the command line are diagnostics that compute a wro
   !trunc           big = x with its low 13 bits cleared (two instructions; fails the fp32 check)
   !nosplit         big = small = x: the three mmas with no split at all (the split's cost)
   !1x              one TF32 mma per product (TF32 accuracy: the small terms' cost)
+  interleave       each of the three terms over every mma tile before the next term (the same sums,
+                   in the same order per element: consecutive mmas independent)
   timeline         (GPU only, `variants.py timeline N CONFIG`) each block's globaltimer at its start, the
                    end of phase 1, the barrier's exit and the end of phase 2, written over E
   tile_timeline    (GPU only, `variants.py tile_timeline N CONFIG`) inside the block's tile of each phase:
@@ -36,11 +38,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-VARIANTS = ("step", "one_accumulator", "cvt_guard", "cvt", "!trunc", "!nosplit", "!1x")
+VARIANTS = ("step", "one_accumulator", "cvt_guard", "cvt", "!trunc", "!nosplit", "!1x", "interleave")
 CONFIGS = {  # name -> template parameters (defaults for the rest)
     "s32": {},
     "s32k4": dict(SPLIT_K=4, BLOCK_K=16),
     "best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
+    "best512k16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=4),
+    "best512k64": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=2),
+    "best2048": dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
+    "best4096": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=4),
     "s64": dict(BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
     "s64k2": dict(BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2),
     "b128": dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
@@ -55,6 +61,8 @@ LOGS = {  # log -> the source its variants were applied to
     "variants-split-cvt.log": "05 with the cvt.rna split and its isfinite guard (commit 401c5e9's kernel); "
                               "'chunk' = that kernel, 'old' = one accumulator, 'noguard' = cvt without the guard",
     "variants-split-3op.log": "05 as landed (three-instruction split, chunked sums); 'cur' = that kernel",
+    "variants-interleave.log": "05 as landed ('step') against 'interleave' (the mma order), BLOCK_K 16 / 32 / 64 "
+                               "at 512 and the sweep's winners at 1024-4096",
 }
 
 
@@ -64,7 +72,7 @@ def source(variant: str) -> str | None:
     return experiments.variant_source(HERE, fusion.get("fused/05_tf32x3"), variant.lstrip("!"))
 
 
-def run(sizes: list[int]) -> None:
+def run(sizes: list[int], configs: list[str] | None = None, variants: list[str] | None = None) -> None:
     import cupy
     from gemmlab import fusion
     for n in sizes:
@@ -76,9 +84,11 @@ def run(sizes: list[int]) -> None:
         for impl, t in base.items():
             print(f"{n:5d} {impl:24s} {t['median_s'] * 1e6:9.1f} us", flush=True)
         for cfg, p in CONFIGS.items():
-            if (n <= 1024) != cfg.startswith("s") or (n > 1024 and cfg.startswith("s32")):
+            if configs is not None and cfg not in configs:
                 continue
-            for variant in VARIANTS:
+            if configs is None and ((n <= 1024) != cfg.startswith("s") or (n > 1024 and cfg.startswith("s32"))):
+                continue
+            for variant in variants or VARIANTS:
                 k = fusion.step("fused/05_tf32x3", source=source(variant), **p)
                 if not variant.startswith("!"):
                     fusion.check(k)
@@ -219,7 +229,14 @@ if __name__ == "__main__":
         tile_timeline(int(sys.argv[2]), sys.argv[3])
     elif len(sys.argv) > 3 and sys.argv[1] == "timeline":
         timeline(int(sys.argv[2]), sys.argv[3])
-    elif len(sys.argv) > 1 and sys.argv[1] == "run":
-        run([int(x) for x in sys.argv[2:]] or [512, 1024, 2048, 4096])
+    elif len(sys.argv) > 1 and sys.argv[1] == "run":  # run [SIZES] [--configs a,b] [--variants x,y]
+        args, opts = [], {}
+        it = iter(sys.argv[2:])
+        for a in it:
+            if a.startswith("--"):
+                opts[a[2:]] = next(it).split(",")
+            else:
+                args.append(int(a))
+        run(args or [512, 1024, 2048, 4096], opts.get("configs"), opts.get("variants"))
     else:
         raise SystemExit(__doc__)
