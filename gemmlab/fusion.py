@@ -325,7 +325,7 @@ class FusedKernel:
             if cc < step.min_arch:
                 raise ArchError(f"{step.name} needs compute capability {step.min_arch / 10:.1f} or newer (its "
                                 f"instructions do not exist before sm_{step.min_arch}); this GPU, "
-                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use fused/04_split_k, or "
+                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use {step.previous}, or "
                                 "backend='cpu' to run this step in the emulator.")
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)

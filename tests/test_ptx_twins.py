@@ -398,3 +398,20 @@ def test_tensor_core_gemm_kernel_file():
     cpu.launch(module, (N // 128, M // 128), 128, [M, N, K, A, B, C])
     ref = A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(C.astype(np.float64), ref, rtol=1e-3, atol=1e-2)
+
+
+def test_tf32_round_is_two_instructions_where_cvt_rna_is_four():
+    """Chapter 8 / fused step 05: on sm_90 ptxas expands cvt.rna.tf32.f32 into four instructions;
+    common.cuh's tf32_round is two (an add and a mask)."""
+    from gemmlab import nvrtc
+    if not nvrtc.available() or nvrtc.nvdisasm_path() is None:
+        pytest.skip("needs NVRTC and nvdisasm")
+    common = kernel_path("kernels/common.cuh").read_text().replace("#pragma once", "")
+    body = {"cvt": 'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x[threadIdx.x]));',
+            "round": "r = tf32_round(x[threadIdx.x]);"}
+    counts = {}
+    for name, line in body.items():
+        src = common + f"__global__ void k(const float* x, unsigned* y) {{ u32 r; {line} y[threadIdx.x] = r; }}\n"
+        ops = nvrtc.opcodes(nvrtc.sass(nvrtc.compile(src, "k", "sm_90", label=name)))
+        counts[name] = sum(op != "NOP" for op in ops)  # the padding after EXIT differs
+    assert counts["cvt"] - counts["round"] == 2
