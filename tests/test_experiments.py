@@ -276,3 +276,11 @@ def test_tf32x3_interleave_claims():
         assert abs(times["interleave"] / times["step"] - 1) < 0.1
     at512 = [t["step"] for (n, cfg), t in pairs.items() if n == 512 and cfg.startswith("best512")]
     assert len(at512) == 3 and max(at512) / min(at512) < 1.05
+
+
+def test_tf32x3_splitk8_claim():
+    """'More warps per tile (SPLIT_K = 8): no faster than the sweep's winner' (same run)."""
+    exp = results.experiment("fusion-tf32x3")
+    rows = {r["config"]: r["us"] for r in exp["logs"]["variants-splitk8.log"]["rows"]}
+    assert set(rows) >= {"best512", "k8w32", "k8w64"}
+    assert min(rows["k8w32"], rows["k8w64"]) >= 0.98 * rows["best512"]

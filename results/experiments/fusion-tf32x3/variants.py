@@ -45,6 +45,8 @@ CONFIGS = {  # name -> template parameters (defaults for the rest)
     "best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
     "best512k16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=4),
     "best512k64": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=2),
+    "k8w32": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=32, WARP_N=32, SPLIT_K=8, NUM_STAGES=3),
+    "k8w64": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=32, WARP_N=64, SPLIT_K=8, NUM_STAGES=3),
     "best2048": dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
     "best4096": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=4),
     "s64": dict(BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32, SPLIT_K=1, NUM_STAGES=3),
@@ -63,6 +65,8 @@ LOGS = {  # log -> the source its variants were applied to
     "variants-split-3op.log": "05 as landed (three-instruction split, chunked sums); 'cur' = that kernel",
     "variants-interleave.log": "05 as landed ('step') against 'interleave' (the mma order), BLOCK_K 16 / 32 / 64 "
                                "at 512 and the sweep's winners at 1024-4096",
+    "variants-splitk8.log": "05 as landed at 512: the sweep's winner against SPLIT_K = 8 with 32 x 32 and 32 x 64 "
+                            "warp tiles (1024 threads of 16 x 32 warps do not fit the register file)",
 }
 
 
