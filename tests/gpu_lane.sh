@@ -2,7 +2,8 @@
 # The GPU lane, in one command, on a machine with an NVIDIA GPU (CuPy, compute-sanitizer, ncu):
 #   1. the whole test suite with nbval over book/ (includes the CPU/GPU agreement of every step),
 #   2. the benchmark of every step against cuBLAS at 1024..8192 (records written to results/),
-#   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over every step,
+#   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over every step (and the first
+#      three over chapter 8's fused steps),
 #   4. Nsight Compute warp-state counters of the FP32 latency-hiding steps (results/<gpu>.ncu.json).
 # Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks]
 # Wheels in .whl/ (see ../shared/GPU.md) are installed first when present, for machines without a registry.
@@ -36,6 +37,13 @@ for tool in memcheck racecheck synccheck initcheck; do  # one cudaMalloc per arr
   GEMMLAB_NO_POOL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify $steps --backend gpu > "$log" 2>&1
   echo "sanitizer $tool: exit $?, $(grep -c '^PASS' "$log") steps PASS, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
   grep -E "PASS|SUMMARY" "$log" > "results/gpu-lane/sanitizer/$tool.txt"
+done
+
+for tool in memcheck racecheck synccheck; do  # chapter 8's fused steps (persistent grids, a grid barrier)
+  log="$out/sanitizer-fused-$tool.log"
+  GEMMLAB_NO_POOL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab.fusion check --backend gpu > "$log" 2>&1
+  echo "sanitizer fused $tool: exit $?, $(grep -c '^PASS' "$log") fused steps PASS, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
+  grep -E "PASS|SKIP|SUMMARY" "$log" > "results/gpu-lane/sanitizer/fused-$tool.txt"
 done
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
