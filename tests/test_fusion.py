@@ -257,3 +257,15 @@ def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
     with pytest.raises(ArchError, match=r"needs compute capability 8.0 or newer.*Tesla T4, is 7.5.*fused/04_split_k"):
         fusion.step("fused/05_tf32x3", backend="gpu")
     assert not fusion.gpu_arch_ok(fusion.get("fused/05_tf32x3")) and fusion.gpu_arch_ok(fusion.get("fused/04_split_k"))
+
+
+def test_step05_inf_input_gives_nan_as_documented(kernels):
+    """05_tf32x3.cu's header: an Inf has no finite small part (Inf - Inf = NaN), so where fp32 gives
+    +-Inf this step gives NaN, in the Inf's row of E only."""
+    a, b, c = _inputs(40, 24, 36, 20, seed=4)
+    a[3, 2] = np.inf
+    e = np.asarray(kernels["fused/05_tf32x3"](a, b, c))
+    assert np.isnan(e[3]).all()
+    assert np.isfinite(np.delete(e, 3, axis=0)).all()
+    with np.errstate(invalid="ignore"):
+        assert not np.isfinite(fusion.reference(a, b, c)[3]).any()  # fp32 has no finite answer there either
