@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from . import kernel as _kernel
-from .errors import ArchError, ConfigError, GemmlabError, InputError, ShapeError, VerificationError
+from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
 from .registry import Launch, Param, cdiv
 from . import results
 from .bench import _time as _bench_time, environment
@@ -288,9 +288,8 @@ def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, st
         return cpu_workers(), "one block per emulator worker thread"
     from . import gpu
     dev = gpu.device()
+    kern.module.allow_dynamic_shared(dynamic_smem)  # before the occupancy query counts it
     f = kern.module.function
-    if dynamic_smem > STATIC_SMEM and f.max_dynamic_shared_size_bytes < dynamic_smem:
-        f.max_dynamic_shared_size_bytes = dynamic_smem  # the opt-in, before the occupancy query counts it
     per_sm = None
     try:
         from cupy_backends.cuda.api import driver
@@ -319,14 +318,8 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
-        if self.backend == "gpu" and step.min_arch:
-            from . import gpu
-            cc = gpu.device()["cc"]
-            if cc < step.min_arch:
-                raise ArchError(f"{step.name} needs compute capability {step.min_arch / 10:.1f} or newer (its "
-                                f"instructions do not exist before sm_{step.min_arch}); this GPU, "
-                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use {step.previous}, or "
-                                "backend='cpu' to run this step in the emulator.")
+        if self.backend == "gpu":
+            _kernel.require_arch(step.name, step.min_arch, step.previous or "an earlier step")
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"

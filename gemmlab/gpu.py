@@ -81,11 +81,15 @@ class GpuModule:
         f = self.function
         return Resources(arch(), f.num_regs, f.shared_size_bytes, f.local_size_bytes, 0, 0)
 
+    def allow_dynamic_shared(self, nbytes: int) -> None:
+        """Opt in to `nbytes` of dynamic shared memory (needed above 48 KB, and before an occupancy query)."""
+        if nbytes > 48 * 1024 and self.function.max_dynamic_shared_size_bytes < nbytes:
+            self.function.max_dynamic_shared_size_bytes = nbytes
+
     def launch(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:
         check_launch(self, grid, block, shared_mem)
         cupy = _cupy()
-        if shared_mem > 48 * 1024 and self.function.max_dynamic_shared_size_bytes < shared_mem:
-            self.function.max_dynamic_shared_size_bytes = shared_mem
+        self.allow_dynamic_shared(shared_mem)
         try:
             self.function(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem, stream=stream)
         except cupy.cuda.driver.CUDADriverError as e:

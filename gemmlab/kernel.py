@@ -36,6 +36,18 @@ def backend(requested: str | None = None) -> str:
     return name
 
 
+def require_arch(name: str, min_arch: int, instead: str = "an earlier step") -> None:
+    """An ArchError, before anything compiles, if the live GPU is older than compute capability
+    min_arch / 10 (the step's instructions do not exist there)."""
+    from . import gpu
+
+    cc = gpu.device()["cc"]
+    if cc < min_arch:
+        raise ArchError(f"{name} needs compute capability {min_arch / 10:.1f} or newer (its instructions do "
+                        f"not exist before sm_{min_arch}); this GPU, {gpu.device()['name']}, is {cc / 10:.1f}. "
+                        f"Use {instead}, or backend='cpu' to run it in the emulator.")
+
+
 def _compile(backend_name: str, source: str, expr: str, label: str):
     if backend_name == "gpu":
         from .gpu import GpuModule
@@ -105,14 +117,7 @@ class Kernel(Instance):
         super().__init__(step, params, source_text)
         self.backend = backend(backend_name)
         if self.backend == "gpu":
-            from . import gpu
-
-            cc = gpu.device()["cc"]
-            if cc < step.min_arch:
-                raise ArchError(f"{step.name} needs compute capability {step.min_arch / 10:.1f} or newer "
-                                f"(its instructions do not exist before sm_{step.min_arch}); this GPU, "
-                                f"{gpu.device()['name']}, is {cc / 10:.1f}. Use an earlier step, or "
-                                "backend='cpu' to run it in the emulator.")
+            require_arch(step.name, step.min_arch)
         self.module = _module(self.backend, self.source, self.name_expression, self.label)
 
     def __repr__(self) -> str:

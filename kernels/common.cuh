@@ -232,3 +232,31 @@ __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// grid_barrier: the fused steps' (chapter 8) wait between two phases of one persistent launch.
+// sync[0] counts the blocks that have arrived, sync[1] counts completed barriers (the generation);
+// both start at zero, and the last block to arrive resets the count, so no host-side reset is
+// needed between barriers or launches. Every block of the grid waits here until all have arrived;
+// writes before it are visible to every block after it. Correct only when all gridDim.x blocks are
+// resident at once (the runtime sizes the grid so): a block waiting for one that never starts
+// waits forever.
+// ---------------------------------------------------------------------------------------------
+inline __device__ void grid_barrier(u32* sync) {
+    __syncthreads();  // this block has finished its phase
+    if (threadIdx.x == 0) {
+        volatile u32* generation = sync + 1;
+        const u32 gen = *generation;  // read before arriving: it cannot change until we arrive
+        __threadfence();              // our writes are visible GPU-wide before we arrive
+        if (atomicAdd(sync, 1u) == gridDim.x - 1) {
+            atomicExch(sync, 0u);     // the last to arrive resets the count for the next barrier
+            __threadfence();
+            atomicAdd(sync + 1, 1u);  // and releases the others
+        } else {
+            while (*generation == gen) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}

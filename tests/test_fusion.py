@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from gemmlab import fusion
+from gemmlab import experiments, fusion
 from gemmlab.source import kernel_path
 from gemmlab.errors import ConfigError, InputError, ShapeError, VerificationError
 
@@ -197,20 +197,13 @@ def test_slider_report_checks_on_the_cpu():
     assert "cpu backend" in text
 
 
-def _tf32x3_source(drop_small_terms: bool) -> str:
-    src = kernel_path(fusion.get("fused/05_tf32x3").file).read_text()
-    small = ("                    mma_m16n8k8_tf32(chunk[i][j], a_small[i], b_big[j], chunk[i][j]);\n"
-             "                    mma_m16n8k8_tf32(chunk[i][j], a_big[i], b_small[j], chunk[i][j]);\n")
-    assert small in src, "05_tf32x3.cu no longer has the two small-term mmas this test removes"
-    return src.replace(small, "") if drop_small_terms else src
-
-
 def test_tf32x3_needs_its_small_terms():
     """One TF32 mma per product is off by ~2^-11: the fp32 check must reject it; 3xTF32 passes it."""
     a, b, c = fusion.make_inputs("random", 64, 64, 64, 64)
     errors = {}
-    for drop in (False, True):
-        kern = fusion.step("fused/05_tf32x3", backend="cpu", source=_tf32x3_source(drop))
+    for drop in (False, True):  # the experiment's 1x.patch drops the two small-term mmas
+        one = experiments.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), "1x") if drop else None
+        kern = fusion.step("fused/05_tf32x3", backend="cpu", source=one)
         bad, ratio = fusion.compare(np.asarray(kern(a, b, c)), a, b, c)
         errors[drop] = float(ratio.max())
         assert bad.any() == drop

@@ -443,6 +443,18 @@ template <int NUM, bool TRANS> struct Ldmatrix {
 // D (16 x 8) = A (16 x K) * B (K x 8) + C, fp32 accumulation; fp16 inputs multiply exactly in fp32.
 template <int K> struct MmaOperands { unsigned a[K / 4]; unsigned b[K / 8]; float c[4]; };
 struct Mma4 { float d[4]; };
+// The 16 x 8 accumulator tile of every m16n8 shape: c0:(g, 2t) c1:(g, 2t+1) c2:(g+8, 2t) c3:(g+8, 2t+1).
+inline void scatter_c(float (&C)[16][8], int lane, const float (&c)[4]) {
+    int g = lane >> 2, t = lane & 3;
+    C[g][2 * t] = c[0];
+    C[g][2 * t + 1] = c[1];
+    C[g + 8][2 * t] = c[2];
+    C[g + 8][2 * t + 1] = c[3];
+}
+inline Mma4 gather_d(const float (&C)[16][8], int lane) {
+    int g = lane >> 2, t = lane & 3;
+    return Mma4{{C[g][2 * t], C[g][2 * t + 1], C[g + 8][2 * t], C[g + 8][2 * t + 1]}};
+}
 template <int K> inline Mma4 mma_f32acc(const MmaOperands<K>& in) {
     return warp_collective<MmaOperands<K>, Mma4>(in, [](const MmaOperands<K>* ins, Mma4* outs) {
         float A[16][K], B[K][8], C[16][8];
@@ -458,10 +470,7 @@ template <int K> inline Mma4 mma_f32acc(const MmaOperands<K>& in) {
                 B[2 * t + 8 * i][g] = h2f(o.b[i]);
                 B[2 * t + 8 * i + 1][g] = h2f(o.b[i] >> 16);
             }
-            C[g][2 * t] = o.c[0];
-            C[g][2 * t + 1] = o.c[1];
-            C[g + 8][2 * t] = o.c[2];
-            C[g + 8][2 * t + 1] = o.c[3];
+            scatter_c(C, l, o.c);
         }
         for (int m = 0; m < 16; ++m)
             for (int n = 0; n < 8; ++n) {
@@ -469,10 +478,7 @@ template <int K> inline Mma4 mma_f32acc(const MmaOperands<K>& in) {
                 for (int k = 0; k < K; ++k) acc += A[m][k] * B[k][n];
                 C[m][n] = acc;
             }
-        for (int l = 0; l < 32; ++l) {
-            int g = l >> 2, t = l & 3;
-            outs[l] = Mma4{{C[g][2 * t], C[g][2 * t + 1], C[g + 8][2 * t], C[g + 8][2 * t + 1]}};
-        }
+        for (int l = 0; l < 32; ++l) outs[l] = gather_d(C, l);
     });
 }
 template <int K> inline void mma_f16acc(unsigned (&d)[2], const unsigned* a, const unsigned* b, const unsigned (&c)[2]) {
@@ -513,10 +519,7 @@ inline Mma4 mma_tf32(const MmaTf32Operands& in) {
             const MmaTf32Operands& o = ins[l];
             for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = tf32_bits(o.a[i]);
             for (int i = 0; i < 2; ++i) B[t + 4 * i][g] = tf32_bits(o.b[i]);
-            C[g][2 * t] = o.c[0];
-            C[g][2 * t + 1] = o.c[1];
-            C[g + 8][2 * t] = o.c[2];
-            C[g + 8][2 * t + 1] = o.c[3];
+            scatter_c(C, l, o.c);
         }
         for (int m = 0; m < 16; ++m)
             for (int n = 0; n < 8; ++n) {
@@ -526,10 +529,7 @@ inline Mma4 mma_tf32(const MmaTf32Operands& in) {
                 if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
                 C[m][n] = f;
             }
-        for (int l = 0; l < 32; ++l) {
-            int g = l >> 2, t = l & 3;
-            outs[l] = Mma4{{C[g][2 * t], C[g][2 * t + 1], C[g + 8][2 * t], C[g + 8][2 * t + 1]}};
-        }
+        for (int l = 0; l < 32; ++l) outs[l] = gather_d(C, l);
     });
 }
 }  // namespace detail

@@ -17,10 +17,11 @@
 // costs L2 bandwidth, not DRAM. What the fusion saves is the second launch and the gap between
 // the two GEMMs (the tail of the first and the ramp of the second).
 //
-// The barrier spins: it is only correct if every block of the grid is resident at once (a block
-// waiting for one that never starts waits forever). The runtime (gemmlab/fusion.py) sizes the grid
-// from the occupancy API, resident blocks per SM x SMs, and refuses a larger one. It resets
-// itself: the last block to arrive zeroes the count before it bumps the generation.
+// The barrier (grid_barrier, in common.cuh: 04 and 05 use it too) spins: it is only correct if
+// every block of the grid is resident at once (a block waiting for one that never starts waits
+// forever). The runtime (gemmlab/fusion.py) sizes the grid from the occupancy API, resident blocks
+// per SM x SMs, and refuses a larger one. It resets itself: the last block to arrive zeroes the
+// count before it bumps the generation.
 //
 // The tile GEMM is sgemm/06's with sgemm/09's schedule: float4 global loads (A's tile transposed
 // into K-major sX on its way to shared memory), THREAD_M x THREAD_N register tiles read with
@@ -140,27 +141,6 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
             }
         }
     }
-}
-
-// Every block of the grid waits here until all have arrived; writes before it are visible to
-// every block after it. Correct only when all gridDim.x blocks are resident at once.
-__device__ void grid_barrier(u32* sync) {
-    __syncthreads();  // this block has finished its phase
-    if (threadIdx.x == 0) {
-        volatile u32* generation = sync + 1;
-        const u32 gen = *generation;  // read before arriving: it cannot change until we arrive
-        __threadfence();              // our writes of T are visible GPU-wide before we arrive
-        if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-            atomicExch(sync, 0u);     // the last to arrive resets the count for the next barrier
-            __threadfence();
-            atomicAdd(sync + 1, 1u);  // and releases the others
-        } else {
-            while (*generation == gen) {
-            }
-        }
-        __threadfence();
-    }
-    __syncthreads();
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int THREAD_M, int THREAD_N>

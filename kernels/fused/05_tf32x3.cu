@@ -206,27 +206,6 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     if (SPLIT_K > 1) __syncthreads();  // group 0 has read `partial` before the next tile refills it
 }
 
-// Every block of the grid waits here until all have arrived; writes before it are visible to
-// every block after it. Correct only when all gridDim.x blocks are resident at once.
-__device__ void grid_barrier(u32* sync) {
-    __syncthreads();  // this block has finished its phase
-    if (threadIdx.x == 0) {
-        volatile u32* generation = sync + 1;
-        const u32 gen = *generation;  // read before arriving: it cannot change until we arrive
-        __threadfence();              // our writes of T are visible GPU-wide before we arrive
-        if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-            atomicExch(sync, 0u);     // the last to arrive resets the count for the next barrier
-            __threadfence();
-            atomicAdd(sync + 1, 1u);  // and releases the others
-        } else {
-            while (*generation == gen) {
-            }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int SPLIT_K, int NUM_STAGES>
 __global__ void fused_tf32x3(int M, int K, int L, int N, const float* A, const float* B,
                              const float* C, float* E, float* T, u32* sync) {
