@@ -66,13 +66,15 @@ def tile_of(params: dict) -> tuple[int, int, int]:
     return tm, tn, tk
 
 
-def default_cases(params: dict) -> list[Case]:
-    """Identity and ones first (a failure there is a layout bug), then random shapes off the tile grid."""
+def default_cases(params: dict, multiple: int = 1) -> list[Case]:
+    """Identity and ones first (a failure there is a layout bug), then random shapes off the tile grid.
+    `multiple`: a step that needs N and K multiples of it (TMA: 8) gets them rounded up, still off the grid."""
     tm, tn, tk = tile_of(params)
     t = max(tm, tn)
-    return [Case("identity", t, tn + 1, t), Case("ones", tm + 1, tn + 3, 2 * tk + 5),
-            Case("random", 1, 1, 1), Case("random", 2 * tm, 2 * tn, 4 * tk),
-            Case("random", 2 * tm + 3, tn + 5, 3 * tk + 7), Case("random", 67, 129, 33)]
+    up = lambda x: -(-x // multiple) * multiple  # noqa: E731
+    return [Case("identity", t, up(tn + 1), up(t)), Case("ones", tm + 1, up(tn + 3), up(2 * tk + 5)),
+            Case("random", 1, up(1), up(1)), Case("random", 2 * tm, 2 * tn, 4 * tk),
+            Case("random", 2 * tm + 3, up(tn + 5), up(3 * tk + 7)), Case("random", 67, up(129), up(33))]
 
 
 def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +109,7 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
     if isinstance(kernel, str):
         kernel = make_step(kernel, **params)
     report = VerifyReport(kernel.name, kernel.label)
-    for case in cases or default_cases(kernel.params):
+    for case in cases or default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple):
         a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)
         try:
             got = kernel(a, b)

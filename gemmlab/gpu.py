@@ -61,11 +61,23 @@ def arch() -> str:
 class GpuModule:
     """One compiled template instantiation on the current GPU."""
 
-    def __init__(self, source: str, name_expression: str, label: str):
+    def __init__(self, source: str, name_expression: str, label: str, target: str | None = None):
         cupy = _cupy()
         self.label = label
         includes = with_fp16_header(toolkit_include_dirs() + wheel_include_dirs())
         options = ("-std=c++17", *[f"-I{d}" for d in includes])
+        if target:  # an arch CuPy would not pick (sm_90a): our NVRTC call makes the cubin, CuPy loads it
+            from . import nvrtc
+
+            import hashlib
+            import tempfile
+            from pathlib import Path
+
+            artifact = nvrtc.compile(source, name_expression, target, label=label)
+            path = Path(tempfile.gettempdir()) / f"gemmlab-{hashlib.sha1(artifact.cubin).hexdigest()[:16]}.cubin"
+            path.write_bytes(artifact.cubin)
+            self.function = cupy.RawModule(path=str(path)).get_function(artifact.lowered_name)
+            return
         try:
             module = cupy.RawModule(code=source, options=options, name_expressions=[name_expression])
             self.function = module.get_function(name_expression)

@@ -36,23 +36,28 @@ def backend(requested: str | None = None) -> str:
     return name
 
 
-def require_arch(name: str, min_arch: int, instead: str = "an earlier step") -> None:
+def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exact: bool = False) -> None:
     """An ArchError, before anything compiles, if the live GPU is older than compute capability
-    min_arch / 10 (the step's instructions do not exist there)."""
+    min_arch / 10 (the step's instructions do not exist there), or, for an arch-specific step
+    (`exact`: sm_90a's wgmma), any other architecture."""
     from . import gpu
 
     cc = gpu.device()["cc"]
+    if exact and cc != min_arch:
+        raise ArchError(f"{name} is compiled for sm_{min_arch}a: its instructions (wgmma, setmaxnreg) exist on "
+                        f"compute capability {min_arch / 10:.1f} only; this GPU, {gpu.device()['name']}, is "
+                        f"{cc / 10:.1f}. Use {instead}, or backend='cpu' to run it in the emulator.")
     if cc < min_arch:
         raise ArchError(f"{name} needs compute capability {min_arch / 10:.1f} or newer (its instructions do "
                         f"not exist before sm_{min_arch}); this GPU, {gpu.device()['name']}, is {cc / 10:.1f}. "
                         f"Use {instead}, or backend='cpu' to run it in the emulator.")
 
 
-def _compile(backend_name: str, source: str, expr: str, label: str):
+def _compile(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
     if backend_name == "gpu":
         from .gpu import GpuModule
 
-        return GpuModule(source, expr, label)
+        return GpuModule(source, expr, label, target)
     from . import cpu
 
     return cpu.compile_kernel(source, expr, label=label)
@@ -61,12 +66,13 @@ def _compile(backend_name: str, source: str, expr: str, label: str):
 _modules: dict[tuple, object] = {}
 
 
-def _module(backend_name: str, source: str, expr: str, label: str):
+def _module(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
     """The compiled module for (backend, source, instantiation), compiled once per process.
-    A failed compile raises and caches nothing, so a corrected source compiles next time."""
+    A failed compile raises and caches nothing, so a corrected source compiles next time.
+    `target` (an NVRTC arch such as sm_90a) overrides CuPy's choice for the live GPU."""
     key = (backend_name, source, expr)
     if key not in _modules:
-        _modules[key] = _compile(backend_name, source, expr, label)
+        _modules[key] = _compile(backend_name, source, expr, label, target)
     return _modules[key]
 
 
@@ -85,7 +91,7 @@ class Instance:
 
     # --- compile-only analysis (no GPU needed) ---
     def compiled(self, arch: str = "sm_75") -> nvrtc.Artifact:
-        return nvrtc.compile(self.source, self.name_expression, arch, label=self.label)
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label)
 
     @property
     def name(self) -> str:
@@ -116,9 +122,12 @@ class Kernel(Instance):
     def __init__(self, step: Step, params: dict, backend_name: str | None = None, source_text: str | None = None):
         super().__init__(step, params, source_text)
         self.backend = backend(backend_name)
+        target = None
         if self.backend == "gpu":
-            require_arch(step.name, step.min_arch)
-        self.module = _module(self.backend, self.source, self.name_expression, self.label)
+            require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
+            if step.arch_specific:
+                target = step.target(f"sm_{step.min_arch}")
+        self.module = _module(self.backend, self.source, self.name_expression, self.label, target)
 
     def __repr__(self) -> str:
         return f"Kernel({self.label}, backend={self.backend!r})"
@@ -170,13 +179,17 @@ class Kernel(Instance):
         m, k = a.shape
         n = b.shape[1]
         cfg = self.launch_config(m, n, k)
-        args = [np.int32(m), np.int32(n), np.int32(k), a, b, c]
+        args = [np.int32(m), np.int32(n), np.int32(k), a, b, c, *self.extra_args(a, b, c)]
         if self.backend == "gpu":
             self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
         else:
             from . import cpu
 
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
+
+    def extra_args(self, a, b, c) -> list:
+        """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
+        return self.step.extra_args(self.backend, a, b, c, self.params) if self.step.extra_args else []
 
     def counters(self, m: int = 256, n: int = 256, k: int = 256, max_blocks: int | None = 4, seed: int = 0):
         """Memory requests of one (m, n, k) launch, counted by the CPU emulator's analysis mode.
@@ -198,7 +211,8 @@ class Kernel(Instance):
         b = rng.standard_normal((k, n)).astype(self.dtype)
         c = np.zeros((m, n), dtype=self.dtype)
         cfg = self.launch_config(m, n, k)
-        return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c],
+        extra = self.step.extra_args("cpu", a, b, c, self.params) if self.step.extra_args else []
+        return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c, *extra],
                            shared_mem=cfg.shared_bytes, max_blocks=max_blocks, names=["M", "N", "K", "A", "B", "C"])
 
 

@@ -54,6 +54,13 @@ class Step:
     accumulate: str = "float32"
     min_arch: int = 0  # compute capability x 10 that the step's instructions need (75, 80)
     rules: Callable[[dict], list[str]] = field(default=lambda p: [])  # why a configuration cannot run
+    # Compiled for sm_{min_arch}a (wgmma, setmaxnreg): runs on that architecture only, not on later ones.
+    arch_specific: bool = False
+    shape_rule: Callable[[int, int, int], str] = field(default=lambda m, n, k: "")  # why a shape cannot run
+    shape_multiple: int = 1  # N and K must be multiples of this (what shape_rule enforces): for verify's shapes
+    fixed_tile: dict = field(default_factory=dict)  # tile sizes that are constants, not parameters (step 08's)
+    # Arguments after (M, N, K, A, B, C), from (backend, a, b, c, params): step 08's tensor maps.
+    extra_args: Callable | None = None
 
     @property
     def file(self) -> str:
@@ -85,6 +92,10 @@ class Step:
 
     def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
         return self.geometry(m, n, k, params)
+
+    def target(self, arch: str) -> str:
+        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
+        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
 
 
 def _threads_rule(threads: Callable[[dict], int]) -> Callable[[dict], list[str]]:
@@ -243,6 +254,32 @@ _MMA_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, 
                "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
                "WARP_N": Param(64, (16, 32, 64, 128))}
 
+def _wgmma_bytes(p):
+    """NUM_STAGES stages of A (128 x 64) and B (64 x BLOCK_N) halves, 1024 for alignment, the mbarriers."""
+    return p["NUM_STAGES"] * (128 + p["BLOCK_N"]) * 64 * 2 + 1024 + 16 * p["NUM_STAGES"]
+
+
+def _wgmma_rules(p):
+    out = [] if p["BLOCK_N"] in (128, 256) else [f"BLOCK_N={p['BLOCK_N']} must be 128 or 256 (the wgmma's N)"]
+    if _wgmma_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages need {_wgmma_bytes(p)} bytes of shared memory, over the 227 KB "
+                   "a block may have on sm_90")
+    return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
+
+
+def _tma_shape_rule(m, n, k):
+    if k % 8 or n % 8:
+        return (f"K={k} and N={n} must be multiples of 8: TMA reads rows whose stride is a multiple of 16 bytes "
+                "(8 halves). Pad the matrices, or use hgemm/07_cp_async, which takes any shape")
+    return ""
+
+
+def _wgmma_tensor_maps(backend, a, b, c, p):
+    from . import tma
+
+    return [tma.tensor_map(backend, a, 3, 128, 64), tma.tensor_map(backend, b, 4, 64, 64)]
+
+
 _MMA_TUNED = {**_MMA_TILING, "BLOCK_M": Param(256, (32, 64, 128, 256))}
 # T4 (sm_75) has 64 KB of shared memory per block; a step meant to run there must fit it.
 _T4_DYNAMIC = dict(smem_limit=64 * 1024, smem_what="shared memory, over the 64 KB a T4 block may have")
@@ -329,6 +366,14 @@ STEPS: list[Step] = [
          rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=227 * 1024,
                                       smem_what="shared memory, over the 227 KB a block may have on sm_90 "
                                                 "(163 KB on sm_80)"), _mma_copy_rule)),
+    Step("hgemm/08_wgmma", "hgemm_wgmma",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6))},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
+         summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",
+         rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
+         extra_args=_wgmma_tensor_maps),
 ]
 
 _BY_NAME = {s.name: s for s in STEPS}
@@ -353,6 +398,9 @@ def check_shape(step: Step, m: int, n: int, k: int) -> None:
     """Reject a problem shape the step does not support, before any launch."""
     if min(m, n, k) < 0:
         raise ShapeError(f"{step.name}: negative sizes M={m}, N={n}, K={k}")
+    problem = step.shape_rule(m, n, k)
+    if problem:
+        raise ShapeError(f"{step.name}: {problem}.")
 
 
 def parse_params(pairs: list[str] | None) -> dict:

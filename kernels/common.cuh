@@ -28,6 +28,8 @@ __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 __device__ __forceinline__ u32 smem_u32(const void* p) {
     return static_cast<u32>(__cvta_generic_to_shared(p));
 }
+#else
+using emu::smem_u32;
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -259,4 +261,192 @@ inline __device__ void grid_barrier(u32* sync) {
         __threadfence();
     }
     __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hopper (sm_90a): mbarriers, TMA and wgmma, for the hgemm track's step 08.
+//
+// An mbarrier is a 64-bit word in shared memory that counts arrivals and bytes. It completes a
+// phase when `count` threads have arrived and every byte it was told to expect (expect_tx) has
+// landed; then its phase bit flips and it starts over. A waiter names the parity of the phase it
+// waits for: 0 for the first completion, 1 for the second, and so on alternating. Waiting for
+// parity 1 on a fresh barrier returns at once (the phase "before" the first counts as done),
+// which is how a producer starts on empty buffers.
+// TMA (cp.async.bulk.tensor) copies a whole box of a 2-D tensor from global to shared memory,
+// issued by one thread; the tensor map says where the tensor is, its shape and row stride, the
+// box, and the shared-memory swizzle. Coordinates are (column, row), innermost first; elements of
+// the box outside the tensor arrive as zeros, and the box's full size counts toward expect_tx.
+// wgmma: the 128 threads of a warpgroup (4 consecutive warps) multiply a 64 x N tile: A and B
+// are read from shared memory through 64-bit descriptors, D lives in registers. It is
+// asynchronous: fence before the first one, commit a group, wait for groups to retire before
+// reading D or overwriting the shared tiles.
+// 128-byte swizzle (TMA's SWIZZLE_128B, wgmma's layout type 1): rows of 128 bytes, in atoms of 8
+// rows (1024 bytes, which must start 1024-byte aligned); the 16-byte chunk c of row r of an
+// atom is stored at chunk c ^ (r % 8): the XOR of address bits 4-6 with bits 7-9.
+// ---------------------------------------------------------------------------------------------
+
+// A tensor map (CUtensorMap): 128 opaque bytes made on the host by gemmlab/tma.py and passed in
+// global memory (on the CPU the emulator reads its own encoding of the same fields).
+struct __align__(64) TmaMap { unsigned long long opaque[16]; };
+
+#ifndef GEMMLAB_EMULATOR
+// sm_90; count: the arrivals that complete a phase.
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+// sm_90; makes the initialised mbarriers visible to the TMA unit (then __syncthreads() for the threads).
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// sm_90; one arrival.
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(bar)) : "memory");
+}
+
+// sm_90; one arrival, and `bytes` more bytes to wait for in this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+// sm_90; returns once the phase of parity `parity` has completed (try_wait in a loop).
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, u32 parity) {
+    asm volatile("{\n.reg .pred ready;\nRETRY:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+                 "@!ready bra RETRY;\n}\n" :: "r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+
+// sm_90; the tensor map was written by the host before the launch: order this thread's TMA reads
+// of it after that (needed for a map in global memory rather than a kernel parameter).
+__device__ __forceinline__ void tma_map_acquire(const TmaMap* map) {
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(map) : "memory");
+}
+
+// sm_90; one thread: copy the box at (col, row) of `map`'s tensor to dst (1024-byte aligned for
+// a swizzled map); the bytes are counted on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TmaMap* map, int col, int row, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(smem_u32(dst)), "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar)) : "memory");
+}
+
+// sm_90a; the whole warpgroup: hand the registers over to the following wgmmas.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+// sm_90a; the whole warpgroup: the wgmmas issued since the last commit form one group.
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+// sm_90a; the whole warpgroup: wait until at most N committed groups are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+
+// The compiler does not know that wgmma writes d in the background: this empty asm "uses and
+// redefines" every accumulator, so no read or write of d moves across it (put one after each wait).
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+// sm_90a; the whole warpgroup: release registers down to R per thread (a producer) or claim up
+// to R (a consumer); the register file is shared out again among the warpgroups of the block.
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R)); }
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }
+
+// The 64-bit wgmma descriptor of a 128-byte-swizzled tile at p (shared memory): start address,
+// leading and stride byte offsets (lbo, sbo; each >> 4), layout type 1 (128B swizzle) in bits 62-63.
+// K-major tile (A): rows of 64 halves, sbo = 1024 (from one 8-row atom to the next), lbo unused.
+// N-major tile (B): rows of 64 columns, one row per k; sbo = 1024 (from k 0-7 to k 8-15), lbo =
+// the distance between two 64-column blocks of the tile.
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128(const void* p, u32 lbo, u32 sbo) {
+    return (unsigned long long)((smem_u32(p) & 0x3ffff) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+#else
+using emu::mbarrier_init;
+using emu::fence_barrier_init;
+using emu::mbarrier_arrive;
+using emu::mbarrier_arrive_expect_tx;
+using emu::mbarrier_wait;
+using emu::tma_map_acquire;
+using emu::tma_load_2d;
+using emu::wgmma_fence;
+using emu::wgmma_commit;
+using emu::wgmma_wait;
+using emu::wgmma_fence_operands;
+using emu::setmaxnreg_dec;
+using emu::setmaxnreg_inc;
+using emu::wgmma_desc_sw128;
+#endif
+
+// wgmma's accumulator layout (m64nN, fp32): warp w of the warpgroup holds rows 16w .. 16w + 15;
+// for each 8-column block j, thread lane holds d[4j + 0..3] = (r, c), (r, c + 1), (r + 8, c),
+// (r + 8, c + 1) with r = 16w + lane / 4, c = 8j + 2 (lane % 4): mma.m16n8's layout, N / 8 times.
+
+// sm_90a; D (64 x 128, fp32) += A (64 x 16, fp16, K-major in shared memory, descriptor a) *
+// B (16 x 128, fp16, N-major in shared memory, descriptor b: imm-trans-b = 1), for the 128 threads of
+// a warpgroup. d: this thread's 64 accumulators, see the layout above.
+__device__ __forceinline__ void wgmma_m64n128k16_f32(float (&d)[64], unsigned long long a, unsigned long long b) {
+#ifdef GEMMLAB_EMULATOR
+    emu::wgmma_m64k16_f32<128>(d, a, b);
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a), "l"(b), "n"(1));
+#endif
+}
+
+// sm_90a; D (64 x 256, fp32) += A (64 x 16, fp16, K-major in shared memory, descriptor a) *
+// B (16 x 256, fp16, N-major in shared memory, descriptor b: imm-trans-b = 1), for the 128 threads of
+// a warpgroup. d: this thread's 128 accumulators, see the layout above.
+__device__ __forceinline__ void wgmma_m64n256k16_f32(float (&d)[128], unsigned long long a, unsigned long long b) {
+#ifdef GEMMLAB_EMULATOR
+    emu::wgmma_m64k16_f32<256>(d, a, b);
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                 " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                 " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                 " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                 " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(a), "l"(b), "n"(1));
+#endif
 }

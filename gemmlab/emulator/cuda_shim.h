@@ -226,7 +226,7 @@ inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return {__hfma(a.x, b.
 namespace emu {
 namespace detail {
 
-enum FiberState : int { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+enum FiberState : int { RUNNABLE, AT_BARRIER, AT_WARP, EXITED, AT_SPIN };
 
 struct Warp;
 struct Fiber {
@@ -262,6 +262,10 @@ void warp_finish(Warp& w);                         // run w.complete, wake the l
 void cp_async_push(void* dst, const void* src, int src_bytes);
 void cp_async_commit_group();
 void cp_async_wait(int pending_groups);
+void spin_wait(int line);                          // switch away; resumed after the other fibers ran
+void* array_argument(int index);                   // where kernel argument `index` (an array) lives
+[[noreturn]] void misuse(const char* what);        // a kernel used a twin in a way the emulator cannot model
+extern __thread long long mbarrier_events;         // mbarrier changes on this OS thread: spinners' progress
 
 // Analysis mode (gemmlab/emulator/analysis.cpp, linked only into analysis builds, see gemmlab/cpu.py
 // analyze()): the runtime calls these hooks at the points where a warp's lanes are in step.
@@ -578,6 +582,123 @@ inline void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) { d
 inline void cp_async_commit() { detail::cp_async_commit_group(); }
 template <int N> inline void cp_async_wait_group() { detail::cp_async_wait(N); }
 inline void cp_async_wait_all() { detail::cp_async_commit_group(); detail::cp_async_wait(0); }
+
+// ---------------------------------------------------------------------------------------------
+// Hopper twins (common.cuh's sm_90a section). An mbarrier is 8 bytes of shared memory holding
+// {count, pending arrivals, phase bit, pending bytes}; a waiter whose phase has not completed
+// spins: it switches away and re-checks after every other thread ran (the runtime reports a
+// deadlock when only spinners are left and none of their barriers changed). TMA copies at once
+// (there is no background engine) and then counts its bytes; wgmma computes at once, each thread
+// its own accumulators, reading A and B through the descriptors exactly as the GPU would.
+// ---------------------------------------------------------------------------------------------
+namespace detail {
+struct Mbarrier { unsigned count : 15, pending : 15, phase : 1; int bytes; };
+static_assert(sizeof(Mbarrier) == 8, "an mbarrier is 64 bits");
+inline Mbarrier& mbar(unsigned long long* p) { return *reinterpret_cast<Mbarrier*>(p); }
+inline void mbarrier_settle(Mbarrier& b) {  // a phase completes when no arrival and no byte is pending
+    ++mbarrier_events;
+    if (b.pending == 0 && b.bytes == 0) {
+        b.phase ^= 1u;
+        b.pending = b.count;
+    }
+}
+// Address bits 4-6 XOR bits 7-9: the 128-byte swizzle of TMA and wgmma, on the shared-window offset.
+inline unsigned char* swizzle128(unsigned char* base, size_t offset) {
+    return base + (offset ^ ((offset >> 7) & 7u) << 4);
+}
+// gemmlab/tma.py's emulator encoding of a tensor map: 'GEMMLAB' magic, the kernel argument that
+// holds the tensor, element size, columns and rows, row stride (bytes), box columns and rows, swizzle (bytes).
+enum TmaField { TMA_MAGIC, TMA_ARG, TMA_ELEM, TMA_COLS, TMA_ROWS, TMA_STRIDE, TMA_BOX_COLS, TMA_BOX_ROWS, TMA_SWIZZLE };
+constexpr unsigned long long kTmaMagic = 0x414d54424c4d4547ull;  // "GEMLBTMA"
+}  // namespace detail
+
+inline unsigned smem_u32(const void* p) {  // the offset in the block's dynamic shared memory
+    return (unsigned)(static_cast<const char*>(p) - detail::dynamic_smem_base);
+}
+inline void mbarrier_init(unsigned long long* bar, int count) {
+    detail::Mbarrier& b = detail::mbar(bar);
+    b.count = b.pending = (unsigned)count;
+    b.phase = 0;
+    b.bytes = 0;
+}
+inline void fence_barrier_init() {}
+inline void mbarrier_arrive(unsigned long long* bar) {
+    detail::Mbarrier& b = detail::mbar(bar);
+    b.pending -= 1;
+    detail::mbarrier_settle(b);
+}
+inline void mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+    detail::Mbarrier& b = detail::mbar(bar);
+    b.bytes += (int)bytes;
+    b.pending -= 1;
+    detail::mbarrier_settle(b);
+}
+inline void mbarrier_wait(unsigned long long* bar, unsigned parity, int line = __builtin_LINE()) {
+    while (detail::mbar(bar).phase == (parity & 1u)) detail::spin_wait(line);
+}
+inline void tma_map_acquire(const void*) {}  // the kernel's `const TmaMap*` converts
+inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned long long* bar) {
+    using namespace detail;
+    const unsigned long long* f = static_cast<const unsigned long long*>(map);
+    if (f[TMA_MAGIC] != kTmaMagic) {
+        misuse("tma_load_2d got a tensor map not made for the emulator (make it with gemmlab.tma.tensor_map)");
+    }
+    const unsigned char* src = static_cast<const unsigned char*>(array_argument((int)f[TMA_ARG]));
+    const size_t elem = f[TMA_ELEM], row_bytes = f[TMA_BOX_COLS] * elem;
+    unsigned char* base = reinterpret_cast<unsigned char*>(dynamic_smem_base);
+    const size_t at = static_cast<unsigned char*>(dst) - base;
+    for (size_t r = 0; r < f[TMA_BOX_ROWS]; ++r)
+        for (size_t c = 0; c < f[TMA_BOX_COLS]; ++c) {
+            const long long gr = row + (long long)r, gc = col + (long long)c;
+            const bool inside = gr >= 0 && gc >= 0 && gr < (long long)f[TMA_ROWS] && gc < (long long)f[TMA_COLS];
+            const size_t offset = at + r * row_bytes + c * elem;
+            unsigned char* out = f[TMA_SWIZZLE] == 128 ? swizzle128(base, offset) : base + offset;
+            if (inside) std::memcpy(out, src + gr * f[TMA_STRIDE] + gc * elem, elem);
+            else std::memset(out, 0, elem);
+        }
+    Mbarrier& b = mbar(bar);
+    b.bytes -= (int)(row_bytes * f[TMA_BOX_ROWS]);
+    mbarrier_settle(b);
+}
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N> inline void wgmma_wait() {}
+template <int R> inline void wgmma_fence_operands(float (&)[R]) {}
+template <int R> inline void setmaxnreg_dec() {}
+template <int R> inline void setmaxnreg_inc() {}
+inline unsigned long long wgmma_desc_sw128(const void* p, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((smem_u32(p) & 0x3ffff) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+// D (64 x N) += A (64 x 16, K-major) * B (16 x N, N-major), 128-byte swizzled, for this thread's
+// accumulators (the layout in common.cuh); threadIdx.x % 128 is its place in the warpgroup.
+// Products of fp16 values are exact in fp32; they are added in k order.
+template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
+    using detail::swizzle128;
+    unsigned char* base = reinterpret_cast<unsigned char*>(detail::dynamic_smem_base);
+    auto field = [](unsigned long long desc, int shift) { return (size_t)((desc >> shift) & 0x3fff) << 4; };
+    if ((a >> 62) != 1 || (b >> 62) != 1) {
+        detail::misuse("the emulator's wgmma models 128-byte-swizzled descriptors (layout type 1) only");
+    }
+    const size_t a_start = field(a, 0), a_sbo = field(a, 32);
+    const size_t b_start = field(b, 0), b_lbo = field(b, 16), b_sbo = field(b, 32);
+    auto A = [&](int m, int k) {  // K-major: 8-row atoms sbo apart, 128-byte rows
+        return (float)*reinterpret_cast<const __half*>(swizzle128(base, a_start + m / 8 * a_sbo + m % 8 * 128 + k * 2));
+    };
+    auto B = [&](int k, int n) {  // N-major: 64-column blocks lbo apart, 8-k atoms sbo apart
+        return (float)*reinterpret_cast<const __half*>(
+            swizzle128(base, b_start + n / 64 * b_lbo + n % 64 * 2 + k / 8 * b_sbo + k % 8 * 128));
+    };
+    const int t = (int)(threadIdx.x % 128), lane = t % 32;
+    const int r = t / 32 * 16 + lane / 4;
+    for (int j = 0; j < N / 8; ++j)
+        for (int v = 0; v < 4; ++v) {
+            const int m = r + 8 * (v / 2), n = 8 * j + 2 * (lane % 4) + v % 2;
+            float acc = d[4 * j + v];
+            for (int k = 0; k < 16; ++k) acc += A(m, k) * B(k, n);
+            d[4 * j + v] = acc;
+        }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The generic main: gemmlab/cpu.py appends

@@ -34,6 +34,7 @@ namespace detail {
 __thread Fiber* current;
 __thread char* dynamic_smem_base;
 __thread int in_collective;
+__thread long long mbarrier_events;
 AnalysisHooks* analysis;  // set by analysis.cpp's static initializer in an analysis build
 
 namespace {
@@ -225,7 +226,7 @@ std::string thread_list(const std::vector<unsigned>& ids) {
 
 [[noreturn]] void report_deadlock() {
     Worker& w = *W;
-    std::vector<std::pair<int, std::vector<unsigned>>> barrier, warp;  // line -> threads
+    std::vector<std::pair<int, std::vector<unsigned>>> barrier, warp, spin;  // line -> threads
     std::vector<unsigned> exited;
     auto add = [](std::vector<std::pair<int, std::vector<unsigned>>>& groups, int line, unsigned tid) {
         for (auto& g : groups)
@@ -235,9 +236,11 @@ std::string thread_list(const std::vector<unsigned>& ids) {
     for (Fiber& f : w.fibers) {
         if (f.state == AT_BARRIER) add(barrier, f.line, f.tid);
         else if (f.state == AT_WARP) add(warp, f.line, f.tid);
+        else if (f.state == AT_SPIN) add(spin, f.line, f.tid);
         else if (f.state == EXITED) exited.push_back(f.tid);
     }
-    std::string what = !warp.empty() ? "a warp collective (shuffle, ballot, __syncwarp, ldmatrix, mma) that some lanes never reached"
+    std::string what = !spin.empty() ? "an mbarrier phase that nothing is left to complete (too few arrivals or bytes, or a wrong parity)"
+                     : !warp.empty() ? "a warp collective (shuffle, ballot, __syncwarp, ldmatrix, mma) that some lanes never reached"
                                      : "divergent __syncthreads(): every thread of the block must reach the same barrier";
     std::string detail;
     for (auto& g : barrier)
@@ -245,6 +248,9 @@ std::string thread_list(const std::vector<unsigned>& ids) {
                   std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
     for (auto& g : warp)
         detail += "; " + std::to_string(g.second.size()) + " threads wait at a warp collective on line " +
+                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    for (auto& g : spin)
+        detail += "; " + std::to_string(g.second.size()) + " threads wait on an mbarrier on line " +
                   std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
     if (!exited.empty())
         detail += "; " + std::to_string(exited.size()) + " threads have exited (threads " + thread_list(exited) + ")";
@@ -270,15 +276,20 @@ void run_block(uint3 b) {
         make_context(&f, w.contexts[i], w.stacks + i * w.stack_stride + kPage, w.stack_stride - kPage, &fiber_entry);
     }
     for (;;) {
+        // Progress: a runnable fiber ran, or a spinning one found its mbarrier changed (mbarrier
+        // operations count themselves in mbarrier_events). Spinners alone, with nothing changed: deadlock.
         bool ran = false;
+        const long long events = mbarrier_events;
         for (int i = 0; i < w.nthreads; ++i) {
             Fiber* f = &w.fibers[i];
-            if (f->state != RUNNABLE) continue;
+            if (f->state != RUNNABLE && f->state != AT_SPIN) continue;
+            if (f->state == RUNNABLE) ran = true;
+            f->state = RUNNABLE;  // a spinner re-checks its barrier
             current = f;
             threadIdx = f->thread_idx;
             switch_in(f, w.contexts[i], w.sched);
-            ran = true;
         }
+        ran = ran || mbarrier_events != events;
         if (w.exited == w.nthreads) {
             if (analysis) analysis->block_end();
             return;
@@ -416,6 +427,21 @@ void syncthreads(int line) {
     }
     f->state = AT_BARRIER;
     switch_out(f, w.contexts[f->tid], w.sched);
+}
+
+void spin_wait(int line) {
+    Fiber* f = current;
+    f->line = line;
+    f->state = AT_SPIN;
+    switch_out(f, W->contexts[f->tid], W->sched);
+}
+
+void misuse(const char* what) { fail(EXIT_BAD_LAUNCH, "%s", what); }
+
+void* array_argument(int index) {
+    for (const ArrayArg& a : g_launch.arrays)
+        if (a.arg == index) return a.region.start;
+    fail(EXIT_BAD_LAUNCH, "a tensor map names kernel argument %d, which is not an array", index);
 }
 
 void warp_wait(Fiber* f) {
