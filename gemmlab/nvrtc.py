@@ -123,6 +123,7 @@ def _get(lib, prog, size_fn: str, get_fn: str) -> bytes:
 
 
 _ARCH_NEEDED = re.compile(r"requires \.?target sm_(\d+)|not supported on \.target|sm_(\d+) or higher", re.I)
+# (findall gives the two groups of each match; the middle alternative has neither.)
 
 
 def raise_for_log(log: str, label: str, arch: str) -> None:
@@ -133,15 +134,20 @@ def raise_for_log(log: str, label: str, arch: str) -> None:
         need, limit = (int(g, 16) for g in too_much.groups())
         raise ConfigError(f"{label} needs {need} bytes of static shared memory on {arch}, over the "
                           f"{limit}-byte limit: choose smaller tiles.")
-    m = _ARCH_NEEDED.search(log)
-    if m:
-        need = next((g for g in m.groups() if g), None)
-        need_txt = f"sm_{need}" if need else "a newer architecture"
-        # ptxas repeats the message for every use; name each missing feature once.
-        features = list(dict.fromkeys(re.findall(r"Feature '([^']+)' requires", log)))
-        what = f"{', '.join(features)}" if features else errors.strip()
+    if _ARCH_NEEDED.search(log):
+        # ptxas repeats the message for every use; name each missing feature once, and ask for the
+        # newest arch any of them needs (Hopper's wgmma and setmaxnreg exist on sm_90a only).
+        needs = [int(n) for pair in _ARCH_NEEDED.findall(log) for n in pair if n]
+        features = list(dict.fromkeys(re.findall(r"(?:Feature|Modifier) '([^']+)' requires", log)))
+        missing = list(dict.fromkeys(re.findall(r"Instruction '([^']+)' not supported on \.target", log)))
+        if any(m.startswith(("wgmma", "setmaxnreg")) for m in missing):
+            need_txt = "sm_90a"
+        else:
+            need_txt = f"sm_{max(needs)}" if needs else "a newer architecture"
+        what = ", ".join(features + missing) or errors.strip()
+        example = need_txt if need_txt.startswith("sm_") else "sm_80"
         raise ArchError(f"{label} uses what {arch} lacks (it needs {need_txt}): {what}.\n"
-                        f"Pick a step for this GPU, or analyse it for a newer arch (e.g. arch='sm_80').")
+                        f"Pick a step for this GPU, or analyse it for a newer arch (e.g. arch='{example}').")
     raise CompileError(f"{label} did not compile for {arch}:\n{errors.strip()}")
 
 

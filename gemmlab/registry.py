@@ -261,6 +261,8 @@ def _wgmma_bytes(p):
 
 def _wgmma_rules(p):
     out = [] if p["BLOCK_N"] in (128, 256) else [f"BLOCK_N={p['BLOCK_N']} must be 128 or 256 (the wgmma's N)"]
+    if p["GROUP_M"] < 1:
+        out.append(f"GROUP_M={p['GROUP_M']} must be at least 1")
     if _wgmma_bytes(p) > 227 * 1024:
         out.append(f"{p['NUM_STAGES']} stages need {_wgmma_bytes(p)} bytes of shared memory, over the 227 KB "
                    "a block may have on sm_90")
@@ -368,7 +370,8 @@ STEPS: list[Step] = [
                                                 "(163 KB on sm_80)"), _mma_copy_rule)),
     Step("hgemm/08_wgmma", "hgemm_wgmma",
          {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6))},
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
          summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",

@@ -18,7 +18,8 @@
 //   stage s: sA (128 x 64 halves, 128-byte rows, swizzled: K-major for wgmma's A), then sB:
 //   BLOCK_N / 64 boxes of 64 (k) x 64 (n) halves, each row one k, swizzled (N-major: wgmma's B
 //   "transposed"). The stages start 1024-byte aligned; the 2 * NUM_STAGES mbarriers follow them.
-// Launch: blockDim 384 (3 warpgroups), gridDim (cdiv(N, BLOCK_N), cdiv(M, 128)); dynamic shared
+// Launch: blockDim 384 (3 warpgroups), gridDim (cdiv(N, BLOCK_N), cdiv(M, 128)), tiles handed out
+//   in bands of GROUP_M block rows (see below); dynamic shared
 //   memory NUM_STAGES * (128 + BLOCK_N) * 64 * 2 + 1024 (alignment) + 16 * NUM_STAGES bytes;
 //   two tensor maps (gemmlab/tma.py): A with 64 x 128 boxes, B with 64 x 64 boxes, both 128B-swizzled.
 #include "common.cuh"
@@ -38,7 +39,7 @@ struct WgmmaTile<256> {
     }
 };
 
-template <int BLOCK_N, int NUM_STAGES>
+template <int BLOCK_N, int NUM_STAGES, int GROUP_M>
 __global__ void __launch_bounds__(384, 1) hgemm_wgmma(int M, int N, int K, const __half* A, const __half* B,
                                                       __half* C, const TmaMap* a_map, const TmaMap* b_map) {
     constexpr int BLOCK_M = 128, BLOCK_K = 64;   // 64 halves = one 128-byte swizzled row
@@ -58,8 +59,17 @@ __global__ void __launch_bounds__(384, 1) hgemm_wgmma(int M, int N, int K, const
     auto sA = [&](int s) { return smem + s * STAGE_BYTES; };
     auto sB = [&](int s) { return smem + s * STAGE_BYTES + A_BYTES; };
 
-    const int block_row = blockIdx.y * BLOCK_M;
-    const int block_col = blockIdx.x * BLOCK_N;
+    // Which tile: blocks start roughly in launch order (blockIdx.x fastest), and the blocks running
+    // at one time share L2. Row-major order (GROUP_M = 1) puts a wave of 132 blocks on a few block
+    // rows and every block column: it reads all of B per wave. Grouped order walks down bands of
+    // GROUP_M block rows first, so a wave covers a squarer patch of C and re-reads less from DRAM.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int id = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = id / (GROUP_M * tiles_n);                 // which band of GROUP_M block rows
+    const int band_rows = min(GROUP_M, tiles_m - band * GROUP_M);
+    const int in_band = id % (GROUP_M * tiles_n);
+    const int block_row = (band * GROUP_M + in_band % band_rows) * BLOCK_M;
+    const int block_col = (in_band / band_rows) * BLOCK_N;
     const int warpgroup = threadIdx.x / 128;
     const int num_tiles = cdiv(K, BLOCK_K);
 
