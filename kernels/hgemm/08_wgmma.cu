@@ -1,4 +1,9 @@
-// hgemm track, step 08 (sm_90a, Hopper only): the same C = A * B, written the way Hopper wants it.
+// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
+// ladder for the T4, and past it.
+//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
+//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
+//
+// Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.
 //
 // Steps 01-07 keep every warp busy with three jobs: copy tiles, load fragments with ldmatrix,
 // issue mma.sync. Hopper moves the first two jobs off the warps:
