@@ -1,9 +1,12 @@
 """benchmark(): time steps against cuBLAS in the same run, on a GPU; recorded data without one.
 
-Protocol: a step is timed only after verify() passed; inputs are uniform in [-1, 1]; each kernel and
-the baseline are timed by cupyx.profiler.benchmark (CUDA events, warm-up first) and summarised by
-the median and the 10th/90th percentiles. The baseline is the faster of cupy.matmul and
-torch.matmul (both cuBLAS; TF32 off for fp32), measured in the same run.
+Protocol: a step is timed only after verify() passed; inputs are uniform in [-1, 1]; the step and
+the baselines are timed launch by launch, interleaved (cuBLAS, the step, cuBLAS, the step, ...;
+CUDA events around each launch, warm-up first), so that both see the same clock: an H100 that heats
+up or reaches its power limit in a long run slows everything that runs then, and a baseline measured
+minutes earlier would flatter or wrong the step. Each is summarised by the median and the 10th/90th
+percentiles. The baseline is the faster of cupy.matmul and torch.matmul (both cuBLAS; TF32 off for
+fp32), measured next to each step.
 """
 from __future__ import annotations
 
@@ -29,20 +32,45 @@ def _time(fn, n_repeat: int, n_warmup: int) -> dict:
     return _stats(run.gpu_times[0])
 
 
-def _baselines(a, b, n_repeat: int, n_warmup: int) -> dict:
-    """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs."""
+def _baseline_calls(a, b) -> dict:
+    """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs: name -> call."""
     import cupy
 
-    out = {"cupy.matmul": _time(lambda: cupy.matmul(a, b), n_repeat, n_warmup)}
+    out = {"cupy.matmul": lambda: cupy.matmul(a, b)}
     try:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = False
         ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
-        out["torch.matmul"] = _time(lambda: torch.matmul(ta, tb), n_repeat, n_warmup)
+        out["torch.matmul"] = lambda: torch.matmul(ta, tb)
     except ImportError:
         pass
     return out
+
+
+def _baselines(a, b, n_repeat: int, n_warmup: int) -> dict:
+    """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs, timed one after the other."""
+    return {name: _time(fn, n_repeat, n_warmup) for name, fn in _baseline_calls(a, b).items()}
+
+
+def time_interleaved(calls: dict, n_repeat: int, n_warmup: int) -> dict:
+    """Time several calls launch by launch in turn (CUDA events around each launch, on the current
+    stream, which PyTorch's default stream shares): name -> median and percentiles in seconds."""
+    import cupy
+
+    for _ in range(n_warmup):
+        for fn in calls.values():
+            fn()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(n_repeat):
+        for name, fn in calls.items():
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[name].append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return {name: _stats(np.array(t)) for name, t in times.items()}
 
 
 def environment() -> dict:
@@ -100,10 +128,12 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
             if k.dtype not in inputs:
                 a = (rng.random((m, kk), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
                 b = (rng.random((kk, n), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
-                inputs[k.dtype] = (a, b, _baselines(a, b, n_repeat, n_warmup))
-            a, b, base = inputs[k.dtype]
+                inputs[k.dtype] = (a, b, _baseline_calls(a, b))
+            a, b, calls = inputs[k.dtype]
             c = cupy.empty((m, n), dtype=k.dtype)
-            t = _time(lambda: k.run(a, b, c), n_repeat, n_warmup)
+            timed = time_interleaved({**calls, "step": lambda: k.run(a, b, c)}, n_repeat, n_warmup)
+            t = timed.pop("step")
+            base = timed
             best = min(base, key=lambda name: base[name]["median_s"])
             flops = 2.0 * m * n * kk
             rec = {"step": k.name, "params": k.params, "dtype": str(k.dtype), "m": m, "n": n, "k": kk,

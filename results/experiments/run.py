@@ -9,8 +9,8 @@ in the step's place); a VARIANT named 'step' or ending in '_base' is the step it
 start from the step's defaults; EXTRA_THREADS=N launches N threads more than the step does (producer
 warps). Each variant is checked against float64 first, unless its SPEC starts with '!'
 (a diagnostic with part of the loop removed on purpose, which computes a wrong answer). Then, per
-size and round, cuBLAS (cupy.matmul and torch.matmul, TF32 off) is timed on the inputs and every
-variant after it in the same process; each line gives the variant's % of the faster cuBLAS call.
+size and round, cuBLAS (cupy.matmul and torch.matmul, TF32 off) and each variant are timed on the
+same inputs, launch by launch in turn; each line gives the variant's % of the faster cuBLAS call.
 """
 import pathlib
 import sys
@@ -49,9 +49,10 @@ for n in sizes:
     a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(step.dtype) for _ in range(2))
     c = cupy.empty((n, n), dtype=step.dtype)
     for r in range(rounds):
-        best = min(v["median_s"] for v in bench._baselines(a, b, 50, 5).values())
-        for s, k in kernels.items():
-            t = bench._time(lambda: k.run(a, b, c), 50, 5)["median_s"]
+        for s, k in kernels.items():  # cuBLAS and the variant launch by launch, in turn (bench.time_interleaved)
+            timed = bench.time_interleaved({**bench._baseline_calls(a, b), s: lambda: k.run(a, b, c)}, 50, 5)
+            t = timed.pop(s)["median_s"]
+            best = min(v["median_s"] for v in timed.values())
             results.setdefault((s, n), []).append(best / t)
             print(f"round {r} n={n} {s:40s} {2 * n**3 / t / 1e12:7.2f} TF  {100 * best / t:6.1f}% of cuBLAS "
                   f"({2 * n**3 / best / 1e12:.1f})", flush=True)

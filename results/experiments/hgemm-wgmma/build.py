@@ -3,6 +3,10 @@
 - stages-*.json, tile-order-*.json: gemmlab.benchmark records of step 08 configurations at 4096 and
   8192, each against cuBLAS (the faster of cupy.matmul and torch.matmul) in the same process
   (.gpu scripts in the session log: bench.benchmark(..., n_repeat=50, save=False)).
+- variants-*.log: results/experiments/run.py over this folder's patches (s08_wait1) and parameter
+  changes of the step; "interleaved" logs time cuBLAS and each variant launch by launch in turn
+  (bench.time_interleaved), the others time cuBLAS once per round first (superseded: the GPU slowed
+  down during a round, see appendix "Recorded results").
 - ncu-*.csv.gz: Nsight Compute (--clock-control none, sections SpeedOfLight, MemoryWorkloadAnalysis,
   ComputeWorkloadAnalysis, --page raw) of one launch at 8192:
   `ncu ... -k regex:hgemm_wgmma python3 -m gemmlab run hgemm/08_wgmma --size 8192 --param ...`.
@@ -13,7 +17,7 @@ import gzip
 import io
 import json
 import os
-import statistics
+import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NCU = {  # label: (file, what was varied)
@@ -53,6 +57,21 @@ def runs(pattern):
     return out
 
 
+ROUND = re.compile(r"round (\d+) n=(\d+) (\S+)\s+([\d.]+) TF\s+([\d.]+)% of cuBLAS \(([\d.]+)\)")
+
+
+def log_runs(pattern):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(HERE, pattern))):
+        for line in open(path):
+            m = ROUND.match(line.strip())
+            if m:
+                _, size, spec_, tf, pct, cublas = m.groups()
+                out.setdefault(spec_, []).append({"size": int(size), "tflops": float(tf), "pct": float(pct),
+                                                  "cublas_tflops": float(cublas)})
+    return out
+
+
 def main():
     first = json.load(open(sorted(glob.glob(os.path.join(HERE, "stages-*.json")))[0]))[0]
     ncu = {label: ncu_record(os.path.join(HERE, f)) for label, f in NCU.items() if f}
@@ -69,6 +88,11 @@ def main():
              "prediction": "L2 is busy 96-100% with half its reads missing in row-major order; bands "
                            "re-read less of B, so the tensor pipe should get busier",
              "runs": runs("tile-order-*.json")},
+            {"name": "interleaved", "question": "The same choices, and one wgmma group kept in flight (s08_wait1), "
+                                                "timed launch by launch next to cuBLAS",
+             "prediction": "GROUP_M = 1 clearly slower at 8192; wait<1> a few points faster (the tensor pipe idles "
+                           "while each consumer drains its group)",
+             "runs": log_runs("variants-interleaved-*.log")},
         ],
         "ncu": ncu,
     }
