@@ -7,7 +7,6 @@
 //   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
 //   06_double_buffer    two shared buffers: one barrier per K tile instead of two
 //   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
 //
 // Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2

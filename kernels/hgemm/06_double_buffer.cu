@@ -7,7 +7,6 @@
 //   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
 //   06_double_buffer    two shared buffers: one barrier per K tile instead of two
 //   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
 //
 // Extends 05 by double-buffering shared memory (the sgemm track's step 09, in fp16). In 05 the
 // store of tile t + 1 must wait at a barrier until every warp has finished reading tile t from

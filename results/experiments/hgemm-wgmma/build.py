@@ -76,7 +76,9 @@ def main():
     first = json.load(open(sorted(glob.glob(os.path.join(HERE, "stages-*.json")))[0]))[0]
     ncu = {label: ncu_record(os.path.join(HERE, f)) for label, f in NCU.items() if f}
     result = {
-        "gpu": first["gpu"], "date": first["date"], "step": "hgemm/08_wgmma",
+        "gpu": first["gpu"], "date": first["date"], "step": "hgemm/08_wgmma", "size": 8192, "dtype": "float16",
+        "question": "What limits step 08 (TMA + wgmma, warp-specialized) at 8192, and which of its choices "
+                    "(ring depth, tile order, wgmma groups in flight) matter?",
         "protocol": "gemmlab.benchmark: each configuration verified against float64, then timed (median of 50, "
                     "CUDA events) next to cupy.matmul and torch.matmul on the same inputs in the same process; "
                     "pct is against the faster. Each list holds the repeats of one configuration, in run order.",
