@@ -28,7 +28,7 @@ import numpy as np
 
 from . import kernel as _kernel
 from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
-from .registry import Launch, Param, cdiv
+from .registry import Launch, Param, cdiv, tf32x3_tile_rules
 from . import results
 from .bench import _time as _bench_time, environment
 from .source import assemble
@@ -176,21 +176,9 @@ def _tf32x3_smem(p, d=None):
 
 
 def _tf32x3_rules(p):
-    out = []
-    if p["BLOCK_M"] % p["WARP_M"] or p["BLOCK_N"] % p["WARP_N"]:
-        out.append(f"WARP_M x WARP_N = {p['WARP_M']} x {p['WARP_N']} must divide BLOCK_M x BLOCK_N = "
-                   f"{p['BLOCK_M']} x {p['BLOCK_N']} (whole warp tiles)")
-    if p["WARP_M"] % 16 or p["WARP_N"] % 8 or p["BLOCK_K"] % 8:
-        out.append("WARP_M must be a multiple of 16, WARP_N and BLOCK_K multiples of 8 (the 16 x 8 x 8 TF32 mma)")
+    out = tf32x3_tile_rules(p)
     if p["SPLIT_K"] < 1 or p["NUM_STAGES"] < 2:
         out.append("SPLIT_K must be at least 1 and NUM_STAGES at least 2")
-    acc = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * 4
-    # accumulators, the K tile's chunk of them, both TF32 parts of each fragment
-    held = 2 * acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)
-    if held > 192:
-        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {2 * acc} accumulators (sum and chunk) and "
-                   f"{held - 2 * acc} fragment registers per lane: {held} > 192, it would spill out of the 255 "
-                   f"registers (64 x 64 does)")
     if not out:
         out += _max_threads(_warp_threads)(p)
         need = _tf32x3_smem(p)

@@ -254,6 +254,42 @@ _MMA_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, 
                "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
                "WARP_N": Param(64, (16, 32, 64, 128))}
 
+def tf32x3_tile_rules(p):
+    """The warp tiling of the 3xTF32 kernels (sgemm/12 and fused/05): whole warp tiles, the 16 x 8 x 8
+    TF32 mma's multiples, and a register budget for the accumulators, their chunk and the fragments."""
+    out = []
+    if p["BLOCK_M"] % p["WARP_M"] or p["BLOCK_N"] % p["WARP_N"]:
+        out.append(f"WARP_M x WARP_N = {p['WARP_M']} x {p['WARP_N']} must divide BLOCK_M x BLOCK_N = "
+                   f"{p['BLOCK_M']} x {p['BLOCK_N']} (whole warp tiles)")
+    if p["WARP_M"] % 16 or p["WARP_N"] % 8 or p["BLOCK_K"] % 8:
+        out.append("WARP_M must be a multiple of 16, WARP_N and BLOCK_K multiples of 8 (the 16 x 8 x 8 TF32 mma)")
+    acc = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * 4
+    # accumulators, the K tile's chunk of them, both TF32 parts of each fragment
+    held = 2 * acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)
+    if held > 192:
+        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {2 * acc} accumulators (sum and chunk) and "
+                   f"{held - 2 * acc} fragment registers per lane: {held} > 192, it would spill out of the 255 "
+                   f"registers (64 x 64 does)")
+    return out
+
+
+def _tf32x3_bytes(p):
+    """sgemm/12's dynamic shared memory: NUM_STAGES stages of sA (padded rows) and sB (padded rows)."""
+    return p["NUM_STAGES"] * 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * (p["BLOCK_N"] + 8))
+
+
+def _tf32x3_step_rules(p):
+    out = tf32x3_tile_rules(p)
+    if p["NUM_STAGES"] < 2:
+        out.append("NUM_STAGES must be at least 2")
+    if _threads_warps(p) > 1024:
+        out.append(f"a block of {_threads_warps(p)} threads exceeds the hardware limit of 1024")
+    if _tf32x3_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages need {_tf32x3_bytes(p)} bytes of shared memory, over the 227 KB a "
+                   "block may have on sm_90 (163 KB on sm_80)")
+    return out
+
+
 def _wgmma_bytes(p):
     """NUM_STAGES stages of A (128 x 64) and B (64 x BLOCK_N) halves, 1024 for alignment, the mbarriers."""
     return p["NUM_STAGES"] * (128 + p["BLOCK_N"]) * 64 * 2 + 1024 + 16 * p["NUM_STAGES"]
@@ -338,6 +374,15 @@ STEPS: list[Step] = [
          _tile_geometry(_threads_warps), chapter=6, previous="sgemm/09_double_buffer",
          summary="the next k step's slivers are loaded from shared memory while this step's FMAs run",
          rules=_rules_warps(2)),
+    Step("sgemm/12_tf32x3", "sgemm_tf32x3",
+         {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+          "BLOCK_K": Param(32, (8, 16, 32)), "WARP_M": Param(64, (16, 32, 64)),
+          "WARP_N": Param(32, (8, 16, 32, 64)), "NUM_STAGES": Param(4, (2, 3, 4, 5))},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
+                                   _tf32x3_bytes(p)),
+         chapter=6, previous="sgemm/11_fragment_prefetch", min_arch=80,
+         summary="sm_80+: the multiply-adds on the tensor cores at fp32 accuracy (3xTF32), a cp.async pipeline",
+         rules=_tf32x3_step_rules),
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling", _MMA_TILING,
          _mma_geometry, chapter=7, dtype="float16", min_arch=75,
          summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
