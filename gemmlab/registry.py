@@ -305,6 +305,14 @@ def _wgmma_rules(p):
     return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
 
 
+def _persistent_grid(m, n, p) -> int:
+    """One block per SM (of the live GPU; an H100's 132 without one), at most one per tile."""
+    from . import gpu
+
+    sms = gpu.device()["sms"] if gpu.available() else 132
+    return max(1, min(sms, cdiv(m, 128) * cdiv(n, p["BLOCK_N"])))
+
+
 def _tma_shape_rule(m, n, k):
     if k % 8 or n % 8:
         return (f"K={k} and N={n} must be multiples of 8: TMA reads rows whose stride is a multiple of 16 bytes "
@@ -420,6 +428,15 @@ STEPS: list[Step] = [
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
          summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",
+         rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
+         extra_args=_wgmma_tensor_maps),
+    Step("hgemm/09_persistent", "hgemm_persistent",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/08_wgmma",
+         summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
 ]

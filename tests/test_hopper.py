@@ -27,6 +27,15 @@ def test_every_tile_once_in_any_order_and_ring_depth(params):
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
+def test_persistent_blocks_carry_the_ring_across_tiles():
+    """Step 09: 256 tiles on a grid of 132 blocks, so most blocks take two; K = 520 is 9 k tiles on a
+    ring of 2 stages, so each block's second tile starts mid-ring, on the other parity."""
+    kern = gemmlab.step("hgemm/09_persistent", backend="cpu", BLOCK_N=128, NUM_STAGES=2)
+    assert kern.launch_config(2000, 2000, 520).grid == (132, 1, 1) or gpu.available()
+    got, a, b = _product(kern, 2000, 2000, 520)
+    assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
+
+
 def test_structured_inputs_show_the_layout():
     """Identity times a matrix of small integers is exact: a swapped row, column or k slice shows."""
     kern = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2)

@@ -24,6 +24,8 @@ NCU = {  # label: (file, what was varied)
     "NUM_STAGES=3, GROUP_M=1": "ncu-s3-g1-2026-11-24.csv.gz",
     "NUM_STAGES=4, GROUP_M=1": "ncu-s4-g1-2026-11-24.csv.gz",
     "NUM_STAGES=4, GROUP_M=16": "ncu-s4-g16-2026-11-24.csv.gz",
+    "step 08 at 4096": "ncu-08-4096-2026-11-24.csv.gz",         # default parameters, one launch at 4096
+    "step 09 at 4096": "ncu-09-4096-2026-11-24.csv.gz",
 }
 METRICS = {
     "duration_ms": ("gpu__time_duration.sum", 1e-6),
@@ -74,7 +76,7 @@ def log_runs(pattern):
 
 def main():
     first = json.load(open(sorted(glob.glob(os.path.join(HERE, "stages-*.json")))[0]))[0]
-    ncu = {label: ncu_record(os.path.join(HERE, f)) for label, f in NCU.items() if f}
+    ncu = {label: ncu_record(os.path.join(HERE, f)) for label, f in NCU.items() if os.path.exists(os.path.join(HERE, f))}
     result = {
         "gpu": first["gpu"], "date": first["date"], "step": "hgemm/08_wgmma", "size": 8192, "dtype": "float16",
         "question": "What limits step 08 (TMA + wgmma, warp-specialized) at 8192, and which of its choices "
