@@ -76,7 +76,11 @@ class GpuModule:
             artifact = nvrtc.compile(source, name_expression, target, label=label)
             path = Path(tempfile.gettempdir()) / f"gemmlab-{hashlib.sha1(artifact.cubin).hexdigest()[:16]}.cubin"
             path.write_bytes(artifact.cubin)
-            self.function = cupy.RawModule(path=str(path)).get_function(artifact.lowered_name)
+            try:
+                self.function = cupy.RawModule(path=str(path)).get_function(artifact.lowered_name)
+            except cupy.cuda.driver.CUDADriverError as e:  # a driver too old for this arch, or another GPU
+                raise ArchError(f"{label} was compiled for {target} but could not be loaded on {device()['name']} "
+                                f"({arch()}): {e}. It runs only on that architecture, with a CUDA 12+ driver.") from None
             return
         try:
             module = cupy.RawModule(code=source, options=options, name_expressions=[name_expression])
