@@ -31,7 +31,8 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "fusion-tf32x3", "hgemm-diagnosis", "hgemm-wgmma", "sgemm-vs-cublas"]
+    assert names == ["fusion-kernel-time", "fusion-tf32x3", "hgemm-diagnosis", "hgemm-t4-gap", "hgemm-wgmma",
+                     "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
         assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]
@@ -128,6 +129,65 @@ def test_wgmma_claims_of_chapter_7b():
     assert step > g1 + 10 and abs(wait1 - step) < 1.5 and step > 90
     rec = [r for r in results.load() if r["step"] == "hgemm/08_wgmma" and r["m"] == 8192]
     assert rec and max(r["pct_of_baseline"] for r in rec) >= 70
+
+
+def _t4_gap_build():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("t4_gap_build", EXP / "hgemm-t4-gap" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_t4_gap_record_is_its_logs():
+    """results.json of hgemm-t4-gap is exactly what build.py makes of the raw logs beside it."""
+    assert _t4_gap_build().record() == results.experiment("hgemm-t4-gap")
+
+
+def test_t4_gap_claims_of_chapter_7b():
+    """fp16 sums alone change nothing; the seed's kernel 5 tiles gain a few points and stay near a third of
+    cuBLAS; fp16 sums cost over 10x the error at K = 8192; the ladder's ratios do not depend on which Hopper."""
+    gap = results.experiment("hgemm-t4-gap")
+    assert gap["gpus"]
+    for g in gap["gpus"].values():
+        t = {label: statistics.median(v["8192"]) for label, v in g["tiles"].items()}
+        fp32_06, f16_06 = t["06 fp32 acc, 256x128x32, warp 64x64 (step 06)"], t["06 fp16 acc, 256x128x32, warp 64x64"]
+        seed5 = t["05 fp16 acc, 256x256x32, warp 128x64 (seed kernel 5)"]
+        assert abs(f16_06 - fp32_06) < 2
+        assert fp32_06 + 2 < seed5 < 40
+        e = g["errors"]
+        assert all(x["passed"] for x in e.values())
+        assert e["05 fp16 acc, 256x256x32, warp 128x64 (seed kernel 5)"]["uniform_8192"] > \
+            10 * e["06 fp32 acc, 256x128x32, warp 64x64 (step 06)"]["uniform_8192"]
+        assert statistics.median(g["ladder"]["hgemm/08_wgmma"]["8192"]) > 90
+        assert g["probe"]["k8_f32"]["power_w"] < 600  # the probe alone is far under the 700 W limit
+    ladders = [{s: statistics.median(v["8192"]) for s, v in g["ladder"].items()} for g in gap["gpus"].values()]
+    for other in ladders[1:]:
+        for s in ("hgemm/04_register_prefetch", "hgemm/06_double_buffer", "hgemm/07_cp_async"):
+            assert abs(other[s] - ladders[0][s]) < 3, s
+
+
+@pytest.mark.parametrize("step,variant", [("hgemm/05_tuned_tiles", "s05_f16acc"),
+                                          ("hgemm/06_double_buffer", "s06_f16acc")])
+def test_f16_accumulator_variants_on_the_emulator(step, variant):
+    """The fp16-sum variants compute A B on a shape that is no tile multiple, with fp16-sum error: larger
+    than the step's own, within fp16's bound, finite."""
+    import dataclasses
+
+    import numpy as np
+
+    base = registry.get(step)
+    relaxed = dataclasses.replace(base, rules=lambda p: [r for r in base.rules(p) if "fp32 accumulators" not in r])
+    tiles = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=64)
+    f16 = kernel.Kernel(relaxed, tiles, "cpu", source_text=experiments.variant_source(EXP / "hgemm-t4-gap", base, variant))
+    f32 = kernel.Kernel(base, tiles, "cpu")
+    rng = np.random.default_rng(1)
+    a = (rng.random((150, 200)) * 2 - 1).astype(np.float16)
+    b = (rng.random((200, 136)) * 2 - 1).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    err16, err32 = (np.abs(k(a, b).astype(np.float64) - want).max() / np.abs(want).max() for k in (f16, f32))
+    assert np.isfinite(err16) and err32 < err16 < 1e-2
 
 
 def test_mma_tile_budget_by_hand():
