@@ -73,6 +73,13 @@ def time_interleaved(calls: dict, n_repeat: int, n_warmup: int) -> dict:
     return {name: _stats(np.array(t)) for name, t in times.items()}
 
 
+def against_cublas(fn, a, b, n_repeat: int = 50, n_warmup: int = 5) -> tuple[float, float]:
+    """(median seconds of fn, median seconds of the faster cuBLAS call on a and b), launched in turn."""
+    timed = time_interleaved({**_baseline_calls(a, b), "__step__": fn}, n_repeat, n_warmup)
+    t = timed.pop("__step__")["median_s"]
+    return t, min(v["median_s"] for v in timed.values())
+
+
 def environment() -> dict:
     """GPU name, compute capability, driver, CUDA runtime, CuPy and (if present) PyTorch versions."""
     import cupy

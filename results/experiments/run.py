@@ -50,9 +50,7 @@ for n in sizes:
     c = cupy.empty((n, n), dtype=step.dtype)
     for r in range(rounds):
         for s, k in kernels.items():  # cuBLAS and the variant launch by launch, in turn (bench.time_interleaved)
-            timed = bench.time_interleaved({**bench._baseline_calls(a, b), s: lambda: k.run(a, b, c)}, 50, 5)
-            t = timed.pop(s)["median_s"]
-            best = min(v["median_s"] for v in timed.values())
+            t, best = bench.against_cublas(lambda: k.run(a, b, c), a, b)
             results.setdefault((s, n), []).append(best / t)
             print(f"round {r} n={n} {s:40s} {2 * n**3 / t / 1e12:7.2f} TF  {100 * best / t:6.1f}% of cuBLAS "
                   f"({2 * n**3 / best / 1e12:.1f})", flush=True)

@@ -74,9 +74,7 @@ def main():
         c = cupy.empty((n, n), dtype=cupy.float16)
         for r in range(rounds):
             for label, k in kernels.items():
-                timed = bench.time_interleaved({**bench._baseline_calls(a, b), label: lambda: k.run(a, b, c)}, 50, 5)
-                t = timed.pop(label)["median_s"]
-                best = min(v["median_s"] for v in timed.values())
+                t, best = bench.against_cublas(lambda: k.run(a, b, c), a, b)
                 results.setdefault((label, n), []).append(100 * best / t)
                 print(f"round {r} n={n} {label:55s} {2 * n**3 / t / 1e12:7.1f} TF {100 * best / t:6.1f}% of cuBLAS "
                       f"({2 * n**3 / best / 1e12:.1f})", flush=True)
