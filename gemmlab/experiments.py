@@ -150,6 +150,32 @@ def variant_kernel(folder: str | Path, step, spec: str, backend: str | None = No
     return k
 
 
+def time_against_cublas(kernels: dict, sizes, rounds: int, dtype) -> dict:
+    """Each kernel (name -> Kernel) and cuBLAS launched in turn (bench.against_cublas) on the same random
+    inputs in [-1, 1], per size and round: prints one line per run, then a SUMMARY line per kernel and
+    size; returns {(name, size): [% of the faster cuBLAS call, per round]}. GPU only."""
+    import cupy
+
+    from . import bench
+
+    width = max([40] + [len(name) for name in kernels])
+    results: dict = {}
+    for n in sizes:
+        rng = cupy.random.default_rng(n)
+        a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(dtype) for _ in range(2))
+        c = cupy.empty((n, n), dtype=dtype)
+        for r in range(rounds):
+            for name, k in kernels.items():
+                t, best = bench.against_cublas(lambda: k.run(a, b, c), a, b)
+                results.setdefault((name, n), []).append(100 * best / t)
+                print(f"round {r} n={n} {name:{width}s} {2 * n**3 / t / 1e12:7.2f} TF  {100 * best / t:6.1f}% of cuBLAS "
+                      f"({2 * n**3 / best / 1e12:.1f})", flush=True)
+    print("SUMMARY")
+    for (name, n), v in results.items():
+        print(f"{name:{width}s} {n:6d} " + " ".join(f"{x:6.1f}" for x in v))
+    return results
+
+
 def step_of(exp: dict, name: str):
     """The step a variant of a multi-step experiment replaces, from the record's 'steps' (prefix -> step)."""
     steps = exp["steps"]

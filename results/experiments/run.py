@@ -17,7 +17,7 @@ import sys
 
 import cupy
 
-from gemmlab import bench, registry
+from gemmlab import experiments, registry
 from gemmlab.check import verify
 from gemmlab.experiments import variant_kernel
 
@@ -43,17 +43,4 @@ for s in specs:
         kernels[s] = k
     except Exception as e:  # noqa: BLE001 (report the variant and go on with the others)
         print(f"{s}: FAILED {type(e).__name__}: {str(e)[:300]}")
-results = {}
-for n in sizes:
-    rng = cupy.random.default_rng(n)
-    a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(step.dtype) for _ in range(2))
-    c = cupy.empty((n, n), dtype=step.dtype)
-    for r in range(rounds):
-        for s, k in kernels.items():  # cuBLAS and the variant launch by launch, in turn (bench.time_interleaved)
-            t, best = bench.against_cublas(lambda: k.run(a, b, c), a, b)
-            results.setdefault((s, n), []).append(best / t)
-            print(f"round {r} n={n} {s:40s} {2 * n**3 / t / 1e12:7.2f} TF  {100 * best / t:6.1f}% of cuBLAS "
-                  f"({2 * n**3 / best / 1e12:.1f})", flush=True)
-print("SUMMARY")
-for (s, n), v in results.items():
-    print(f"{s:40s} {n:6d} " + " ".join(f"{100 * x:6.1f}" for x in v))
+experiments.time_against_cublas(kernels, sizes, rounds, step.dtype)

@@ -15,7 +15,7 @@ import sys
 
 import cupy
 
-from gemmlab import bench, registry
+from gemmlab import experiments, registry
 from gemmlab.experiments import variant_source
 from gemmlab.kernel import Kernel
 
@@ -67,20 +67,7 @@ def main():
               f"8192 uniform(0,1) {big_p:.2e}  {'ok' if ok else 'FAILED'}", flush=True)
         if ok:
             kernels[label] = k
-    results = {}
-    for n in sizes:
-        rng = cupy.random.default_rng(n)
-        a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(cupy.float16) for _ in range(2))
-        c = cupy.empty((n, n), dtype=cupy.float16)
-        for r in range(rounds):
-            for label, k in kernels.items():
-                t, best = bench.against_cublas(lambda: k.run(a, b, c), a, b)
-                results.setdefault((label, n), []).append(100 * best / t)
-                print(f"round {r} n={n} {label:55s} {2 * n**3 / t / 1e12:7.1f} TF {100 * best / t:6.1f}% of cuBLAS "
-                      f"({2 * n**3 / best / 1e12:.1f})", flush=True)
-    print("SUMMARY (% of the faster of cupy.matmul / torch.matmul, fp16 in, fp32 accumulation)")
-    for (label, n), v in results.items():
-        print(f"{label:55s} {n:6d} " + " ".join(f"{x:6.1f}" for x in v))
+    experiments.time_against_cublas(kernels, sizes, rounds, cupy.float16)
 
 
 if __name__ == "__main__":
