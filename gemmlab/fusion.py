@@ -416,7 +416,9 @@ class FusedKernel:
         The first launch goes through run() and its checks; the returned function reuses that
         launch's grid, arguments and workspace, so the time measured is the kernel's, not the
         Python around it (the occupancy query and the launch checks cost microseconds, as much as
-        the whole kernel at N = 256).
+        the whole kernel at N = 256). It calls cuLaunchKernel with arguments packed once
+        (gpu.GpuModule.packed_launcher): CuPy's own call re-converts them each time, which at 512
+        costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
         """
         self.run(a, b, c, e)
         m, k = a.shape
@@ -425,9 +427,7 @@ class FusedKernel:
         args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
         if self.step.persistent:
             args += list(self.workspace(__import__("cupy"), m, l))
-        fn, grid, block, args = self.module.function, tuple(cfg.grid), tuple(cfg.block), tuple(args)
-        smem = cfg.shared_bytes
-        return lambda: fn(grid, block, args, shared_mem=smem)
+        return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
 
     def resources(self, arch: str = "sm_90"):
         """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""

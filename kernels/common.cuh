@@ -236,31 +236,54 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scoped memory ordering at GPU scope (sm_70 and newer), for grid_barrier below. A release makes
+// this thread's earlier writes, and those it has seen (its block's, after a __syncthreads), visible
+// to any thread that acquires the value it wrote; no full fence (__threadfence) is needed.
+// ---------------------------------------------------------------------------------------------
+
+// sm_70; old = *p, *p += v as one atomic with release semantics at GPU scope; returns old.
+__device__ __forceinline__ u32 atom_add_release_gpu(u32* p, u32 v) {
+#ifdef GEMMLAB_EMULATOR
+    return emu::atom_add_release_gpu(p, v);
+#else
+    u32 old;
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+#endif
+}
+
+// sm_70; *p with acquire semantics at GPU scope: later reads see what the releasing writer saw.
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
+#ifdef GEMMLAB_EMULATOR
+    return emu::ld_acquire_gpu(p);
+#else
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
 // grid_barrier: the fused steps' (chapter 8) wait between two phases of one persistent launch.
-// sync[0] counts the blocks that have arrived, sync[1] counts completed barriers (the generation);
-// both start at zero, and the last block to arrive resets the count, so no host-side reset is
-// needed between barriers or launches. Every block of the grid waits here until all have arrived;
-// writes before it are visible to every block after it. Correct only when all gridDim.x blocks are
-// resident at once (the runtime sizes the grid so): a block waiting for one that never starts
-// waits forever.
+// One word, sync[0], zeroed once. Thread 0 of each block adds to it: block 0 adds 2^31 - (G - 1),
+// the other G - 1 blocks add 1, so once all G have arrived the word has grown by exactly 2^31: its
+// top bit has flipped and its low bits are back where they were. Each block waits until it sees the
+// top bit differ from the value its own add returned. Nothing is reset, so the next barrier (or the
+// next launch, with any G) starts from whatever the word holds. One atomic per block and one
+// polling read to see the flip: the release on the add and the acquire on the read carry every
+// block's writes of phase 1 to every block's reads of phase 2. Correct only when all gridDim.x
+// blocks are resident at once (the runtime sizes the grid so): a block waiting for one that never
+// starts waits forever.
 // ---------------------------------------------------------------------------------------------
 inline __device__ void grid_barrier(u32* sync) {
-    __syncthreads();  // this block has finished its phase
+    __syncthreads();  // this block has finished its phase (and thread 0 has seen its writes)
     if (threadIdx.x == 0) {
-        volatile u32* generation = sync + 1;
-        const u32 gen = *generation;  // read before arriving: it cannot change until we arrive
-        __threadfence();              // our writes are visible GPU-wide before we arrive
-        if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-            atomicExch(sync, 0u);     // the last to arrive resets the count for the next barrier
-            __threadfence();
-            atomicAdd(sync + 1, 1u);  // and releases the others
-        } else {
-            while (*generation == gen) {
-            }
+        const u32 add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        const u32 old = atom_add_release_gpu(sync, add);
+        while (((old ^ ld_acquire_gpu(sync)) & 0x80000000u) == 0) {
         }
-        __threadfence();
     }
-    __syncthreads();
+    __syncthreads();  // the block's other threads read phase 2's inputs only after thread 0's acquire
 }
 
 // ---------------------------------------------------------------------------------------------

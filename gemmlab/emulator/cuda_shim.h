@@ -582,6 +582,10 @@ inline void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) { d
 inline void cp_async_commit() { detail::cp_async_commit_group(); }
 template <int N> inline void cp_async_wait_group() { detail::cp_async_wait(N); }
 inline void cp_async_wait_all() { detail::cp_async_commit_group(); detail::cp_async_wait(0); }
+// Scoped atomics (grid_barrier): blocks run on OS threads, so these are C++ atomics with the same
+// ordering; a spinning reader busy-waits on its OS thread while the other blocks run on theirs.
+inline unsigned atom_add_release_gpu(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+inline unsigned ld_acquire_gpu(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
 // ---------------------------------------------------------------------------------------------
 // Hopper twins (common.cuh's sm_90a section). An mbarrier is 8 bytes of shared memory holding

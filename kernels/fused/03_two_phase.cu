@@ -20,8 +20,8 @@
 // The barrier (grid_barrier, in common.cuh: 04 and 05 use it too) spins: it is only correct if
 // every block of the grid is resident at once (a block waiting for one that never starts waits
 // forever). The runtime (gemmlab/fusion.py) sizes the grid from the occupancy API, resident blocks
-// per SM x SMs, and refuses a larger one. It resets itself: the last block to arrive zeroes the
-// count before it bumps the generation.
+// per SM x SMs, and refuses a larger one. It resets itself: the blocks' adds to its one word sum
+// to 2^31, which flips the top bit and leaves the low bits as they were.
 //
 // The tile GEMM is sgemm/06's with sgemm/09's schedule: float4 global loads (A's tile transposed
 // into K-major sX on its way to shared memory), THREAD_M x THREAD_N register tiles read with
@@ -31,7 +31,7 @@
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
 //   sX[2][BLOCK_K][BLOCK_M]: the left operand's tile (A, then T), K-major.
 //   sY[2][BLOCK_K][BLOCK_N]: the right operand's tile (B, then C), row-major; zeros outside.
-//   sync[0]: blocks arrived at the barrier; sync[1]: its generation (barriers completed).
+//   sync[0]: the grid barrier's one word (common.cuh: it resets itself); sync[1]: unused.
 // Launch: blockDim ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (at most the resident
 //         blocks, at most the number of tiles), sync zeroed once before the first launch.
 #include "common.cuh"

@@ -20,7 +20,7 @@
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
 //   sX[SPLIT_K][2][BLOCK_K][BLOCK_M]: each group's left-operand tiles (A, then T), K-major.
 //   sY[SPLIT_K][2][BLOCK_K][BLOCK_N]: each group's right-operand tiles (B, then C), row-major.
-//   sync[0]: blocks arrived at the barrier; sync[1]: its generation (barriers completed).
+//   sync[0]: the grid barrier's one word (common.cuh: it resets itself); sync[1]: unused.
 // Launch: blockDim (SPLIT_K * (BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (at most the
 //         resident blocks, at most the number of tiles), sync zeroed once before the first launch.
 #include "common.cuh"

@@ -1,0 +1,144 @@
+"""Fusion at N = 512: what the launch path and the grid barrier cost step 05, measured in one run.
+
+    python results/experiments/fusion-kernel-time/launch.py time [N ...] > launch-<gpu>-<date>.log
+    python results/experiments/fusion-kernel-time/launch.py record     # the logs -> results.json["launch"]
+
+Everything below is launched in turn with torch and cupy `a @ b @ c` (bench.time_interleaved: CUDA
+events around each call, the course's protocol), three rounds of 300 calls, at each N:
+  05 packed        step 05 (its fastest recorded tiles at N) through FusedKernel.launcher: the
+                   arguments packed once, one cuLaunchKernel per call (gpu.GpuModule.packed_launcher)
+  05 rawkernel     the same kernel through CuPy's RawKernel call, which converts the ten arguments on
+                   every call (the launcher the course used before)
+  05 graph         the same launch captured once in a CUDA graph and replayed
+  no_prefetch      step 05 with C's first tiles fetched after the grid barrier, as T's (patch here)
+  old_barrier      step 05 with the grid barrier as it was: a count and a generation word, full
+                   fences, the last block resets the count (patch here)
+  empty rawkernel / empty packed   an empty kernel of one warp, both ways: the floor of a call
+Before timing, every kernel is checked against float64 (fusion.check on odd shapes) and at N.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+STEP = "fused/05_tf32x3"
+VARIANTS = ("no_prefetch", "old_barrier")
+# The fastest step-05 tiles the H100 lane recorded (sweep of 2026-11-23), per size: fixed here so that
+# another GPU's run times the same configurations.
+CONFIGS = {
+    512: dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
+    1024: dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2),
+}
+LINE = re.compile(r"^round (\d) n=(\d+) (.+?)\s+([\d.]+) us$")
+
+
+def record() -> dict:
+    """results.json["launch"][gpu]: per N and call, the median event time of each round (us)."""
+    out = {}
+    for log in sorted(HERE.glob("launch-*.log")):
+        text = log.read_text()
+        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+        rec = out.setdefault(gpu, {"log": log.name, "date": re.search(r"^date: (.+)$", text, re.M).group(1),
+                                   "config": {}, "us": {}, "max_rel_error": {}})
+        for m in re.finditer(r"^config n=(\d+): (.+)$", text, re.M):
+            rec["config"][m.group(1)] = json.loads(m.group(2))
+        for m in re.finditer(r"^error n=(\d+) (.+?)\s+([\d.e+-]+)$", text, re.M):
+            rec["max_rel_error"].setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
+        for line in text.splitlines():
+            if m := LINE.match(line):
+                rec["us"].setdefault(m.group(2), {}).setdefault(m.group(3), []).append(float(m.group(4)))
+    return out
+
+
+def summary(rec: dict, n: int) -> dict[str, float]:
+    """Median over rounds of each call's event time at n (us), for one GPU's record."""
+    return {name: statistics.median(v) for name, v in rec["us"][str(n)].items()}
+
+
+def main(sizes: list[int]) -> None:
+    import datetime
+
+    import cupy
+    import numpy as np
+    import torch
+
+    from gemmlab import bench, experiments, fusion, gpu
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    st = fusion.get(STEP)
+    print(f"gpu: {gpu.device()['name']}")
+    print(f"date: {datetime.date.today().isoformat()}")
+    print(f"torch {torch.__version__}, cupy {cupy.__version__}")
+    empty = cupy.RawKernel(r'extern "C" __global__ void empty_kernel() {}', "empty_kernel")
+    empty_module = type("M", (), {})()
+    empty_module.function, empty_module.label = empty, "empty_kernel"
+    empty_packed = gpu.GpuModule.packed_launcher(empty_module, (1, 1, 1), (32, 1, 1), (), 0)
+    for n in sizes:
+        params = CONFIGS[n]
+        print(f"config n={n}: {json.dumps(params)}")
+        a, b, c = fusion._inputs(n)
+        want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+        kernels = {"05": fusion.step(STEP, **params)}
+        for v in VARIANTS:
+            kernels[v] = fusion.step(STEP, source=experiments.variant_source(HERE, st, v), **params)
+        calls = {}
+        for name, k in kernels.items():
+            fusion.check(k)  # raises before anything is timed
+            e = cupy.empty((n, n), cupy.float32)
+            calls[f"{name} packed"] = k.launcher(a, b, c, e)
+            calls[f"{name} packed"]()
+            cupy.cuda.Device().synchronize()
+            err = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+            print(f"error n={n} {name} {err:.3e}")
+            assert err < 1e-5, f"{name} at {n}: {err}"
+            if name == "05":
+                cfg = k.launch_config((n, n, n, n))
+                args = (np.int32(n),) * 4 + (a, b, c, e) + tuple(k.workspace(cupy, n, n))
+                fn = k.module.function
+                calls["05 rawkernel"] = lambda fn=fn, cfg=cfg, args=args: fn(tuple(cfg.grid), tuple(cfg.block), args,
+                                                                             shared_mem=cfg.shared_bytes)
+                side = cupy.cuda.Stream(non_blocking=True)
+                with side:
+                    launch = k.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
+                    launch()
+                    side.synchronize()
+                    side.begin_capture()
+                    launch()
+                    graph = side.end_capture()
+                calls["05 graph"] = graph.launch
+        ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+        g = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                ta @ tb @ tc
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(g):
+            _ = ta @ tb @ tc
+        calls = {"torch a@b@c": lambda: ta @ tb @ tc, "cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c),
+                 "torch graph a@b@c": g.replay, **calls,
+                 "empty rawkernel": lambda: empty((1,), (32,), ()), "empty packed": empty_packed}
+        for rnd in range(3):
+            t = bench.time_interleaved(calls, 300, 20)
+            for name, v in t.items():
+                print(f"round {rnd} n={n} {name:24s} {v['median_s'] * 1e6:8.2f} us", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "record":
+        path = HERE / "results.json"
+        rec = json.loads(path.read_text())
+        rec["launch"] = record()
+        path.write_text(json.dumps(rec, indent=1) + "\n")
+        for g, r in rec["launch"].items():
+            for n in r["us"]:
+                print(g, n, {k: round(v, 2) for k, v in summary(r, int(n)).items()})
+    else:
+        main([int(x) for x in sys.argv[2:]] or [512])
