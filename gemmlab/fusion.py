@@ -732,15 +732,17 @@ def gpu_arch_ok(st: FusedStep) -> bool:
 
 
 def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = None, save_records: bool = True,
-              verbose: bool = True, n_repeat: int | None = None, live: bool | None = None) -> list[dict]:
+              verbose: bool = True, n_repeat: int | None = None, live: bool | None = None,
+              gpu: str | None = None) -> list[dict]:
     """Baselines and fused steps at each size (N = M = K = L), all measured in the same run.
 
     On a GPU every step is checked first (check() raises before anything is timed); records are
     saved to results/<gpu>.fusion.json. Without a GPU, or with live=False: the recorded records for
-    these sizes. `params` maps a step name to template parameters.
+    these sizes, of GPU `gpu` (a name or slug; every recorded GPU if None). `params` maps a step name
+    to template parameters.
     """
     if live is False or _kernel.backend() != "gpu":
-        recs = [r for r in load() if r["kind"] == "benchmark" and r["m"] in sizes]
+        recs = [r for r in load(gpu) if r["kind"] == "benchmark" and r["m"] in sizes]
         if verbose and not recs:
             print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "
                   "(python -m gemmlab.fusion lane).")
@@ -925,7 +927,9 @@ def explorer(name: str = "fused/03_two_phase", n: int = 64):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gemmlab.fusion", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
+    ln = sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
+    ln.add_argument("--sweeps", nargs="+", default=None, metavar="STEP",
+                    help="the steps whose tiles are swept (default: 05, 04, 03, 02)")
     v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
     v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
     b = sub.add_parser("bench", help="benchmark the fused steps and the baselines (GPU)")
@@ -933,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "lane":
-            lane()
+            lane(**({"sweep_names": tuple(get(n).name for n in args.sweeps)} if args.sweeps else {}))
         elif args.cmd == "check":
             for st in FUSED_STEPS:
                 if _kernel.backend(args.backend) == "gpu" and not gpu_arch_ok(st):

@@ -32,8 +32,6 @@
 // sX's rows (BLOCK_K + 4 floats) and sY's rows (BLOCK_N + 8) puts the 32 lanes' reads of one
 // fragment register in 32 different banks. 04's SPLIT_K groups stay: at N = 512 the tiles are
 // few, and more warps per tile is what hides the mma and shared-memory latencies.
-// Phase 2's right operand, C, does not depend on phase 1: each block issues the copies of its first
-// C tiles before the grid barrier, so that after it only T's tiles are waited for.
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
 //   dynamic shared memory, per group g: NUM_STAGES stages of
@@ -62,67 +60,53 @@ struct Stage {  // one K tile of both operands in shared memory, rows padded (se
     float y[BLOCK_K][BLOCK_N + 8];
 };
 
-// global -> shared, one K tile starting at k0, split over NUM_THREADS threads (thread tid); zeros
-// outside the matrix. cp.async needs 16-byte aligned rows: every row start is when the pointer is
-// and the row length is a multiple of 4 floats; otherwise (odd shapes, offset views) plain guarded
-// copies. Where cp.async is used, a piece is wholly inside or wholly outside (length % 4 == 0).
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int NUM_THREADS>
-__device__ void load_x(Stage<BLOCK_M, BLOCK_N, BLOCK_K>& s, const float* X, int rows, int inner, int block_row,
-                       int k0, int tid) {  // the left operand's BLOCK_M x BLOCK_K tile
-    const bool vec = inner % 4 == 0 && reinterpret_cast<size_t>(X) % 16 == 0;
-    for (int e = tid; e < BLOCK_M * BLOCK_K / 4; e += NUM_THREADS) {
-        const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
-        const int row = block_row + r, col = k0 + c;
-        if (vec) {
-            const bool in = row < rows && col < inner;
-            cp_async_16(&s.x[r][c], in ? X + row * inner + col : X, in ? 16 : 0);
-        } else {
-            for (int j = 0; j < 4; ++j)
-                s.x[r][c + j] = row < rows && col + j < inner ? X[row * inner + col + j] : 0.0f;
-        }
-    }
-}
-
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int NUM_THREADS>
-__device__ void load_y(Stage<BLOCK_M, BLOCK_N, BLOCK_K>& s, const float* Y, int inner, int cols, int k0,
-                       int block_col, int tid) {  // the right operand's BLOCK_K x BLOCK_N tile
-    const bool vec = cols % 4 == 0 && reinterpret_cast<size_t>(Y) % 16 == 0;
-    for (int e = tid; e < BLOCK_K * BLOCK_N / 4; e += NUM_THREADS) {
-        const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-        const int row = k0 + r, col = block_col + c;
-        if (vec) {
-            const bool in = row < inner && col < cols;
-            cp_async_16(&s.y[r][c], in ? Y + row * cols + col : Y, in ? 16 : 0);
-        } else {
-            for (int j = 0; j < 4; ++j)
-                s.y[r][c + j] = row < inner && col + j < cols ? Y[row * cols + col + j] : 0.0f;
-        }
-    }
-}
-
 // Out[block_row.., block_col..] = X (rows x inner) * Y (inner x cols), one BLOCK_M x BLOCK_N tile.
 // Group g of the block (threads g * NUM_THREADS ..) sums K tiles g, g + SPLIT_K, ...; `stages`
 // are this group's NUM_STAGES buffers, `partial` the block's reduction area (aliasing them all).
-// y_ready: the caller has already issued the copies of Y's first NUM_STAGES - 1 K tiles (uncommitted:
-// they join the first round's group, so the pipeline's counting is unchanged).
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int SPLIT_K, int NUM_STAGES>
 __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const float* Y, float* Out,
                           int block_row, int block_col, Stage<BLOCK_M, BLOCK_N, BLOCK_K>* stages,
-                          float* partial, bool y_ready) {
+                          float* partial) {
     constexpr int WARPS_N = BLOCK_N / WARP_N;
     constexpr int NUM_THREADS = (BLOCK_M / WARP_M) * WARPS_N * 32;  // per group
     constexpr int MMA_M = WARP_M / 16, MMA_N = WARP_N / 8;          // mma tiles per warp
+    constexpr int X_VECS = BLOCK_M * BLOCK_K / 4, Y_VECS = BLOCK_K * BLOCK_N / 4;  // 16-byte pieces
     const int tid = threadIdx.x % NUM_THREADS;
     const int group = threadIdx.x / NUM_THREADS;
     const int warp_id = tid / 32, lane_id = tid % 32;
     const int g = lane_id / 4, t = lane_id % 4;  // the fragment layout's groupID, threadID_in_group
     const int warp_row = warp_id / WARPS_N * WARP_M, warp_col = warp_id % WARPS_N * WARP_N;
+    // cp.async needs 16-byte aligned rows: every row start is when the pointer is and the row
+    // length is a multiple of 4 floats; otherwise (odd shapes, offset views) plain guarded copies.
+    const bool x_vec = inner % 4 == 0 && reinterpret_cast<size_t>(X) % 16 == 0;
+    const bool y_vec = cols % 4 == 0 && reinterpret_cast<size_t>(Y) % 16 == 0;
 
     float acc[MMA_M][MMA_N][4] = {};
 
-    auto load = [&](int stage, int k0, bool with_y) {  // this group's share of one K tile
-        load_x<BLOCK_M, BLOCK_N, BLOCK_K, NUM_THREADS>(stages[stage], X, rows, inner, block_row, k0, tid);
-        if (with_y) load_y<BLOCK_M, BLOCK_N, BLOCK_K, NUM_THREADS>(stages[stage], Y, inner, cols, k0, block_col, tid);
+    auto load = [&](int stage, int k0) {  // global -> shared, this group's share; zeros outside
+        Stage<BLOCK_M, BLOCK_N, BLOCK_K>& s = stages[stage];
+        for (int e = tid; e < X_VECS; e += NUM_THREADS) {
+            const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
+            const int row = block_row + r, col = k0 + c;
+            if (x_vec) {  // a piece is wholly inside or wholly outside (inner % 4 == 0)
+                const bool in = row < rows && col < inner;
+                cp_async_16(&s.x[r][c], in ? X + row * inner + col : X, in ? 16 : 0);
+            } else {
+                for (int j = 0; j < 4; ++j)
+                    s.x[r][c + j] = row < rows && col + j < inner ? X[row * inner + col + j] : 0.0f;
+            }
+        }
+        for (int e = tid; e < Y_VECS; e += NUM_THREADS) {
+            const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
+            const int row = k0 + r, col = block_col + c;
+            if (y_vec) {
+                const bool in = row < inner && col < cols;
+                cp_async_16(&s.y[r][c], in ? Y + row * cols + col : Y, in ? 16 : 0);
+            } else {
+                for (int j = 0; j < 4; ++j)
+                    s.y[r][c + j] = row < inner && col + j < cols ? Y[row * cols + col + j] : 0.0f;
+            }
+        }
     };
 
     // The tensor cores add with truncation (rounding toward zero), so an accumulator that is fed
@@ -170,14 +154,14 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     const int rounds = cdiv(cdiv(inner, BLOCK_K), SPLIT_K);  // the same for every group
     auto k_of = [&](int r) { return (r * SPLIT_K + group) * BLOCK_K; };  // this group's r-th K tile
     for (int r = 0; r < NUM_STAGES - 1; ++r) {
-        if (r < rounds) load(r, k_of(r), !y_ready);  // y_ready: the caller fetched these Y tiles
+        if (r < rounds) load(r, k_of(r));
         cp_async_commit();
     }
     for (int r = 0; r < rounds; ++r) {
         cp_async_wait_group<NUM_STAGES - 2>();  // this thread's copies of round r have landed
         __syncthreads();  // everyone's have; and everyone has finished computing round r - 1
         if (r + NUM_STAGES - 1 < rounds)  // refill the stage that round r - 1 used
-            load((r + NUM_STAGES - 1) % NUM_STAGES, k_of(r + NUM_STAGES - 1), true);
+            load((r + NUM_STAGES - 1) % NUM_STAGES, k_of(r + NUM_STAGES - 1));
         cp_async_commit();
         compute(stages[r % NUM_STAGES]);
     }
@@ -232,32 +216,21 @@ __global__ void fused_tf32x3(int M, int K, int L, int N, const float* A, const f
     static_assert(SPLIT_K * (BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32 <= 1024, "more than 1024 threads");
     using StageT = Stage<BLOCK_M, BLOCK_N, BLOCK_K>;
     extern __shared__ __align__(16) unsigned char smem[];
-    constexpr int NUM_THREADS = (BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32;  // per group
-    StageT* stages = reinterpret_cast<StageT*>(smem) + threadIdx.x / NUM_THREADS * NUM_STAGES;
+    const int group = threadIdx.x / ((BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32);
+    StageT* stages = reinterpret_cast<StageT*>(smem) + group * NUM_STAGES;
     float* partial = reinterpret_cast<float*>(smem);
 
     // Phase 1: T = A * B (M x L), tile by tile.
     const int t_cols = cdiv(L, BLOCK_N), t_tiles = cdiv(M, BLOCK_M) * t_cols;
     for (int tile = blockIdx.x; tile < t_tiles; tile += gridDim.x)
         gemm_tile<BLOCK_M, BLOCK_N, BLOCK_K, WARP_M, WARP_N, SPLIT_K, NUM_STAGES>(
-            M, L, K, A, B, T, tile / t_cols * BLOCK_M, tile % t_cols * BLOCK_N, stages, partial, false);
-
-    // C does not depend on T: the first K tiles of C for this block's first phase-2 tile are fetched
-    // before the barrier, so that after it only T's tiles are waited for. (gemm_tile has finished
-    // with the stages: its last barrier comes after every read of them.)
-    const int e_cols = cdiv(N, BLOCK_N), e_tiles = cdiv(M, BLOCK_M) * e_cols;
-    const int group = threadIdx.x / NUM_THREADS, tid = threadIdx.x % NUM_THREADS;
-    const int rounds = cdiv(cdiv(L, BLOCK_K), SPLIT_K);
-    if (blockIdx.x < e_tiles)
-        for (int r = 0; r < NUM_STAGES - 1 && r < rounds; ++r)
-            load_y<BLOCK_M, BLOCK_N, BLOCK_K, NUM_THREADS>(stages[r], C, L, N, (r * SPLIT_K + group) * BLOCK_K,
-                                                           blockIdx.x % e_cols * BLOCK_N, tid);
+            M, L, K, A, B, T, tile / t_cols * BLOCK_M, tile % t_cols * BLOCK_N, stages, partial);
 
     grid_barrier(sync);  // all of T is written before any block reads it
 
     // Phase 2: E = T * C (M x N), tile by tile.
+    const int e_cols = cdiv(N, BLOCK_N), e_tiles = cdiv(M, BLOCK_M) * e_cols;
     for (int tile = blockIdx.x; tile < e_tiles; tile += gridDim.x)
         gemm_tile<BLOCK_M, BLOCK_N, BLOCK_K, WARP_M, WARP_N, SPLIT_K, NUM_STAGES>(
-            M, N, L, T, C, E, tile / e_cols * BLOCK_M, tile % e_cols * BLOCK_N, stages, partial,
-            tile == blockIdx.x);
+            M, N, L, T, C, E, tile / e_cols * BLOCK_M, tile % e_cols * BLOCK_N, stages, partial);
 }

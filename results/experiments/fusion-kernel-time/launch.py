@@ -10,7 +10,8 @@ events around each call, the course's protocol), three rounds of 300 calls, at e
   05 rawkernel     the same kernel through CuPy's RawKernel call, which converts the ten arguments on
                    every call (the launcher the course used before)
   05 graph         the same launch captured once in a CUDA graph and replayed
-  no_prefetch      step 05 with C's first tiles fetched after the grid barrier, as T's (patch here)
+  prefetch_c       step 05 with the copies of C's first tiles issued before the grid barrier (C does
+                   not depend on T), so that after it only T's are waited for (patch here)
   old_barrier      step 05 with the grid barrier as it was: a count and a generation word, full
                    fences, the last block resets the count (patch here)
   empty rawkernel / empty packed   an empty kernel of one warp, both ways: the floor of a call
@@ -28,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 STEP = "fused/05_tf32x3"
-VARIANTS = ("no_prefetch", "old_barrier")
+VARIANTS = ("prefetch_c", "old_barrier")
 # The fastest step-05 tiles the H100 lane recorded (sweep of 2026-11-23), per size: fixed here so that
 # another GPU's run times the same configurations.
 CONFIGS = {
