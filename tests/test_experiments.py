@@ -374,3 +374,27 @@ def test_tf32x3_splitk8_claim():
     rows = {r["config"]: r["us"] for r in exp["logs"]["variants-splitk8.log"]["rows"]}
     assert set(rows) >= {"best512", "k8w32", "k8w64"}
     assert min(rows["k8w32"], rows["k8w64"]) >= 0.98 * rows["best512"]
+
+
+def test_fusion_launch_path_claims():
+    """Chapter 8, 'The launch path' (H200): packing the arguments once takes several times the empty
+    kernel's saving off step 05's call at 512; the one-word barrier and C's prefetch are within a few %."""
+    launch = results.experiment("fusion-kernel-time")["launch"]["NVIDIA H200"]
+    med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in launch["us"].items()}
+    at = med[512]
+    assert at["05 rawkernel"] - at["05 packed"] > 2 * (at["empty rawkernel"] - at["empty packed"]) > 0
+    assert med[1024]["05 rawkernel"] > med[1024]["05 packed"]                 # the same host time at 1024
+    for variant in ("old_barrier packed", "prefetch_c packed"):
+        assert abs(at[variant] / at["05 packed"] - 1) < 0.03, variant         # "did not show"
+    assert at["05 graph"] < at["05 packed"] < at["torch a@b@c"] / 2
+    assert all(e < 1e-5 for e in launch["max_rel_error"]["512"].values())
+
+
+def test_fusion_h200_record_claims():
+    """Chapter 8's verdict from the H200 lane it reads: short of 3x at 512, not slower from 1024 on."""
+    from gemmlab import fusion
+    recs = [r for r in fusion.load("NVIDIA H200") if "speedup" in r]
+    fastest = {n: fusion.best(recs, "fused/05_tf32x3", n) for n in (512, 1024, 2048, 4096)}
+    assert 1 < fastest[512]["speedup"] < 3
+    assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))
+    assert all(r["max_rel_error"] < 2e-6 for r in recs if r["impl"] == "fused/05_tf32x3")

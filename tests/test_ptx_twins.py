@@ -415,3 +415,30 @@ def test_tf32_round_is_two_instructions_where_cvt_rna_is_four():
         ops = nvrtc.opcodes(nvrtc.sass(nvrtc.compile(src, "k", "sm_90", label=name)))
         counts[name] = sum(op != "NOP" for op in ops)  # the padding after EXIT differs
     assert counts["cvt"] - counts["round"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# grid_barrier (common.cuh): one word, release add, acquire poll
+# ---------------------------------------------------------------------------------------------
+def test_grid_barrier_orders_writes_and_leaves_its_word_reset():
+    """Blocks write, pass the barrier, read every other block's write; after seven barriers the word's top
+    bit has flipped seven times (7 x 2^31 mod 2^32 = 2^31) and its low bits are back at zero."""
+    source = kernel_path("kernels/common.cuh").read_text().replace("#pragma once", "") + r'''
+    extern "C" __global__ void barrier_probe(int rounds, int* slots, int* seen, u32* sync) {
+        for (int r = 0; r < rounds; ++r) {
+            if (threadIdx.x == 0) slots[blockIdx.x] = 100 * r + blockIdx.x + 1;
+            grid_barrier(sync);
+            int sum = 0;
+            for (int b = 0; b < gridDim.x; ++b) sum += slots[b];
+            if (threadIdx.x == 0) seen[r * gridDim.x + blockIdx.x] = sum;
+            grid_barrier(sync);  // nobody overwrites a slot before every block has read it
+        }
+        grid_barrier(sync);  // a seventh barrier: the top bit ends flipped
+    }'''
+    from gemmlab import fusion
+    grid = min(fusion.cpu_workers(), 4)  # every block resident: one emulator worker thread each
+    slots, seen, sync = np.zeros(grid, np.int32), np.zeros(3 * grid, np.int32), np.zeros(2, np.uint32)
+    run(source, "barrier_probe", (grid, 1, 1), (64, 1, 1), [np.int32(3), slots, seen, sync])
+    for r in range(3):
+        assert (seen[r * grid:(r + 1) * grid] == sum(100 * r + b + 1 for b in range(grid))).all()
+    assert int(sync[0]) == 0x80000000
