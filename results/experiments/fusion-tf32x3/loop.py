@@ -1,0 +1,90 @@
+"""Step 05's K loop: two changes to what each round costs, timed against the step in the same run.
+
+    python results/experiments/fusion-tf32x3/loop.py time [N ...] > loop-<gpu>-<date>.log   # on a GPU
+    python results/experiments/fusion-tf32x3/loop.py record      # the logs here -> results.json["loop"]
+
+  step         kernels/fused/05_tf32x3.cu as it is
+  ldsm_a       the A fragment by one ldmatrix.x4 (four 8 x 4 fp32 matrices) instead of four 32-bit loads
+  group_bar    the barrier of each round over the thread group only (bar.sync 1 + group): the SPLIT_K
+               groups' stages are their own, so they need not wait for one another (GPU only: the
+               emulator has no named barriers)
+  ldsm_group   both
+Each is checked against float64 (fusion.check, and at N), then launched in turn with torch `a @ b @ c`
+(bench.time_interleaved, packed launchers), three rounds, with the configurations below.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+VARIANTS = ("ldsm_a", "group_bar", "ldsm_group")
+CONFIGS = {  # the fastest recorded tiles per size (H100 and H200 sweeps)
+    512: {"best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
+          "w32x16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=16, SPLIT_K=4, NUM_STAGES=3)},
+    1024: {"s64k2": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2)},
+    2048: {"best2048": dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3)},
+    4096: {"b128": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3)},
+}
+REPS = {512: 300, 1024: 100, 2048: 40, 4096: 15}
+LINE = re.compile(r"^round (\d) n=(\d+) (\S+) (\S+)\s+([\d.]+) us$")
+
+
+def record() -> dict:
+    out = {}
+    for log in sorted(HERE.glob("loop-*.log")):
+        text = log.read_text()
+        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+        rec = out.setdefault(gpu, {"log": log.name, "us": {}})
+        for line in text.splitlines():
+            if m := LINE.match(line):
+                rec["us"].setdefault(f"{m.group(2)} {m.group(3)}", {}).setdefault(m.group(4), []).append(float(m.group(5)))
+    return out
+
+
+def main(sizes: list[int]) -> None:
+    import cupy
+    import torch
+
+    from gemmlab import bench, experiments, fusion, gpu
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    st = fusion.get("fused/05_tf32x3")
+    print(f"gpu: {gpu.device()['name']}")
+    for n in sizes:
+        a, b, c = fusion._inputs(n)
+        want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+        ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+        for cfg_name, params in CONFIGS[n].items():
+            calls = {"torch_a@b@c": lambda: ta @ tb @ tc}
+            for v in ("step",) + VARIANTS:
+                k = fusion.step(st.name, source=experiments.variant_source(HERE, st, v), **params)
+                fusion.check(k)
+                e = cupy.empty((n, n), cupy.float32)
+                calls[v] = k.launcher(a, b, c, e)
+                cupy.cuda.Device().synchronize()
+                err = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+                print(f"error n={n} {cfg_name} {v} {err:.3e} regs {k.module.function.num_regs}")
+                assert err < 1e-5
+            for rnd in range(3):
+                t = bench.time_interleaved(calls, REPS[n], 10)
+                for name, r in t.items():
+                    print(f"round {rnd} n={n} {cfg_name} {name:12s} {r['median_s'] * 1e6:10.2f} us", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "record":
+        path = HERE / "results.json"
+        rec = json.loads(path.read_text())
+        rec["loop"] = record()
+        path.write_text(json.dumps(rec, indent=1) + "\n")
+        for g, r in rec["loop"].items():
+            for key, calls in r["us"].items():
+                print(g, key, {k: round(statistics.median(v), 2) for k, v in calls.items()})
+    else:
+        main([int(x) for x in sys.argv[2:]] or [512])
