@@ -236,6 +236,19 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Named barriers: a block has 16; __syncthreads() is barrier 0 over every thread. bar.sync id, count
+// waits until `count` threads (a multiple of 32, whole warps) have arrived at barrier `id`, so groups
+// of warps that share nothing with the rest of the block can synchronise among themselves.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void bar_sync(int id, int count) {
+#ifdef GEMMLAB_EMULATOR
+    emu::bar_sync(id, count);
+#else
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
 // Scoped memory ordering at GPU scope (sm_70 and newer), for grid_barrier below. A release makes
 // this thread's earlier writes, and those it has seen (its block's, after a __syncthreads), visible
 // to any thread that acquires the value it wrote; no full fence (__threadfence) is needed.

@@ -284,8 +284,8 @@ def _tf32x3_source(name):
 def test_tf32x3_variants_apply_and_compile():
     from gemmlab import fusion, nvrtc
     names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
-    assert sorted(names) == ["1x", "cvt", "cvt_guard", "interleave", "nosplit", "one_accumulator", "tile_timeline",
-                            "timeline", "trunc"]
+    assert sorted(names) == ["1x", "a32_loads", "before", "block_bar", "cvt", "cvt_guard", "interleave", "nosplit",
+                            "one_accumulator", "tile_timeline", "timeline", "trunc"]
     for name in names:
         text = _tf32x3_source(name)
         if nvrtc.available():  # cvt and cvt_guard use inline PTX the emulator has no twin for: sm_90 only

@@ -442,3 +442,37 @@ def test_grid_barrier_orders_writes_and_leaves_its_word_reset():
     for r in range(3):
         assert (seen[r * grid:(r + 1) * grid] == sum(100 * r + b + 1 for b in range(grid))).all()
     assert int(sync[0]) == 0x80000000
+
+
+def test_named_barriers_let_groups_wait_for_their_own_warps():
+    """bar.sync id, count: two groups of two warps, each writing then reading only its own slots behind its
+    own barrier (ids 1 and 2); a count that is not whole warps is refused with the rule."""
+    source = kernel_path("kernels/common.cuh").read_text().replace("#pragma once", "") + r'''
+    extern "C" __global__ void groups(int* out) {
+        __shared__ int slot[128];
+        const int group = threadIdx.x / 64, tid = threadIdx.x % 64;
+        for (int r = 0; r < 3; ++r) {
+            slot[threadIdx.x] = 1000 * r + threadIdx.x;
+            bar_sync(1 + group, 64);
+            out[r * 128 + threadIdx.x] = slot[group * 64 + (tid + 1) % 64];  // a neighbour of the same group
+            bar_sync(1 + group, 64);
+        }
+    }
+    extern "C" __global__ void bad_count(int* out) { bar_sync(1, 48); out[threadIdx.x] = 1; }'''
+    out = np.zeros(3 * 128, np.int32)
+    run(source, "groups", (1, 1, 1), (128, 1, 1), [out])
+    tid = np.arange(128)
+    want = np.concatenate([1000 * r + (tid // 64) * 64 + (tid % 64 + 1) % 64 for r in range(3)])
+    assert (out == want).all()
+    with pytest.raises(Exception, match="multiple of 32"):
+        run(source, "bad_count", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32)])
+
+
+def test_a_named_barrier_short_of_threads_is_a_named_deadlock():
+    source = kernel_path("kernels/common.cuh").read_text().replace("#pragma once", "") + r'''
+    extern "C" __global__ void short_group(int* out) {
+        if (threadIdx.x < 32) bar_sync(3, 64);  // 64 counted, one warp comes
+        out[threadIdx.x] = 1;
+    }'''
+    with pytest.raises(Exception, match=r"named barrier \(bar.sync id, count\).*32 threads wait at a named barrier"):
+        run(source, "short_group", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32)])

@@ -235,6 +235,7 @@ struct Fiber {
     int line;          // source line of the barrier / collective it waits at
     unsigned lane;
     unsigned tid;      // linear thread index in the block
+    int bar_id;        // the barrier it waits at (0: __syncthreads, 1..15: bar.sync id)
     uint3 thread_idx;
     Warp* warp;
     const void* in;    // this lane's operand of the pending warp collective
@@ -256,6 +257,7 @@ extern __thread Fiber* current;
 extern __thread char* dynamic_smem_base;
 
 void syncthreads(int line);
+void bar_sync(int id, int count, int line);          // named barrier: `count` threads arrive at `id`
 void warp_wait(Fiber* f);                          // switch away until the collective completes
 void warp_finish(Warp& w);                         // run w.complete, wake the lanes waiting on w
 [[noreturn]] void warp_mismatch(Warp& w, int line);
@@ -582,6 +584,7 @@ inline void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) { d
 inline void cp_async_commit() { detail::cp_async_commit_group(); }
 template <int N> inline void cp_async_wait_group() { detail::cp_async_wait(N); }
 inline void cp_async_wait_all() { detail::cp_async_commit_group(); detail::cp_async_wait(0); }
+inline void bar_sync(int id, int count, int line = __builtin_LINE()) { detail::bar_sync(id, count, line); }
 // Scoped atomics (grid_barrier): blocks run on OS threads, so these are C++ atomics with the same
 // ordering; a spinning reader busy-waits on its OS thread while the other blocks run on theirs.
 inline unsigned atom_add_release_gpu(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }

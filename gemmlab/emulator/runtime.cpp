@@ -184,8 +184,10 @@ struct Worker {
     char* stacks = nullptr;
     size_t stack_stride = 0;   // guard page + stack
     Region smem{};
-    int bar_arrived = 0, bar_line = 0, exited = 0;
-    bool bar_divergent = false;
+    int exited = 0;
+    // the 16 hardware barriers of a block: 0 is __syncthreads(), 1..15 named (bar.sync id, count)
+    int bar_arrived[16] = {}, bar_line[16] = {};
+    bool bar_divergent[16] = {};
 };
 __thread Worker* W;
 
@@ -226,7 +228,7 @@ std::string thread_list(const std::vector<unsigned>& ids) {
 
 [[noreturn]] void report_deadlock() {
     Worker& w = *W;
-    std::vector<std::pair<int, std::vector<unsigned>>> barrier, warp, spin;  // line -> threads
+    std::vector<std::pair<int, std::vector<unsigned>>> barrier, named, warp, spin;  // line -> threads
     std::vector<unsigned> exited;
     auto add = [](std::vector<std::pair<int, std::vector<unsigned>>>& groups, int line, unsigned tid) {
         for (auto& g : groups)
@@ -234,17 +236,21 @@ std::string thread_list(const std::vector<unsigned>& ids) {
         groups.push_back({line, {tid}});
     };
     for (Fiber& f : w.fibers) {
-        if (f.state == AT_BARRIER) add(barrier, f.line, f.tid);
+        if (f.state == AT_BARRIER) add(f.bar_id ? named : barrier, f.line, f.tid);
         else if (f.state == AT_WARP) add(warp, f.line, f.tid);
         else if (f.state == AT_SPIN) add(spin, f.line, f.tid);
         else if (f.state == EXITED) exited.push_back(f.tid);
     }
     std::string what = !spin.empty() ? "an mbarrier phase that nothing is left to complete (too few arrivals or bytes, or a wrong parity)"
                      : !warp.empty() ? "a warp collective (shuffle, ballot, __syncwarp, ldmatrix, mma) that some lanes never reached"
+                     : barrier.empty() && !named.empty() ? "a named barrier (bar.sync id, count) that fewer than count threads reached"
                                      : "divergent __syncthreads(): every thread of the block must reach the same barrier";
     std::string detail;
     for (auto& g : barrier)
         detail += "; " + std::to_string(g.second.size()) + " threads wait at __syncthreads() on line " +
+                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    for (auto& g : named)
+        detail += "; " + std::to_string(g.second.size()) + " threads wait at a named barrier (bar.sync) on line " +
                   std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
     for (auto& g : warp)
         detail += "; " + std::to_string(g.second.size()) + " threads wait at a warp collective on line " +
@@ -260,8 +266,7 @@ std::string thread_list(const std::vector<unsigned>& ids) {
 void run_block(uint3 b) {
     Worker& w = *W;
     blockIdx = b;
-    w.bar_arrived = 0;
-    w.bar_divergent = false;
+    for (int i = 0; i < 16; ++i) w.bar_arrived[i] = 0, w.bar_divergent[i] = false;
     w.exited = 0;
     for (Warp& warp : w.warps) {
         warp.live_mask = warp.nlanes == 32 ? 0xffffffffu : (1u << warp.nlanes) - 1;
@@ -411,23 +416,29 @@ void install_fault_handlers() {
 // ---------------------------------------------------------------------------------------------
 // Barriers and warp collectives
 // ---------------------------------------------------------------------------------------------
-void syncthreads(int line) {
+void bar_sync(int id, int count, int line) {
     Worker& w = *W;
     Fiber* f = current;
+    if (id < 0 || id > 15 || count <= 0 || count % 32 != 0 || count > w.nthreads)
+        fail(EXIT_BAD_LAUNCH, "bar.sync %d, %d on line %d: the barrier id must be 0..15 and the thread count a "
+             "multiple of 32, at most the block's %d threads", id, count, line, w.nthreads);
     f->line = line;
-    if (w.bar_arrived == 0) w.bar_line = line;
-    else if (line != w.bar_line) w.bar_divergent = true;
-    // Every thread of the block must arrive at the same barrier: an exited thread never does.
-    if (++w.bar_arrived == w.nthreads && !w.bar_divergent) {
+    f->bar_id = id;
+    if (w.bar_arrived[id] == 0) w.bar_line[id] = line;
+    else if (line != w.bar_line[id]) w.bar_divergent[id] = true;
+    // Every thread counted must arrive at the same barrier: an exited thread never does.
+    if (++w.bar_arrived[id] == count && !w.bar_divergent[id]) {
         if (analysis) analysis->barrier();
-        w.bar_arrived = 0;
+        w.bar_arrived[id] = 0;
         for (Fiber& o : w.fibers)
-            if (o.state == AT_BARRIER) o.state = RUNNABLE;
+            if (o.state == AT_BARRIER && o.bar_id == id) o.state = RUNNABLE;
         return;
     }
     f->state = AT_BARRIER;
     switch_out(f, w.contexts[f->tid], w.sched);
 }
+
+void syncthreads(int line) { bar_sync(0, W->nthreads, line); }
 
 void spin_wait(int line) {
     Fiber* f = current;

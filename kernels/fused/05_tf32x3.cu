@@ -27,10 +27,14 @@
 //
 // The tile GEMM (gemm_tile) is hgemm/07's structure in fp32: a warp owns a WARP_M x WARP_N tile,
 // (WARP_M / 16) x (WARP_N / 8) mma tiles of 16 x 8 with 4 accumulators per lane each; operand
-// tiles come in by cp.async, NUM_STAGES K tiles in flight; one barrier per K tile. Fragments are
-// read from shared memory with 32-bit loads (ldmatrix moves 16-bit elements): the padding of
-// sX's rows (BLOCK_K + 4 floats) and sY's rows (BLOCK_N + 8) puts the 32 lanes' reads of one
-// fragment register in 32 different banks. 04's SPLIT_K groups stay: at N = 512 the tiles are
+// tiles come in by cp.async, NUM_STAGES K tiles in flight; one barrier per K tile, over the thread
+// group only (bar.sync 1 + group): a group's stages are its own, so the SPLIT_K groups need not wait
+// for one another until their sums are added up. The A fragment comes by one ldmatrix.x4: ldmatrix
+// moves 8 x 8 matrices of 16-bit elements, which are 8 x 4 matrices of fp32, and the TF32 A fragment
+// is four of them (rows 0-7 / 8-15, columns 0-3 / 4-7 of the 16 x 8 tile), each lane receiving (g, t)
+// of each, the mma's layout. The B fragment (k = t, t + 4 at column g) is a transposed read, which
+// ldmatrix cannot do for 32-bit elements: 32-bit loads. The padding of sX's rows (BLOCK_K + 4 floats)
+// and sY's rows (BLOCK_N + 8) puts the lanes' reads of one fragment register in different banks. 04's SPLIT_K groups stay: at N = 512 the tiles are
 // few, and more warps per tile is what hides the mma and shared-memory latencies.
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
@@ -119,12 +123,11 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
         for (int kk = 0; kk < BLOCK_K; kk += 8) {
             u32 a_big[MMA_M][4], a_small[MMA_M][4], b_big[MMA_N][2], b_small[MMA_N][2];
 #pragma unroll
-            for (int i = 0; i < MMA_M; ++i) {
-                const int r = warp_row + i * 16 + g;
-                split_tf32(s.x[r][kk + t], a_big[i][0], a_small[i][0]);
-                split_tf32(s.x[r + 8][kk + t], a_big[i][1], a_small[i][1]);
-                split_tf32(s.x[r][kk + t + 4], a_big[i][2], a_small[i][2]);
-                split_tf32(s.x[r + 8][kk + t + 4], a_big[i][3], a_small[i][3]);
+            for (int i = 0; i < MMA_M; ++i) {  // the A fragment in one ldmatrix.x4 (see the header)
+                u32 raw[4];
+                ldmatrix_x4(raw[0], raw[1], raw[2], raw[3], &s.x[warp_row + i * 16 + lane_id % 16][kk + lane_id / 16 * 4]);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[q]), a_big[i][q], a_small[i][q]);
             }
 #pragma unroll
             for (int j = 0; j < MMA_N; ++j) {
@@ -159,7 +162,7 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     }
     for (int r = 0; r < rounds; ++r) {
         cp_async_wait_group<NUM_STAGES - 2>();  // this thread's copies of round r have landed
-        __syncthreads();  // everyone's have; and everyone has finished computing round r - 1
+        bar_sync(1 + group, NUM_THREADS);  // the group's have; and it has finished computing round r - 1
         if (r + NUM_STAGES - 1 < rounds)  // refill the stage that round r - 1 used
             load((r + NUM_STAGES - 1) % NUM_STAGES, k_of(r + NUM_STAGES - 1));
         cp_async_commit();
@@ -212,7 +215,7 @@ __global__ void fused_tf32x3(int M, int K, int L, int N, const float* A, const f
     static_assert(BLOCK_M % WARP_M == 0 && BLOCK_N % WARP_N == 0, "whole warp tiles per block");
     static_assert(WARP_M % 16 == 0 && WARP_N % 8 == 0 && BLOCK_K % 8 == 0,
                   "WARP_M a multiple of 16, WARP_N and BLOCK_K of 8 (the 16 x 8 x 8 mma)");
-    static_assert(SPLIT_K >= 1 && NUM_STAGES >= 2, "SPLIT_K >= 1 and NUM_STAGES >= 2");
+    static_assert(SPLIT_K >= 1 && SPLIT_K <= 15 && NUM_STAGES >= 2, "1 <= SPLIT_K <= 15 (a named barrier each), NUM_STAGES >= 2");
     static_assert(SPLIT_K * (BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) * 32 <= 1024, "more than 1024 threads");
     using StageT = Stage<BLOCK_M, BLOCK_N, BLOCK_K>;
     extern __shared__ __align__(16) unsigned char smem[];

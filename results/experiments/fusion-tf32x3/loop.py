@@ -1,16 +1,18 @@
-"""Step 05's K loop: two changes to what each round costs, timed against the step in the same run.
+"""Step 05's K loop: two changes to what each round costs, timed against each other in the same run.
 
     python results/experiments/fusion-tf32x3/loop.py time [N ...] > loop-<gpu>-<date>.log   # on a GPU
     python results/experiments/fusion-tf32x3/loop.py record      # the logs here -> results.json["loop"]
 
-  step         kernels/fused/05_tf32x3.cu as it is
-  ldsm_a       the A fragment by one ldmatrix.x4 (four 8 x 4 fp32 matrices) instead of four 32-bit loads
-  group_bar    the barrier of each round over the thread group only (bar.sync 1 + group): the SPLIT_K
-               groups' stages are their own, so they need not wait for one another (GPU only: the
-               emulator has no named barriers)
-  ldsm_group   both
+  step         kernels/fused/05_tf32x3.cu as it is: the A fragment by one ldmatrix.x4, the barrier of each
+               round over the thread group only (bar.sync 1 + group)
+  a32_loads    the A fragment by four 32-bit loads (the step before this experiment)
+  block_bar    the barrier of each round over the whole block (__syncthreads, the step before)
+  before       both: the step as it was before this experiment
 Each is checked against float64 (fusion.check, and at N), then launched in turn with torch `a @ b @ c`
 (bench.time_interleaved, packed launchers), three rounds, with the configurations below.
+loop-nvidia-h200-2026-11-24.log was run before the two changes entered the step, with the patches
+then the other way round: there 'step' is today's 'before', 'ldsm_a' today's 'block_bar', 'group_bar'
+today's 'a32_loads' and 'ldsm_group' today's step.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-VARIANTS = ("ldsm_a", "group_bar", "ldsm_group")
+VARIANTS = ("a32_loads", "block_bar", "before")
 CONFIGS = {  # the fastest recorded tiles per size (H100 and H200 sweeps)
     512: {"best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
           "w32x16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=16, SPLIT_K=4, NUM_STAGES=3)},
