@@ -42,7 +42,7 @@ def record() -> dict:
     for log in sorted(HERE.glob("loop-*.log")):
         text = log.read_text()
         gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
-        rec = out.setdefault(gpu, {"log": log.name, "us": {}})
+        rec = out[gpu] = {"log": log.name, "us": {}}  # the newest log of each GPU (names sort by date)
         for line in text.splitlines():
             if m := LINE.match(line):
                 rec["us"].setdefault(f"{m.group(2)} {m.group(3)}", {}).setdefault(m.group(4), []).append(float(m.group(5)))
