@@ -401,15 +401,14 @@ def test_fusion_h200_record_claims():
 
 
 def test_tf32x3_loop_claims():
-    """Chapter 8, 'Two cuts in the K loop' (H200): each change alone and both take time off at 512; at 2048
-    and 4096 (SPLIT_K = 1) both together move the step by under 1%."""
-    loop = results.experiment("fusion-tf32x3")["loop"]["NVIDIA H200"]
-    first_run = "ldsm_group" in loop["us"]["512 best512"]
-    name = ({"before": "step", "ldsm": "ldsm_a", "bar": "group_bar", "both": "ldsm_group"} if first_run else
-            {"before": "before", "ldsm": "block_bar", "bar": "a32_loads", "both": "step"})
-    med = {key: {k: statistics.median(v) for k, v in calls.items()} for key, calls in loop["us"].items()}
-    at = med["512 best512"]
-    assert at[name["both"]] < 0.97 * at[name["before"]]
-    assert at[name["ldsm"]] < at[name["before"]] and at[name["bar"]] < at[name["before"]]
-    for key in ("2048 best2048", "4096 b128"):
-        assert abs(med[key][name["both"]] / med[key][name["before"]] - 1) < 0.01
+    """Chapter 8, 'Two cuts in the K loop' (H200, every recorded run): with the sweep's tiles at 512 both
+    changes take time off; at 2048 and 4096 (SPLIT_K = 1) they move the step by under 1%."""
+    runs = results.experiment("fusion-tf32x3")["loop"]["NVIDIA H200"]
+    assert len(runs) >= 2
+    for run in runs:
+        med = {key: {k: statistics.median(v) for k, v in calls.items()} for key, calls in run["us"].items()}
+        at = med["512 best512"]
+        assert at["both (step 05)"] < 0.99 * at["before"], run["log"]
+        assert at["group barrier only"] < at["before"] and at["ldmatrix A only"] < at["before"], run["log"]
+        for key in ("2048 best2048", "4096 b128"):
+            assert abs(med[key]["both (step 05)"] / med[key]["before"] - 1) < 0.01, (run["log"], key)

@@ -12,7 +12,8 @@ Each is checked against float64 (fusion.check, and at N), then launched in turn 
 (bench.time_interleaved, packed launchers), three rounds, with the configurations below.
 loop-nvidia-h200-2026-11-24.log was run before the two changes entered the step, with the patches
 then the other way round: there 'step' is today's 'before', 'ldsm_a' today's 'block_bar', 'group_bar'
-today's 'a32_loads' and 'ldsm_group' today's step.
+today's 'a32_loads' and 'ldsm_group' today's step (record() labels both logs alike). The b log is the
+same comparison on another machine, after the changes entered the step.
 """
 from __future__ import annotations
 
@@ -37,15 +38,27 @@ REPS = {512: 300, 1024: 100, 2048: 40, 4096: 15}
 LINE = re.compile(r"^round (\d) n=(\d+) (\S+) (\S+)\s+([\d.]+) us$")
 
 
+# What each variant is, in the record: the first log (run before the two changes entered the step) named
+# them after the patches of that day, which were the other way round.
+LABELS = {"step": "both (step 05)", "a32_loads": "group barrier only", "block_bar": "ldmatrix A only", "before": "before",
+          "torch_a@b@c": "torch a@b@c"}
+LABELS_FIRST = {"step": "before", "ldsm_a": "ldmatrix A only", "group_bar": "group barrier only",
+                "ldsm_group": "both (step 05)", "torch_a@b@c": "torch a@b@c"}
+
+
 def record() -> dict:
+    """results.json["loop"]: per GPU, one entry per log: {log, us: {"N config": {label: [us per round]}}}."""
     out = {}
     for log in sorted(HERE.glob("loop-*.log")):
         text = log.read_text()
         gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
-        rec = out[gpu] = {"log": log.name, "us": {}}  # the newest log of each GPU (names sort by date)
+        labels = LABELS_FIRST if " ldsm_group " in text else LABELS
+        rec = {"log": log.name, "us": {}}
+        out.setdefault(gpu, []).append(rec)
         for line in text.splitlines():
             if m := LINE.match(line):
-                rec["us"].setdefault(f"{m.group(2)} {m.group(3)}", {}).setdefault(m.group(4), []).append(float(m.group(5)))
+                rec["us"].setdefault(f"{m.group(2)} {m.group(3)}", {}).setdefault(labels[m.group(4)], []).append(
+                    float(m.group(5)))
     return out
 
 
@@ -85,8 +98,9 @@ if __name__ == "__main__":
         rec = json.loads(path.read_text())
         rec["loop"] = record()
         path.write_text(json.dumps(rec, indent=1) + "\n")
-        for g, r in rec["loop"].items():
-            for key, calls in r["us"].items():
-                print(g, key, {k: round(statistics.median(v), 2) for k, v in calls.items()})
+        for g, runs in rec["loop"].items():
+            for r in runs:
+                for key, calls in r["us"].items():
+                    print(g, r["log"], key, {k: round(statistics.median(v), 2) for k, v in calls.items()})
     else:
         main([int(x) for x in sys.argv[2:]] or [512])
