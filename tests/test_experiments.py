@@ -412,3 +412,11 @@ def test_tf32x3_loop_claims():
         assert at["group barrier only"] < at["before"] and at["ldmatrix A only"] < at["before"], run["log"]
         for key in ("2048 best2048", "4096 b128"):
             assert abs(med[key]["both (step 05)"] / med[key]["before"] - 1) < 0.01, (run["log"], key)
+
+
+def test_tf32x3_groups_claim():
+    """'eight (SPLIT_K = 8) are still slower than four at 512' (groups.py, the step with per-group barriers)."""
+    run = results.experiment("fusion-tf32x3")["groups"]["NVIDIA H200"]
+    med = {k: statistics.median(v) for k, v in run["us"].items()}
+    k4 = min(t for k, t in med.items() if k.startswith("k4"))
+    assert min(t for k, t in med.items() if k.startswith("k8")) > k4
