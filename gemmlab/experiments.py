@@ -8,6 +8,7 @@ without a GPU.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from pathlib import Path
 
@@ -189,3 +190,38 @@ def tf32x3_rows(exp: dict, log: str, n: int, config: str) -> dict[str, dict]:
     """From the fusion-tf32x3 record: variant -> its row (us, tflops, speedup, max_rel_error,
     registers) at size n for one tile configuration, from one log."""
     return {r["variant"]: r for r in exp["logs"][log]["rows"] if r["n"] == n and r["config"] == config}
+
+
+# ------------------------------------------------------------------------------------------------
+# Rounds of interleaved timing, as the fusion experiment scripts log and record them
+# ------------------------------------------------------------------------------------------------
+ROUND_LINE = re.compile(r"^round (\d) n=(\d+) (.+?)\s+([\d.]+) us$")
+
+
+def time_rounds(calls: dict, n: int, n_repeat: int, rounds: int = 3, n_warmup: int = 20, prefix: str = "") -> None:
+    """Launch `calls` (name -> no-argument launch) in turn (bench.time_interleaved) for `rounds` rounds and
+    print one line per call and round, "round R n=N [PREFIX]NAME  US us", which rounds_of() reads back. GPU only."""
+    from . import bench
+
+    for rnd in range(rounds):
+        for name, t in bench.time_interleaved(calls, n_repeat, n_warmup).items():
+            print(f"round {rnd} n={n} {prefix}{name:24s} {t['median_s'] * 1e6:10.2f} us", flush=True)
+
+
+def rounds_of(text: str) -> dict[tuple[int, str], list[float]]:
+    """{(N, name): [us, one per round]} from a log written by time_rounds()."""
+    out: dict[tuple[int, str], list[float]] = {}
+    for line in text.splitlines():
+        if m := ROUND_LINE.match(line):
+            out.setdefault((int(m.group(2)), m.group(3)), []).append(float(m.group(4)))
+    return out
+
+
+def save_record(folder: Path, key: str, value) -> None:
+    """Set results.json[key] in an experiment folder (the record the chapters read)."""
+    import json
+
+    path = Path(folder) / "results.json"
+    rec = json.loads(path.read_text())
+    rec[key] = value
+    path.write_text(json.dumps(rec, indent=1) + "\n")

@@ -394,16 +394,20 @@ class FusedKernel:
             self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(2, np.uint32))}
         return self._scratch[key]
 
-    def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
-        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+    def launch_args(self, a, b, c, e, grid: int | None = None) -> tuple[Launch, list]:
+        """The launch configuration and the kernel's arguments for arrays on the backend's device
+        (the sizes, the four matrices, and for a persistent step its scratch T and barrier word)."""
         m, k = a.shape
         l, n = c.shape
-        dims = (m, k, l, n)
-        cfg = self.launch_config(dims, grid)
         args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
         if self.step.persistent:
             xp = np if isinstance(a, np.ndarray) else __import__("cupy")
             args += list(self.workspace(xp, m, l))
+        return self.launch_config((m, k, l, n), grid), args
+
+    def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
+        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+        cfg, args = self.launch_args(a, b, c, e, grid)
         if self.backend == "gpu":
             self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
         else:
@@ -421,12 +425,7 @@ class FusedKernel:
         costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
         """
         self.run(a, b, c, e)
-        m, k = a.shape
-        l, n = c.shape
-        cfg = self.launch_config((m, k, l, n))
-        args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
-        if self.step.persistent:
-            args += list(self.workspace(__import__("cupy"), m, l))
+        cfg, args = self.launch_args(a, b, c, e)
         return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
 
     def resources(self, arch: str = "sm_90"):
@@ -714,16 +713,29 @@ def _inputs(n: int):
     return tuple((rng.random((n, n), dtype=cupy.float32) * 2 - 1) for _ in range(3))
 
 
-def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+def reference_gpu(a, b, c):
+    """E = A B C in float64 on the GPU (the full-size guard's reference)."""
+    import cupy
+    return cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+
+
+def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4):
+    """(kern.launcher on a fresh E, max |E - E64| / max |E64|) after one launch at full size: a last guard,
+    so that nothing is timed that does not match float64 there too (`want`: E64, computed if None)."""
     import cupy
     e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
-    cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
-    t = _time(kern.launcher(a, b, c, e), n_repeat)
-    want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
-    rel = float(cupy.abs(e - want).max() / cupy.abs(want).max())  # a last guard at full size
-    if not rel < 1e-4:
+    launch = kern.launcher(a, b, c, e)
+    want = reference_gpu(a, b, c) if want is None else want
+    rel = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+    if not rel < tol:
         raise VerificationError(f"{kern.label} at {a.shape[0]}: max error {rel:.3g} of max |E|: not timed")
-    return t, {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel}
+    return launch, rel
+
+
+def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+    cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
+    launch, rel = checked_launcher(kern, a, b, c)
+    return _time(launch, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel}
 
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)

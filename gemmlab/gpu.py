@@ -112,40 +112,45 @@ class GpuModule:
             raise KernelError(f"{self.label} failed to launch: {e}") from None
 
     def packed_launcher(self, grid, block, args, shared_mem: int = 0, stream=None):
-        """A no-argument function that launches with these arguments through cuLaunchKernel directly.
+        """packed_launcher() for this module's kernel."""
+        return packed_launcher(self.function, self.label, grid, block, args, shared_mem, stream)
 
-        CuPy's RawKernel call converts every argument on every call (a few microseconds of host time
-        for ten arguments); here they are converted once, into the array of pointers that
-        cuLaunchKernel takes, and each call is one driver call. For timing loops: the arrays must
-        stay alive and unchanged in shape, and the launch is not checked (check it once with launch()).
-        """
-        import ctypes
 
-        import numpy as np
-        from cupy_backends.cuda.api import driver
+def packed_launcher(function, label: str, grid, block, args, shared_mem: int = 0, stream=None):
+    """A no-argument function that launches `function` (a CuPy RawKernel) with these arguments through
+    cuLaunchKernel directly.
 
-        cupy = _cupy()
-        values = []
-        for a in args:
-            if isinstance(a, cupy.ndarray):
-                values.append(ctypes.c_void_p(a.data.ptr))
-            elif isinstance(a, np.int32):
-                values.append(ctypes.c_int32(int(a)))
-            elif isinstance(a, np.uint32):
-                values.append(ctypes.c_uint32(int(a)))
-            else:
-                raise ConfigError(f"{self.label}: packed_launcher takes CuPy arrays, np.int32 and np.uint32 "
-                                  f"arguments, not {type(a).__name__}")
-        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        f = getattr(self.function, "kernel", self.function).ptr
-        (gx, gy, gz), (bx, by, bz) = tuple(grid), tuple(block)
-        st = (stream or cupy.cuda.get_current_stream()).ptr
-        keep = (args, values, params)  # alive as long as the launcher is
+    CuPy's RawKernel call converts every argument on every call (a few microseconds of host time for
+    ten arguments); here they are converted once, into the array of pointers that cuLaunchKernel takes,
+    and each call is one driver call. For timing loops: the arrays must stay alive and unchanged in
+    shape, and the launch is not checked (check it once with GpuModule.launch()).
+    """
+    import ctypes
 
-        def launch(_keep=keep):
-            driver.launchKernel(f, gx, gy, gz, bx, by, bz, shared_mem, st, ctypes.addressof(params), 0)
+    import numpy as np
+    from cupy_backends.cuda.api import driver
 
-        return launch
+    cupy = _cupy()
+    ctype = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32}
+    values = []
+    for a in args:
+        if isinstance(a, cupy.ndarray):
+            values.append(ctypes.c_void_p(a.data.ptr))
+        elif type(a) in ctype:
+            values.append(ctype[type(a)](int(a)))
+        else:
+            raise ConfigError(f"{label}: packed_launcher takes CuPy arrays, np.int32 and np.uint32 arguments, "
+                              f"not {type(a).__name__}")
+    params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    f = getattr(function, "kernel", function).ptr
+    (gx, gy, gz), (bx, by, bz) = tuple(grid), tuple(block)
+    st = (stream or cupy.cuda.get_current_stream()).ptr
+    keep = (args, values, params)  # alive as long as the launcher is
+
+    def launch(_keep=keep):
+        driver.launchKernel(f, gx, gy, gz, bx, by, bz, shared_mem, st, ctypes.addressof(params), 0)
+
+    return launch
 
 
 def check_launch(module: GpuModule, grid, block, shared_mem: int) -> None:

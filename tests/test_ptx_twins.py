@@ -464,7 +464,8 @@ def test_named_barriers_let_groups_wait_for_their_own_warps():
     tid = np.arange(128)
     want = np.concatenate([1000 * r + (tid // 64) * 64 + (tid % 64 + 1) % 64 for r in range(3)])
     assert (out == want).all()
-    with pytest.raises(Exception, match="multiple of 32"):
+    from gemmlab.errors import InputError
+    with pytest.raises(InputError, match="multiple of 32"):
         run(source, "bad_count", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32)])
 
 
@@ -474,5 +475,6 @@ def test_a_named_barrier_short_of_threads_is_a_named_deadlock():
         if (threadIdx.x < 32) bar_sync(3, 64);  // 64 counted, one warp comes
         out[threadIdx.x] = 1;
     }'''
-    with pytest.raises(Exception, match=r"named barrier \(bar.sync id, count\).*32 threads wait at a named barrier"):
+    from gemmlab.errors import KernelError
+    with pytest.raises(KernelError, match=r"named barrier \(bar.sync id, count\).*32 threads wait at a named barrier"):
         run(source, "short_group", (1, 1, 1), (64, 1, 1), [np.zeros(64, np.int32)])

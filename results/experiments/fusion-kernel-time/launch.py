@@ -36,11 +36,12 @@ CONFIGS = {
     512: dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
     1024: dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2),
 }
-LINE = re.compile(r"^round (\d) n=(\d+) (.+?)\s+([\d.]+) us$")
 
 
 def record() -> dict:
     """results.json["launch"][gpu]: per N and call, the median event time of each round (us)."""
+    from gemmlab import experiments
+
     out = {}
     for log in sorted(HERE.glob("launch-*.log")):
         text = log.read_text()
@@ -51,9 +52,8 @@ def record() -> dict:
             rec["config"][m.group(1)] = json.loads(m.group(2))
         for m in re.finditer(r"^error n=(\d+) (.+?)\s+([\d.e+-]+)$", text, re.M):
             rec["max_rel_error"].setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
-        for line in text.splitlines():
-            if m := LINE.match(line):
-                rec["us"].setdefault(m.group(2), {}).setdefault(m.group(3), []).append(float(m.group(4)))
+        for (n, name), us in experiments.rounds_of(text).items():
+            rec["us"].setdefault(str(n), {}).setdefault(name, []).extend(us)
     return out
 
 
@@ -66,10 +66,9 @@ def main(sizes: list[int]) -> None:
     import datetime
 
     import cupy
-    import numpy as np
     import torch
 
-    from gemmlab import bench, experiments, fusion, gpu
+    from gemmlab import experiments, fusion, gpu
 
     torch.backends.cuda.matmul.allow_tf32 = False
     st = fusion.get(STEP)
@@ -77,59 +76,47 @@ def main(sizes: list[int]) -> None:
     print(f"date: {datetime.date.today().isoformat()}")
     print(f"torch {torch.__version__}, cupy {cupy.__version__}")
     empty = cupy.RawKernel(r'extern "C" __global__ void empty_kernel() {}', "empty_kernel")
-    empty_module = type("M", (), {})()
-    empty_module.function, empty_module.label = empty, "empty_kernel"
-    empty_packed = gpu.GpuModule.packed_launcher(empty_module, (1, 1, 1), (32, 1, 1), (), 0)
+    empty_packed = gpu.packed_launcher(empty, "empty_kernel", (1, 1, 1), (32, 1, 1), ())
     for n in sizes:
         params = CONFIGS[n]
         print(f"config n={n}: {json.dumps(params)}")
         a, b, c = fusion._inputs(n)
-        want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+        want = fusion.reference_gpu(a, b, c)
         kernels = {"05": fusion.step(STEP, **params)}
         for v in VARIANTS:
             kernels[v] = fusion.step(STEP, source=experiments.variant_source(HERE, st, v), **params)
         calls = {}
         for name, k in kernels.items():
             fusion.check(k)  # raises before anything is timed
-            e = cupy.empty((n, n), cupy.float32)
-            calls[f"{name} packed"] = k.launcher(a, b, c, e)
-            calls[f"{name} packed"]()
-            cupy.cuda.Device().synchronize()
-            err = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+            calls[f"{name} packed"], err = fusion.checked_launcher(k, a, b, c, want)
             print(f"error n={n} {name} {err:.3e}")
-            assert err < 1e-5, f"{name} at {n}: {err}"
-            if name == "05":
-                cfg = k.launch_config((n, n, n, n))
-                args = (np.int32(n),) * 4 + (a, b, c, e) + tuple(k.workspace(cupy, n, n))
-                fn = k.module.function
-                calls["05 rawkernel"] = lambda fn=fn, cfg=cfg, args=args: fn(tuple(cfg.grid), tuple(cfg.block), args,
-                                                                             shared_mem=cfg.shared_bytes)
-                side = cupy.cuda.Stream(non_blocking=True)
-                with side:
-                    launch = k.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
-                    launch()
-                    side.synchronize()
-                    side.begin_capture()
-                    launch()
-                    graph = side.end_capture()
-                calls["05 graph"] = graph.launch
+        # step 05 again through CuPy's RawKernel call, and replayed from a CUDA graph
+        k = kernels["05"]
+        cfg, args = k.launch_args(a, b, c, cupy.empty((n, n), cupy.float32))
+        calls["05 rawkernel"] = lambda: k.module.function(tuple(cfg.grid), tuple(cfg.block), tuple(args),
+                                                          shared_mem=cfg.shared_bytes)
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            launch = k.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
+            launch()
+            side.synchronize()
+            side.begin_capture()
+            launch()
+            calls["05 graph"] = side.end_capture().launch
         ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
         calls = {"torch a@b@c": lambda: ta @ tb @ tc, "cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c),
                  "torch graph a@b@c": fusion.torch_graph_abc(ta, tb, tc), **calls,
                  "empty rawkernel": lambda: empty((1,), (32,), ()), "empty packed": empty_packed}
-        for rnd in range(3):
-            t = bench.time_interleaved(calls, 300, 20)
-            for name, v in t.items():
-                print(f"round {rnd} n={n} {name:24s} {v['median_s'] * 1e6:8.2f} us", flush=True)
+        experiments.time_rounds(calls, n, 300)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        path = HERE / "results.json"
-        rec = json.loads(path.read_text())
-        rec["launch"] = record()
-        path.write_text(json.dumps(rec, indent=1) + "\n")
-        for g, r in rec["launch"].items():
+        from gemmlab import experiments
+
+        launch_record = record()
+        experiments.save_record(HERE, "launch", launch_record)
+        for g, r in launch_record.items():
             for n in r["us"]:
                 print(g, n, {k: round(v, 2) for k, v in summary(r, int(n)).items()})
     else:

@@ -18,59 +18,59 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE))
+import variants  # noqa: E402  (this folder's configurations)
 
 CONFIGS = {
-    "k4 best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
+    "k4 best512": variants.CONFIGS["best512"],
     "k4 64x32": dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
-    "k8 w32x32 bk16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=32, WARP_N=32, SPLIT_K=8, NUM_STAGES=3),
+    "k8 w32x32 bk16": variants.CONFIGS["k8w32"],
     "k8 w16x64 bk32": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=64, SPLIT_K=8, NUM_STAGES=2),
     "k8 w16x64 bk16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, WARP_M=16, WARP_N=64, SPLIT_K=8, NUM_STAGES=3),
     "k8 32x32 w16x32 bk16": dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, WARP_M=16, WARP_N=32, SPLIT_K=8, NUM_STAGES=3),
 }
-LINE = re.compile(r"^round (\d) n=(\d+) (.+?)\s+([\d.]+) us$")
 
 
 def record() -> dict:
+    """results.json["groups"]: per GPU, the newest log's event times per configuration and round (us)."""
+    from gemmlab import experiments
+
     out = {}
     for log in sorted(HERE.glob("groups-*.log")):
         text = log.read_text()
         gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
-        rec = out[gpu] = {"log": log.name, "configs": CONFIGS, "us": {}}
-        for line in text.splitlines():
-            if m := LINE.match(line):
-                rec["us"].setdefault(m.group(3), []).append(float(m.group(4)))
+        out[gpu] = {"log": log.name, "configs": CONFIGS,
+                    "us": {name: us for (_, name), us in experiments.rounds_of(text).items()}}
     return out
 
 
 def main(n: int = 512) -> None:
-    import cupy
     import torch
 
-    from gemmlab import bench, fusion, gpu
+    from gemmlab import experiments, fusion, gpu
 
     torch.backends.cuda.matmul.allow_tf32 = False
     print(f"gpu: {gpu.device()['name']}")
     a, b, c = fusion._inputs(n)
+    want = fusion.reference_gpu(a, b, c)
     ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
     calls = {"torch a@b@c": lambda: ta @ tb @ tc}
     for name, params in CONFIGS.items():
         k = fusion.step("fused/05_tf32x3", **params)
         fusion.check(k)
-        calls[name] = k.launcher(a, b, c, cupy.empty((n, n), cupy.float32))
+        calls[name], err = fusion.checked_launcher(k, a, b, c, want)
         print(f"config {name}: {json.dumps(params)} grid {k.launch_config((n,) * 4).grid[0]} x "
-              f"{k.step.threads(k.params)} threads, {k.module.function.num_regs} registers")
-    for rnd in range(3):
-        for name, r in bench.time_interleaved(calls, 300, 20).items():
-            print(f"round {rnd} n={n} {name:24s} {r['median_s'] * 1e6:8.2f} us", flush=True)
+              f"{k.step.threads(k.params)} threads, {k.module.function.num_regs} registers, error {err:.2e}")
+    experiments.time_rounds(calls, n, 300)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        path = HERE / "results.json"
-        rec = json.loads(path.read_text())
-        rec["groups"] = record()
-        path.write_text(json.dumps(rec, indent=1) + "\n")
-        for g, r in rec["groups"].items():
+        from gemmlab import experiments
+
+        groups_record = record()
+        experiments.save_record(HERE, "groups", groups_record)
+        for g, r in groups_record.items():
             print(g, {k: round(statistics.median(v), 2) for k, v in r["us"].items()})
     else:
         main()

@@ -17,7 +17,6 @@ same comparison on another machine, after the changes entered the step.
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import sys
@@ -25,17 +24,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE))
+import variants  # noqa: E402  (this folder's configurations)
 
 VARIANTS = ("a32_loads", "block_bar", "before")
-CONFIGS = {  # the fastest recorded tiles per size (H100 and H200 sweeps)
-    512: {"best512": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=16, WARP_N=32, SPLIT_K=4, NUM_STAGES=3),
+# the fastest recorded tiles per size (the H100 and H200 sweeps): variants.py's configurations and one more
+CONFIGS = {
+    512: {"best512": variants.CONFIGS["best512"],
           "w32x16": dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=16, SPLIT_K=4, NUM_STAGES=3)},
-    1024: {"s64k2": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, WARP_M=32, WARP_N=32, SPLIT_K=2, NUM_STAGES=2)},
-    2048: {"best2048": dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3)},
-    4096: {"b128": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=32, SPLIT_K=1, NUM_STAGES=3)},
+    1024: {"s64k2": variants.CONFIGS["s64k2"]},
+    2048: {"best2048": variants.CONFIGS["best2048"]},
+    4096: {"b128": variants.CONFIGS["b128"]},
 }
 REPS = {512: 300, 1024: 100, 2048: 40, 4096: 15}
-LINE = re.compile(r"^round (\d) n=(\d+) (\S+) (\S+)\s+([\d.]+) us$")
 
 
 # What each variant is, in the record: the first log (run before the two changes entered the step) named
@@ -48,6 +49,8 @@ LABELS_FIRST = {"step": "before", "ldsm_a": "ldmatrix A only", "group_bar": "gro
 
 def record() -> dict:
     """results.json["loop"]: per GPU, one entry per log: {log, us: {"N config": {label: [us per round]}}}."""
+    from gemmlab import experiments
+
     out = {}
     for log in sorted(HERE.glob("loop-*.log")):
         text = log.read_text()
@@ -55,50 +58,41 @@ def record() -> dict:
         labels = LABELS_FIRST if " ldsm_group " in text else LABELS
         rec = {"log": log.name, "us": {}}
         out.setdefault(gpu, []).append(rec)
-        for line in text.splitlines():
-            if m := LINE.match(line):
-                rec["us"].setdefault(f"{m.group(2)} {m.group(3)}", {}).setdefault(labels[m.group(4)], []).append(
-                    float(m.group(5)))
+        for (n, name), us in experiments.rounds_of(text).items():
+            config, variant = name.split(" ", 1)
+            rec["us"].setdefault(f"{n} {config}", {})[labels[variant]] = us
     return out
 
 
 def main(sizes: list[int]) -> None:
-    import cupy
     import torch
 
-    from gemmlab import bench, experiments, fusion, gpu
+    from gemmlab import experiments, fusion, gpu
 
     torch.backends.cuda.matmul.allow_tf32 = False
     st = fusion.get("fused/05_tf32x3")
     print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
         a, b, c = fusion._inputs(n)
-        want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+        want = fusion.reference_gpu(a, b, c)
         ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
         for cfg_name, params in CONFIGS[n].items():
             calls = {"torch_a@b@c": lambda: ta @ tb @ tc}
             for v in ("step",) + VARIANTS:
                 k = fusion.step(st.name, source=experiments.variant_source(HERE, st, v), **params)
                 fusion.check(k)
-                e = cupy.empty((n, n), cupy.float32)
-                calls[v] = k.launcher(a, b, c, e)
-                cupy.cuda.Device().synchronize()
-                err = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+                calls[v], err = fusion.checked_launcher(k, a, b, c, want)
                 print(f"error n={n} {cfg_name} {v} {err:.3e} regs {k.module.function.num_regs}")
-                assert err < 1e-5
-            for rnd in range(3):
-                t = bench.time_interleaved(calls, REPS[n], 10)
-                for name, r in t.items():
-                    print(f"round {rnd} n={n} {cfg_name} {name:12s} {r['median_s'] * 1e6:10.2f} us", flush=True)
+            experiments.time_rounds(calls, n, REPS[n], n_warmup=10, prefix=f"{cfg_name} ")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        path = HERE / "results.json"
-        rec = json.loads(path.read_text())
-        rec["loop"] = record()
-        path.write_text(json.dumps(rec, indent=1) + "\n")
-        for g, runs in rec["loop"].items():
+        from gemmlab import experiments
+
+        loop_record = record()
+        experiments.save_record(HERE, "loop", loop_record)
+        for g, runs in loop_record.items():
             for r in runs:
                 for key, calls in r["us"].items():
                     print(g, r["log"], key, {k: round(statistics.median(v), 2) for k, v in calls.items()})
