@@ -420,3 +420,14 @@ def test_tf32x3_groups_claim():
     med = {k: statistics.median(v) for k, v in run["us"].items()}
     k4 = min(t for k, t in med.items() if k.startswith("k4"))
     assert min(t for k, t in med.items() if k.startswith("k8")) > k4
+
+
+def test_fusion_kernel_time_variants_apply_and_check():
+    """launch.py's variants (old_barrier, prefetch_c) still apply to step 05 as it is, and pass the check."""
+    from gemmlab import fusion
+    st = fusion.get("fused/05_tf32x3")
+    names = sorted(p.stem for p in (EXP / "fusion-kernel-time").glob("*.patch"))
+    assert names == ["old_barrier", "prefetch_c"]
+    for name in names:
+        kern = fusion.step(st.name, backend="cpu", source=experiments.variant_source("fusion-kernel-time", st, name))
+        assert fusion.check(kern, cases=[fusion.Case("random", 40, 33, 36, 20)]).passed
