@@ -60,6 +60,8 @@ class FusedStep:
     persistent: bool = False      # grid = resident blocks; needs scratch T and a barrier word pair
     previous: str | None = None
     min_arch: int = 0             # compute capability x 10 that the step's instructions need
+    arch_specific: bool = False   # compiled for sm_{min_arch}a (wgmma): runs on that architecture only
+    fixed: dict = field(default_factory=dict)  # tile sizes the kernel fixes (not template parameters)
     chapter: int = 8
 
     @property
@@ -82,12 +84,16 @@ class FusedStep:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
         return params
 
+    def target(self, arch: str) -> str:
+        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
+        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
+
     def name_expression(self, params: dict) -> str:
         return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
 
     def tile(self, params: dict) -> tuple[int, int]:
         """The (rows, columns) of output one block computes at a time."""
-        p = params
+        p = {**self.fixed, **params}
         return (p.get("BLOCK_M", p.get("PANEL_M", 1)), p.get("BLOCK_N", 1))
 
 
@@ -188,6 +194,34 @@ def _tf32x3_rules(p):
     return out
 
 
+WGMMA_TILE_M, WGMMA_TILE_K = 64, 32  # step 06: a warpgroup's rows; one 128-byte swizzled row of K
+
+
+def _wgmma_smem(p, d=None):
+    """Step 06's dynamic shared memory: alignment, each group's split B tile, then every group's
+    stages or the partial sums if larger."""
+    stage = 4 * (WGMMA_TILE_M * (WGMMA_TILE_K + 4) + WGMMA_TILE_K * (p["BLOCK_N"] + 8))
+    split = 2 * 4 * p["BLOCK_N"] * WGMMA_TILE_K
+    return 1024 + p["SPLIT_K"] * split + max(p["SPLIT_K"] * p["NUM_STAGES"] * stage,
+                                              4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"])
+
+
+def _wgmma_rules(p):
+    out = []
+    if p["BLOCK_N"] not in (32, 64):
+        out.append(f"BLOCK_N={p['BLOCK_N']} must be 32 or 64 (one wgmma of that width)")
+    if not 1 <= p["SPLIT_K"] <= 8:
+        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to 8 (a warpgroup of 128 threads each, at most 1024)")
+    if p["NUM_STAGES"] < 2:
+        out.append("NUM_STAGES must be at least 2")
+    if not out:
+        need = _wgmma_smem(p)
+        if need > smem_limit():
+            out.append(f"{need} bytes of shared memory (SPLIT_K x (the split tile + NUM_STAGES stages)), over the "
+                       f"{smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_N or SPLIT_K")
+    return out
+
+
 FUSED_STEPS: list[FusedStep] = [
     FusedStep("fused/01_naive_row", "fused_naive_row",
               {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
@@ -241,6 +275,14 @@ FUSED_STEPS: list[FusedStep] = [
               threads=_warp_threads, previous="fused/04_split_k", persistent=True, min_arch=80,
               summary="04 on the tensor cores: each fp32 product as three TF32 mmas (3xTF32), cp.async stages",
               rules=_tf32x3_rules, smem=_tf32x3_smem),
+    FusedStep("fused/06_wgmma_tf32x3", "fused_wgmma_tf32x3",
+              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 4, 8), "warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(3, (2, 3, 4), "K tiles of 32 in flight per warpgroup")},
+              threads=lambda p: 128 * p["SPLIT_K"], previous="fused/05_tf32x3", persistent=True, min_arch=90,
+              arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
+              summary="05 with B split once per element into shared memory and multiplied by wgmma (sm_90a)",
+              rules=_wgmma_rules, smem=_wgmma_smem),
 ]
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
@@ -306,12 +348,15 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
+        target = None
         if self.backend == "gpu":
-            _kernel.require_arch(step.name, step.min_arch, step.previous or "an earlier step")
+            _kernel.require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
+            if step.arch_specific:
+                target = step.target(f"sm_{step.min_arch}")
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
-        self.module = _kernel._module(self.backend, self.source, self.name_expression, self.label)
+        self.module = _kernel._module(self.backend, self.source, self.name_expression, self.label, target)
         self._scratch: dict = {}
 
     def __repr__(self) -> str:
@@ -431,7 +476,7 @@ class FusedKernel:
     def resources(self, arch: str = "sm_90"):
         """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""
         from . import nvrtc
-        return nvrtc.compile(self.source, self.name_expression, arch, label=self.label).resources
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label).resources
 
 
 def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
@@ -439,7 +484,7 @@ def resources(name: str, arch: str = "sm_90", source: str | None = None, **param
     from . import nvrtc
     st = get(name)
     p = st.resolve(params)
-    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), arch, label=st.name).resources
+    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name).resources
 
 
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
@@ -740,14 +785,15 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
 DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
-                 "fused/05_tf32x3")
+                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3")
 MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seconds: not timed
 
 
 def gpu_arch_ok(st: FusedStep) -> bool:
-    """Whether the live GPU has the instructions step `st` needs (its min_arch)."""
+    """Whether the live GPU has the instructions step `st` needs (its min_arch; exactly it for sm_90a's wgmma)."""
     from . import gpu
-    return gpu.device()["cc"] >= st.min_arch
+    cc = gpu.device()["cc"]
+    return cc == st.min_arch if st.arch_specific else cc >= st.min_arch
 
 
 def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = None, save_records: bool = True,
@@ -807,6 +853,7 @@ SWEEP_GRIDS = {
                            "THREAD_N": [4]},
     "fused/05_tf32x3": {"BLOCK_M": [32, 64], "BLOCK_N": [32, 64], "BLOCK_K": [32], "WARP_M": [16, 32],
                         "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
+    "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
 }
 # Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines).
 SWEEP_GRIDS_LARGE = {
@@ -857,8 +904,8 @@ def best(records: list[dict], impl: str, n: int) -> dict | None:
     return min(rows, key=lambda r: r["median_s"]) if rows else None
 
 
-def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/05_tf32x3", "fused/04_split_k",
-         "fused/03_two_phase", "fused/02_row_panel"), large_sizes=(2048, 4096)) -> list[dict]:
+def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/06_wgmma_tf32x3", "fused/05_tf32x3",
+         "fused/04_split_k", "fused/03_two_phase", "fused/02_row_panel"), large_sizes=(2048, 4096)) -> list[dict]:
     """What the GPU lane runs: check every fused step, benchmark (baselines included), sweep the tiles."""
     if _kernel.backend() != "gpu":
         raise GemmlabError("the fusion lane needs a GPU (CuPy sees none here); without one, "
@@ -869,7 +916,7 @@ def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/05_tf
     recs = benchmark(sizes=sizes)
     for name in sweep_names:
         if not gpu_arch_ok(get(name)):
-            print(f"{name} needs sm_{get(name).min_arch}: not swept on this GPU")
+            print(f"{name} needs sm_{get(name).min_arch}{'a' if get(name).arch_specific else ''}: not swept on this GPU")
             continue
         recs += sweep(name, sizes=sweep_sizes)
         if name in SWEEP_GRIDS_LARGE:
@@ -948,9 +995,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     ln = sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
     ln.add_argument("--sweeps", nargs="+", default=None, metavar="STEP",
-                    help="the steps whose tiles are swept (default: 05, 04, 03, 02)")
+                    help="the steps whose tiles are swept (default: 06, 05, 04, 03, 02)")
     v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
     v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
+    v.add_argument("steps", nargs="*", metavar="STEP", help="the steps to check (default: all)")
     b = sub.add_parser("bench", help="benchmark the fused steps and the baselines (GPU)")
     b.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     args = ap.parse_args(argv)
@@ -958,9 +1006,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "lane":
             lane(**({"sweep_names": tuple(get(n).name for n in args.sweeps)} if args.sweeps else {}))
         elif args.cmd == "check":
-            for st in FUSED_STEPS:
+            for st in [get(n) for n in args.steps] or FUSED_STEPS:
                 if _kernel.backend(args.backend) == "gpu" and not gpu_arch_ok(st):
-                    print(f"SKIP: {st.name} needs sm_{st.min_arch}")
+                    print(f"SKIP: {st.name} needs sm_{st.min_arch}{'a' if st.arch_specific else ''}")
                     continue
                 print(check(step(st.name, backend=args.backend)))
         else:

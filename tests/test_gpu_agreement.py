@@ -37,8 +37,9 @@ def test_fused_steps_agree_and_handle_offset_views(name):
     import cupy
 
     st = fusion.get(name)
-    if gpu.device()["cc"] < st.min_arch:
-        pytest.skip(f"{name} needs sm_{st.min_arch}")
+    cc = gpu.device()["cc"]
+    if cc < st.min_arch or (st.arch_specific and cc != st.min_arch):
+        pytest.skip(f"{name} needs sm_{st.min_arch}{'a' if st.arch_specific else ''}")
     on_cpu, on_gpu = fusion.step(name, backend="cpu"), fusion.step(name, backend="gpu")
     for kind, dims in [("identity", (64, 64, 64, 64)), ("random", (67, 33, 70, 129)), ("random", (96, 128, 64, 160))]:
         a, b, c = fusion.make_inputs(kind, *dims, seed=2)

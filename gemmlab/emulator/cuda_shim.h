@@ -707,6 +707,57 @@ template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long l
         }
 }
 
+// D (64 x N) = A (64 x 8, TF32, registers) * B (8 x N, TF32, K-major, 128-byte swizzled) + (scale_d ?
+// D : 0). Warp w's rows of D need only warp w's rows of A, so it is a warp collective: each warp
+// gathers its 16 x 8 slice of A from its lanes (mma.m16n8k8's layout) and reads B through the
+// descriptor. Summed and rounded toward zero once per call, as the TF32 mma.sync twin does.
+inline void fence_proxy_async() {}
+namespace detail {
+template <int N> struct WgmmaTf32In { unsigned a[4]; float d[N / 2]; unsigned long long b; int scale_d; };
+template <int N> struct WgmmaTf32Out { float d[N / 2]; };
+}  // namespace detail
+template <int N> inline void wgmma_m64k8_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b, int scale_d) {
+    using In = detail::WgmmaTf32In<N>;
+    using Out = detail::WgmmaTf32Out<N>;
+    if ((b >> 62) != 1) detail::misuse("the emulator's wgmma models 128-byte-swizzled descriptors (layout type 1) only");
+    In in;
+    for (int i = 0; i < 4; ++i) in.a[i] = a[i];
+    for (int i = 0; i < N / 2; ++i) in.d[i] = d[i];
+    in.b = b;
+    in.scale_d = scale_d;
+    Out r = warp_collective<In, Out>(in, [](const In* ins, Out* outs) {
+        unsigned char* base = reinterpret_cast<unsigned char*>(detail::dynamic_smem_base);
+        const unsigned long long desc = ins[0].b;
+        const size_t start = (size_t)(desc & 0x3fff) << 4, sbo = (size_t)((desc >> 32) & 0x3fff) << 4;
+        float A[16][8], B[8][N], C[16][N];
+        for (int l = 0; l < 32; ++l) {
+            const int g = l >> 2, t = l & 3;
+            for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = detail::tf32_bits(ins[l].a[i]);
+            for (int j = 0; j < N / 8; ++j)
+                for (int v = 0; v < 4; ++v)
+                    C[g + 8 * (v / 2)][8 * j + 2 * t + v % 2] = ins[0].scale_d ? ins[l].d[4 * j + v] : 0.0f;
+        }
+        for (int k = 0; k < 8; ++k)  // K-major: column n is a 128-byte row, 8-row atoms sbo apart
+            for (int n = 0; n < N; ++n)
+                B[k][n] = detail::tf32_bits(*reinterpret_cast<const unsigned*>(
+                    detail::swizzle128(base, start + n / 8 * sbo + n % 8 * 128 + k * 4)));
+        for (int m = 0; m < 16; ++m)
+            for (int n = 0; n < N; ++n) {
+                double acc = C[m][n];
+                for (int k = 0; k < 8; ++k) acc += (double)A[m][k] * B[k][n];
+                float f = (float)acc;  // to nearest; step back toward zero if that rounded up in magnitude
+                if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
+                C[m][n] = f;
+            }
+        for (int l = 0; l < 32; ++l) {
+            const int g = l >> 2, t = l & 3;
+            for (int j = 0; j < N / 8; ++j)
+                for (int v = 0; v < 4; ++v) outs[l].d[4 * j + v] = C[g + 8 * (v / 2)][8 * j + 2 * t + v % 2];
+        }
+    });
+    for (int i = 0; i < N / 2; ++i) d[i] = r.d[i];
+}
+
 // ---------------------------------------------------------------------------------------------
 // The generic main: gemmlab/cpu.py appends
 //   int main(int argc, char** argv) { return emu::run_main(argc, argv, &KERNEL); }
