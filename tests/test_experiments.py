@@ -1,11 +1,12 @@
 """The recorded experiments (results/experiments/): well-formed, their variants correct kernels, and
 the claims chapters 6, 7b and 8 make from them true of the records."""
 import json
+import re
 import statistics
 
 import pytest
 
-from gemmlab import errors, experiments, kernel, registry, results
+from gemmlab import errors, experiments, fusion, kernel, registry, results
 from gemmlab.check import verify
 
 EXP = results.EXPERIMENTS
@@ -31,8 +32,8 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "fusion-tf32x3", "hgemm-diagnosis", "hgemm-t4-gap", "hgemm-wgmma",
-                     "sgemm-vs-cublas"]
+    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-wgmma", "hgemm-diagnosis", "hgemm-t4-gap",
+                     "hgemm-wgmma", "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
         assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]
@@ -431,3 +432,61 @@ def test_fusion_kernel_time_variants_apply_and_check():
     for name in names:
         kern = fusion.step(st.name, backend="cpu", source=experiments.variant_source("fusion-kernel-time", st, name))
         assert fusion.check(kern, cases=[fusion.Case("random", 40, 33, 36, 20)]).passed
+
+
+# ------------------------------------------------------------------------------------------------
+# fusion-wgmma: fused step 06 (chapter 8, "Step 06: the right operand through wgmma")
+# ------------------------------------------------------------------------------------------------
+def test_wgmma_variants_apply_and_compile():
+    from gemmlab import nvrtc
+    st = fusion.get("fused/06_wgmma_tf32x3")
+    names = sorted(p.stem for p in (EXP / "fusion-wgmma").glob("*.patch"))
+    assert names == ["loads_before_split", "nofence", "round_timeline"]
+    for name in names:
+        text = experiments.variant_source("fusion-wgmma", st, name)
+        if nvrtc.available():
+            assert fusion.resources(st.name, "sm_90", source=text).spill_stores == 0
+    for name in ("loads_before_split", "nofence"):  # round_timeline reads clock64: GPU only
+        kern = fusion.step(st.name, backend="cpu", source=experiments.variant_source("fusion-wgmma", st, name))
+        assert fusion.check(kern).passed
+
+
+def _wgmma_medians():
+    exp = results.experiment("fusion-wgmma")
+    run = exp["steps"]["NVIDIA H200"]
+    return exp, {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
+
+
+def test_wgmma_step_claims():
+    """Chapter 8: step 06 is faster than step 05 at 512 but slower from 1024 on (same run), still short of 3x."""
+    exp, med = _wgmma_medians()
+    assert sorted(med) == [512, 1024, 2048, 4096]
+    for n, calls in med.items():
+        assert all(len(v) == 3 for v in exp["steps"]["NVIDIA H200"]["us"][str(n)].values())  # three rounds
+        six = min(v for k, v in calls.items() if k.startswith("06 "))
+        if n == 512:
+            assert six < calls["05 best"]
+            assert min(calls["torch a@b@c"], calls["cupy a@b@c"]) / six < 3
+        else:
+            assert six > calls["05 best"], f"step 06 at {n}"
+    # each configuration was checked at full size before it was timed
+    log = (EXP / "fusion-wgmma" / exp["steps"]["NVIDIA H200"]["log"]).read_text()
+    errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)$", log, re.M)]
+    assert errors and max(errors) < 2e-6
+
+
+def test_wgmma_timeline_and_variant_claims():
+    """'The multiply was never the long part'; moving the copies after the split helps; the fence costs a little."""
+    exp = results.experiment("fusion-wgmma")
+    tl = exp["timeline"]["NVIDIA H200"]["parts"]["512 n32 k4 s3"]
+    for phase in tl.values():
+        us = {k: v["us"] for k, v in phase.items()}
+        mma = us["the wgmmas and the chunk's add"]
+        assert mma < us["waiting for the round's tiles"] + us["issuing the next loads"]
+        assert mma < us["the split of B"] and mma < us["the whole tile"] / 4
+        assert sum(v for k, v in us.items() if k != "the whole tile") <= us["the whole tile"] * 1.01
+    var = {k: statistics.median(v) for k, v in exp["variants"]["NVIDIA H200"]["us"].items()}
+    for c in ("n32 k4 s3", "n32 k4 s2"):
+        assert var[f"loads_before_split {c}"] > var[f"step {c}"]   # "took ... off the call"
+        assert var[f"!nofence {c}"] < var[f"step {c}"]             # "the fence costs a little"
+        assert var[f"step {c}"] / var[f"!nofence {c}"] < 1.05

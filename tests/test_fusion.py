@@ -50,6 +50,8 @@ def test_square_sizes_off_the_tile(kernels, name, n):
     ("fused/05_tf32x3", {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16, "WARP_M": 32, "WARP_N": 16, "SPLIT_K": 1,
                          "NUM_STAGES": 4}),
     ("fused/05_tf32x3", {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "WARP_M": 32, "WARP_N": 32, "NUM_STAGES": 3}),
+    ("fused/06_wgmma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 3, "NUM_STAGES": 2}),  # rounds past the last K tile
+    ("fused/06_wgmma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 1, "NUM_STAGES": 4}),
 ])
 def test_other_tiles_and_rectangular_shapes(name, params):
     kern = fusion.step(name, backend="cpu", **params)
@@ -143,6 +145,10 @@ def test_panel_rejects_a_panel_that_does_not_fit():
     ("fused/05_tf32x3", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "WARP_M": 64, "WARP_N": 32,
                          "SPLIT_K": 2, "NUM_STAGES": 4}, "shared memory"),
     ("fused/05_tf32x3", {"NUM_STAGES": 1}, "NUM_STAGES at least 2"),
+    ("fused/06_wgmma_tf32x3", {"BLOCK_N": 16}, "32 or 64"),
+    ("fused/06_wgmma_tf32x3", {"SPLIT_K": 16}, "1 to 8"),
+    ("fused/06_wgmma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 8, "NUM_STAGES": 2}, "shared memory"),
+    ("fused/06_wgmma_tf32x3", {"BLOCK_M": 128}, "no template parameter"),
 ])
 def test_impossible_configurations_are_rejected(name, params, text):
     with pytest.raises(ConfigError, match=text):
@@ -252,13 +258,41 @@ def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
     assert not fusion.gpu_arch_ok(fusion.get("fused/05_tf32x3")) and fusion.gpu_arch_ok(fusion.get("fused/04_split_k"))
 
 
-def test_step05_inf_input_gives_nan_as_documented(kernels):
+@pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3"])
+def test_tf32x3_inf_input_gives_nan_as_documented(kernels, name):
     """05_tf32x3.cu's header: an Inf has no finite small part (Inf - Inf = NaN), so where fp32 gives
-    +-Inf this step gives NaN, in the Inf's row of E only."""
+    +-Inf this step gives NaN, in the Inf's row of E only (06 splits the same way)."""
     a, b, c = _inputs(40, 24, 36, 20, seed=4)
     a[3, 2] = np.inf
-    e = np.asarray(kernels["fused/05_tf32x3"](a, b, c))
+    e = np.asarray(kernels[name](a, b, c))
     assert np.isnan(e[3]).all()
     assert np.isfinite(np.delete(e, 3, axis=0)).all()
     with np.errstate(invalid="ignore"):
         assert not np.isfinite(fusion.reference(a, b, c)[3]).any()  # fp32 has no finite answer there either
+
+
+def test_step06_needs_sm90a_and_fits_where_it_runs():
+    from gemmlab import nvrtc
+    from gemmlab.errors import ArchError
+    if not nvrtc.available():
+        pytest.skip("NVRTC is not installed")
+    for arch in ("sm_75", "sm_80"):
+        with pytest.raises(ArchError, match=r"needs sm_90a\).*wgmma"):
+            fusion.resources("fused/06_wgmma_tf32x3", arch)
+    for params in ({}, {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 4}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 3}):
+        r = fusion.resources("fused/06_wgmma_tf32x3", "sm_90", **params)  # compiled for sm_90a
+        assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills"
+
+
+@pytest.mark.parametrize("cc, name", [(80, "NVIDIA A100"), (100, "NVIDIA B200")])
+def test_step06_is_refused_off_hopper_before_compiling(monkeypatch, cc, name):
+    """wgmma exists on sm_90a only: an A100 and a Blackwell GPU both get a clear ArchError naming step 05."""
+    from gemmlab import gpu
+    from gemmlab.errors import ArchError
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    monkeypatch.setattr(gpu, "device", lambda: {"cc": cc, "name": name, "sms": 100, "shared_per_block_optin": 232448})
+    with pytest.raises(ArchError, match=r"sm_90a.*compute capability 9.0 only.*fused/05_tf32x3"):
+        fusion.step("fused/06_wgmma_tf32x3", backend="gpu")
+    assert not fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))
+    monkeypatch.setattr(gpu, "device", lambda: {"cc": 90, "name": "NVIDIA H200", "sms": 132, "shared_per_block_optin": 232448})
+    assert fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))
