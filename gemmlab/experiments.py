@@ -217,6 +217,27 @@ def rounds_of(text: str) -> dict[tuple[int, str], list[float]]:
     return out
 
 
+def gpu_logs(folder: Path, pattern: str):
+    """(GPU name, log path, text) for each log in `folder` whose name matches `pattern`, in name order; the
+    GPU is the log's "gpu: NAME" line, which the experiment scripts print first."""
+    for log in sorted(Path(folder).glob(pattern)):
+        text = log.read_text()
+        yield re.search(r"^gpu: (.+)$", text, re.M).group(1), log, text
+
+
+def fusion_problem(n: int):
+    """GPU only, for chapter 8's experiment scripts: (a, b, c, E in float64, {"torch a@b@c": call}), the
+    inputs fusion's benchmark uses at N, and the baseline with TF32 off, ready for time_rounds()."""
+    import torch
+
+    from . import fusion
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b, c = fusion._inputs(n)
+    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+    return a, b, c, fusion.reference_gpu(a, b, c), {"torch a@b@c": lambda: ta @ tb @ tc}
+
+
 def save_record(folder: Path, key: str, value) -> None:
     """Set results.json[key] in an experiment folder (the record the chapters read)."""
     import json

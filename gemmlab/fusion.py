@@ -28,7 +28,7 @@ import numpy as np
 
 from . import kernel as _kernel
 from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
-from .registry import Launch, Param, cdiv, tf32x3_tile_rules
+from .registry import ArchRequirement, Launch, Param, cdiv, tf32x3_tile_rules
 from . import results
 from .bench import _time as _bench_time, environment
 from .source import assemble
@@ -48,7 +48,7 @@ Dims = tuple[int, int, int, int]  # (M, K, L, N)
 
 
 @dataclass(frozen=True)
-class FusedStep:
+class FusedStep(ArchRequirement):
     name: str                     # "fused/NN_idea", also kernels/fused/NN_idea.cu
     symbol: str                   # the __global__ template's name
     params: dict[str, Param]      # in template-argument order
@@ -83,10 +83,6 @@ class FusedStep:
         if problems:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
         return params
-
-    def target(self, arch: str) -> str:
-        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
-        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
 
     def name_expression(self, params: dict) -> str:
         return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
@@ -348,11 +344,7 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
-        target = None
-        if self.backend == "gpu":
-            _kernel.require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
-            if step.arch_specific:
-                target = step.target(f"sm_{step.min_arch}")
+        target = _kernel.gpu_target(step) if self.backend == "gpu" else None
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
@@ -790,10 +782,9 @@ MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seco
 
 
 def gpu_arch_ok(st: FusedStep) -> bool:
-    """Whether the live GPU has the instructions step `st` needs (its min_arch; exactly it for sm_90a's wgmma)."""
+    """Whether the live GPU has the instructions step `st` needs (FusedStep.runs_on)."""
     from . import gpu
-    cc = gpu.device()["cc"]
-    return cc == st.min_arch if st.arch_specific else cc >= st.min_arch
+    return st.runs_on(gpu.device()["cc"])
 
 
 def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = None, save_records: bool = True,
@@ -916,7 +907,7 @@ def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/06_wg
     recs = benchmark(sizes=sizes)
     for name in sweep_names:
         if not gpu_arch_ok(get(name)):
-            print(f"{name} needs sm_{get(name).min_arch}{'a' if get(name).arch_specific else ''}: not swept on this GPU")
+            print(f"{name} needs {get(name).arch_label}: not swept on this GPU")
             continue
         recs += sweep(name, sizes=sweep_sizes)
         if name in SWEEP_GRIDS_LARGE:
@@ -1008,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "check":
             for st in [get(n) for n in args.steps] or FUSED_STEPS:
                 if _kernel.backend(args.backend) == "gpu" and not gpu_arch_ok(st):
-                    print(f"SKIP: {st.name} needs sm_{st.min_arch}{'a' if st.arch_specific else ''}")
+                    print(f"SKIP: {st.name} needs {st.arch_label}")
                     continue
                 print(check(step(st.name, backend=args.backend)))
         else:

@@ -53,6 +53,13 @@ def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exa
                         f"Use {instead}, or backend='cpu' to run it in the emulator.")
 
 
+def gpu_target(step) -> str | None:
+    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch), else the
+    NVRTC target to compile for when CuPy's own choice will not do (sm_90a for an arch-specific step)."""
+    require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
+    return step.target(f"sm_{step.min_arch}") if step.arch_specific else None
+
+
 def _compile(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
     if backend_name == "gpu":
         from .gpu import GpuModule
@@ -122,11 +129,7 @@ class Kernel(Instance):
     def __init__(self, step: Step, params: dict, backend_name: str | None = None, source_text: str | None = None):
         super().__init__(step, params, source_text)
         self.backend = backend(backend_name)
-        target = None
-        if self.backend == "gpu":
-            require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
-            if step.arch_specific:
-                target = step.target(f"sm_{step.min_arch}")
+        target = gpu_target(step) if self.backend == "gpu" else None
         self.module = _module(self.backend, self.source, self.name_expression, self.label, target)
 
     def __repr__(self) -> str:

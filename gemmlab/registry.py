@@ -41,8 +41,29 @@ class Launch:
 Geometry = Callable[[int, int, int, dict], Launch]
 
 
+class ArchRequirement:
+    """What a step's `min_arch` and `arch_specific` mean, for the GEMM steps and the fused steps alike."""
+
+    min_arch: int
+    arch_specific: bool
+
+    @property
+    def arch_label(self) -> str:
+        """The architecture it needs: "sm_80", or "sm_90a" for an arch-specific step."""
+        return f"sm_{self.min_arch}" + ("a" if self.arch_specific else "")
+
+    def runs_on(self, cc: int) -> bool:
+        """Whether a GPU of compute capability `cc` (x 10) has its instructions: exactly min_arch for an
+        arch-specific step (sm_90a's wgmma is not on later GPUs), at least min_arch otherwise."""
+        return cc == self.min_arch if self.arch_specific else cc >= self.min_arch
+
+    def target(self, arch: str) -> str:
+        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
+        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
+
+
 @dataclass(frozen=True)
-class Step:
+class Step(ArchRequirement):
     name: str  # "<track>/<NN>_<idea>", also the file kernels/<name>.cu
     symbol: str  # the __global__ template's name
     params: dict[str, Param]  # in template-argument order
@@ -92,10 +113,6 @@ class Step:
 
     def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
         return self.geometry(m, n, k, params)
-
-    def target(self, arch: str) -> str:
-        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
-        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
 
 
 def _threads_rule(threads: Callable[[dict], int]) -> Callable[[dict], list[str]]:

@@ -497,36 +497,35 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
-// sm_90a; D (64 x 32, fp32) = A (64 x 8, TF32, in registers) * B (8 x 32, TF32, K-major in shared memory,
-// 128-byte swizzled, descriptor b) + (scale_d ? D : 0), for the 128 threads of a warpgroup. a: this
-// thread's 4 registers of A, warp w of the warpgroup holding rows 16w .. 16w + 15 in mma.m16n8k8's
-// layout (a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)); d: 16 accumulators, the layout above.
-// TF32 has no transposed form: B must be K-major (each of its 32 columns one 128-byte row of k).
+// sm_90a; D (64 x N, fp32) = A (64 x 8, TF32, in registers) * B (8 x N, TF32, K-major in shared memory,
+// 128-byte swizzled, descriptor b) + (scale_d ? D : 0), for the 128 threads of a warpgroup; N = 32, 64.
+// a: this thread's 4 registers of A, warp w of the warpgroup holding rows 16w .. 16w + 15 in
+// mma.m16n8k8's layout (a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)); d: N / 2
+// accumulators, the layout above. TF32 has no transposed form: B must be K-major (each of its N
+// columns one 128-byte row of k).
 __device__ __forceinline__ void wgmma_m64n32k8_tf32(float (&d)[16], const u32 (&a)[4], unsigned long long b, int scale_d) {
 #ifdef GEMMLAB_EMULATOR
     emu::wgmma_m64k8_tf32<32>(d, a, b, scale_d);
 #else
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},"
+                 " {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
 #endif
 }
 
-// sm_90a; D (64 x 64, fp32) = A (64 x 8, TF32, in registers) * B (8 x 64, TF32, K-major in shared memory,
-// 128-byte swizzled, descriptor b) + (scale_d ? D : 0), for the 128 threads of a warpgroup. a: this
-// thread's 4 registers of A, warp w of the warpgroup holding rows 16w .. 16w + 15 in mma.m16n8k8's
-// layout (a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)); d: 32 accumulators, the layout above.
-// TF32 has no transposed form: B must be K-major (each of its 64 columns one 128-byte row of k).
 __device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&d)[32], const u32 (&a)[4], unsigned long long b, int scale_d) {
 #ifdef GEMMLAB_EMULATOR
     emu::wgmma_m64k8_tf32<64>(d, a, b, scale_d);
 #else
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
+                 " {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),

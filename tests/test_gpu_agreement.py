@@ -12,9 +12,8 @@ pytestmark = pytest.mark.skipif(not gpu.available(), reason="needs a CUDA GPU (t
 @pytest.mark.parametrize("name", [s.name for s in registry.STEPS])
 def test_cpu_and_gpu_backends_agree(name, record_property):
     step = registry.get(name)
-    cc = gpu.device()["cc"]
-    if cc < step.min_arch or (step.arch_specific and cc != step.min_arch):
-        pytest.skip(f"{name} needs sm_{step.min_arch}{'a' if step.arch_specific else ''}")
+    if not step.runs_on(gpu.device()["cc"]):
+        pytest.skip(f"{name} needs {step.arch_label}")
     on_cpu, on_gpu = gemmlab.step(name, backend="cpu"), gemmlab.step(name, backend="gpu")
     tm, tn, tk = tile_of({**step.fixed_tile, **on_cpu.params})
     up = lambda x: -(-x // step.shape_multiple) * step.shape_multiple  # noqa: E731 (step 08: N, K multiples of 8)
@@ -37,9 +36,8 @@ def test_fused_steps_agree_and_handle_offset_views(name):
     import cupy
 
     st = fusion.get(name)
-    cc = gpu.device()["cc"]
-    if cc < st.min_arch or (st.arch_specific and cc != st.min_arch):
-        pytest.skip(f"{name} needs sm_{st.min_arch}{'a' if st.arch_specific else ''}")
+    if not st.runs_on(gpu.device()["cc"]):
+        pytest.skip(f"{name} needs {st.arch_label}")
     on_cpu, on_gpu = fusion.step(name, backend="cpu"), fusion.step(name, backend="gpu")
     for kind, dims in [("identity", (64, 64, 64, 64)), ("random", (67, 33, 70, 129)), ("random", (96, 128, 64, 160))]:
         a, b, c = fusion.make_inputs(kind, *dims, seed=2)

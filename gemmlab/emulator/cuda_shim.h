@@ -517,6 +517,18 @@ inline float tf32_bits(unsigned u) {
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return __uint_as_float(0x7fffffffu);  // NaN stays NaN
     return __uint_as_float(u & 0xffffe000u);
 }
+// C (16 x N) += A (16 x 8) * B (8 x N), each sum exact (double) and rounded once toward zero: the TF32
+// tensor cores' addition, shared by mma.sync's twin (N = 8) and wgmma's (one warp's 16 rows).
+template <int N> inline void tf32_sum_rows(float (&C)[16][N], const float (&A)[16][8], const float (&B)[8][N]) {
+    for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < N; ++n) {
+            double acc = C[m][n];
+            for (int k = 0; k < 8; ++k) acc += (double)A[m][k] * B[k][n];
+            float f = (float)acc;  // to nearest; step back toward zero if that rounded up in magnitude
+            if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
+            C[m][n] = f;
+        }
+}
 inline Mma4 mma_tf32(const MmaTf32Operands& in) {
     return warp_collective<MmaTf32Operands, Mma4>(in, [](const MmaTf32Operands* ins, Mma4* outs) {
         float A[16][8], B[8][8], C[16][8];
@@ -527,14 +539,7 @@ inline Mma4 mma_tf32(const MmaTf32Operands& in) {
             for (int i = 0; i < 2; ++i) B[t + 4 * i][g] = tf32_bits(o.b[i]);
             scatter_c(C, l, o.c);
         }
-        for (int m = 0; m < 16; ++m)
-            for (int n = 0; n < 8; ++n) {
-                double acc = C[m][n];
-                for (int k = 0; k < 8; ++k) acc += (double)A[m][k] * B[k][n];
-                float f = (float)acc;  // to nearest; step back toward zero if that rounded up in magnitude
-                if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
-                C[m][n] = f;
-            }
+        tf32_sum_rows<8>(C, A, B);
         for (int l = 0; l < 32; ++l) outs[l] = gather_d(C, l);
     });
 }
@@ -710,7 +715,7 @@ template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long l
 // D (64 x N) = A (64 x 8, TF32, registers) * B (8 x N, TF32, K-major, 128-byte swizzled) + (scale_d ?
 // D : 0). Warp w's rows of D need only warp w's rows of A, so it is a warp collective: each warp
 // gathers its 16 x 8 slice of A from its lanes (mma.m16n8k8's layout) and reads B through the
-// descriptor. Summed and rounded toward zero once per call, as the TF32 mma.sync twin does.
+// descriptor. Summed and rounded toward zero once per call (tf32_sum_rows), as the TF32 mma.sync twin does.
 inline void fence_proxy_async() {}
 namespace detail {
 template <int N> struct WgmmaTf32In { unsigned a[4]; float d[N / 2]; unsigned long long b; int scale_d; };
@@ -741,14 +746,7 @@ template <int N> inline void wgmma_m64k8_tf32(float (&d)[N / 2], const unsigned 
             for (int n = 0; n < N; ++n)
                 B[k][n] = detail::tf32_bits(*reinterpret_cast<const unsigned*>(
                     detail::swizzle128(base, start + n / 8 * sbo + n % 8 * 128 + k * 4)));
-        for (int m = 0; m < 16; ++m)
-            for (int n = 0; n < N; ++n) {
-                double acc = C[m][n];
-                for (int k = 0; k < 8; ++k) acc += (double)A[m][k] * B[k][n];
-                float f = (float)acc;  // to nearest; step back toward zero if that rounded up in magnitude
-                if (std::isfinite(f) && std::fabs((double)f) > std::fabs(acc)) f = std::nextafter(f, 0.0f);
-                C[m][n] = f;
-            }
+        detail::tf32_sum_rows<N>(C, A, B);
         for (int l = 0; l < 32; ++l) {
             const int g = l >> 2, t = l & 3;
             for (int j = 0; j < N / 8; ++j)

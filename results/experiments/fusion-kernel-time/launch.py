@@ -43,9 +43,7 @@ def record() -> dict:
     from gemmlab import experiments
 
     out = {}
-    for log in sorted(HERE.glob("launch-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "launch-*.log"):
         rec = out.setdefault(gpu, {"log": log.name, "date": re.search(r"^date: (.+)$", text, re.M).group(1),
                                    "config": {}, "us": {}, "max_rel_error": {}})
         for m in re.finditer(r"^config n=(\d+): (.+)$", text, re.M):

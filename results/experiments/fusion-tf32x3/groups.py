@@ -11,7 +11,6 @@ launched in turn with torch `a @ b @ c` (packed launchers), three rounds of 300.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -36,25 +35,17 @@ def record() -> dict:
     from gemmlab import experiments
 
     out = {}
-    for log in sorted(HERE.glob("groups-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "groups-*.log"):
         out[gpu] = {"log": log.name, "configs": CONFIGS,
                     "us": {name: us for (_, name), us in experiments.rounds_of(text).items()}}
     return out
 
 
 def main(n: int = 512) -> None:
-    import torch
-
     from gemmlab import experiments, fusion, gpu
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     print(f"gpu: {gpu.device()['name']}")
-    a, b, c = fusion._inputs(n)
-    want = fusion.reference_gpu(a, b, c)
-    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
-    calls = {"torch a@b@c": lambda: ta @ tb @ tc}
+    a, b, c, want, calls = experiments.fusion_problem(n)
     for name, params in CONFIGS.items():
         k = fusion.step("fused/05_tf32x3", **params)
         fusion.check(k)

@@ -52,9 +52,7 @@ def record() -> dict:
     from gemmlab import experiments
 
     out = {}
-    for log in sorted(HERE.glob("loop-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "loop-*.log"):
         labels = LABELS_FIRST if " ldsm_group " in text else LABELS
         rec = {"log": log.name, "us": {}}
         out.setdefault(gpu, []).append(rec)

@@ -38,26 +38,20 @@ def record() -> dict:
     from gemmlab import experiments
 
     out: dict = {"steps": {}, "timeline": {}, "variants": {}}
-    for log in sorted(HERE.glob("steps-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "steps-*.log"):
         step05 = {m.group(1): json.loads(m.group(2)) for m in re.finditer(r"^step 05 n=(\d+): (\{.*\})$", text, re.M)}
         us: dict = {}
         for (n, name), v in experiments.rounds_of(text).items():
             us.setdefault(str(n), {})[name] = v
         out["steps"][gpu] = {"log": log.name, "configs": {str(n): c for n, c in CONFIGS.items()}, "step05": step05,
                              "us": us}
-    for log in sorted(HERE.glob("timeline-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "timeline-*.log"):
         parts: dict = {}
         for m in TIMELINE_LINE.finditer(text):
             parts.setdefault(f"{m.group(1)} {m.group(2)}", {}).setdefault(f"phase {m.group(3)}", {})[m.group(4).strip()] = \
                 {"cycles": float(m.group(5)), "us": float(m.group(6))}
         out["timeline"][gpu] = {"log": log.name, "parts": parts}
-    for log in sorted(HERE.glob("variants-*.log")):
-        text = log.read_text()
-        gpu = re.search(r"^gpu: (.+)$", text, re.M).group(1)
+    for gpu, log, text in experiments.gpu_logs(HERE, "variants-*.log"):
         out["variants"][gpu] = {"log": log.name, "us": {name: v for (_, name), v in experiments.rounds_of(text).items()}}
     return out
 
@@ -66,19 +60,14 @@ TIMELINE_LINE = re.compile(r"^timeline (\d+) (n\d+ k\d+ s\d+) phase (\d) (.+?)\s
 
 
 def main(sizes) -> None:
-    import torch
-
     from gemmlab import experiments, fusion, gpu
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     name = gpu.device()["name"]
     print(f"gpu: {name}")
     recs = [r for r in fusion.load(name) if "speedup" in r]
     for n in sizes:
-        a, b, c = fusion._inputs(n)
-        want = fusion.reference_gpu(a, b, c)
-        ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
-        calls = {"torch a@b@c": lambda: ta @ tb @ tc, "cupy a@b@c": lambda: a @ b @ c}
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        calls["cupy a@b@c"] = lambda: a @ b @ c
         best05 = fusion.best(recs, "fused/05_tf32x3", n)
         p05 = best05["params"] if best05 else {}
         print(f"step 05 n={n}: {json.dumps(p05)}")
@@ -129,16 +118,10 @@ VARIANTS = ("loads_before_split", "!nofence")  # patches in this folder; '!': a 
 def variants(n: int = 512, configs=("n32 k4 s3", "n32 k4 s2")) -> None:
     """The step against each patch of VARIANTS at the configurations named, launched in turn with torch
     `a @ b @ c`, three rounds (a '!' variant is timed only if it still matches float64 at full size)."""
-    import torch
-
     from gemmlab import errors, experiments, fusion, gpu
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     print(f"gpu: {gpu.device()['name']}")
-    a, b, c = fusion._inputs(n)
-    want = fusion.reference_gpu(a, b, c)
-    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
-    calls = {"torch a@b@c": lambda: ta @ tb @ tc}
+    a, b, c, want, calls = experiments.fusion_problem(n)
     st = fusion.get("fused/06_wgmma_tf32x3")
     for cname in configs:
         for v in ("step",) + VARIANTS:
@@ -153,27 +136,9 @@ def variants(n: int = 512, configs=("n32 k4 s3", "n32 k4 s2")) -> None:
     experiments.time_rounds(calls, n, REPEATS[n])
 
 
-def once(n: int = 512) -> None:
-    """Each kernel once (under ncu --metrics gpu__time_duration.sum)."""
-    from gemmlab import fusion, gpu
-
-    recs = [r for r in fusion.load(gpu.device()["name"]) if "speedup" in r]
-    a, b, c = fusion._inputs(n)
-    best05 = fusion.best(recs, "fused/05_tf32x3", n)
-    kernels = {"05 best": fusion.step("fused/05_tf32x3", **(best05["params"] if best05 else {}))}
-    kernels.update({"06 " + cn: fusion.step("fused/06_wgmma_tf32x3", **p) for cn, p in CONFIGS[n].items()})
-    import cupy
-    e = cupy.empty((n, n), dtype=cupy.float32)
-    for name, k in kernels.items():
-        print(f"once {name}", flush=True)
-        for _ in range(3):
-            k.run(a, b, c, e)
-        cupy.cuda.runtime.deviceSynchronize()
-
-
 if __name__ == "__main__":
-    if sys.argv[1] in ("timeline", "once", "variants"):
-        globals()[sys.argv[1]](*[int(x) for x in sys.argv[2:]])
+    if sys.argv[1] in ("timeline", "variants"):
+        {"timeline": timeline, "variants": variants}[sys.argv[1]](*[int(x) for x in sys.argv[2:]])
     elif sys.argv[1] == "record":
         from gemmlab import experiments
 
