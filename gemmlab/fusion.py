@@ -62,6 +62,8 @@ class FusedStep(ArchRequirement):
     min_arch: int = 0             # compute capability x 10 that the step's instructions need
     arch_specific: bool = False   # compiled for sm_{min_arch}a (wgmma): runs on that architecture only
     fixed: dict = field(default_factory=dict)  # tile sizes the kernel fixes (not template parameters)
+    shape_multiple: int = 1       # K, L and N must be multiples of this (TMA's 16-byte row strides)
+    tensor_maps: Callable | None = None  # (backend, A, B, C, T) -> the TMA maps that follow the arguments
     chapter: int = 8
 
     @property
@@ -86,6 +88,12 @@ class FusedStep(ArchRequirement):
 
     def name_expression(self, params: dict) -> str:
         return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
+
+    def fit(self, dims: Dims) -> Dims:
+        """(M, K, L, N) with K, L and N rounded up to shape_multiple: a shape this step takes."""
+        up = lambda x: cdiv(x, self.shape_multiple) * self.shape_multiple  # noqa: E731
+        m, k, l, n = dims
+        return (m, up(k), up(l), up(n))
 
     def tile(self, params: dict) -> tuple[int, int]:
         """The (rows, columns) of output one block computes at a time."""
@@ -218,6 +226,50 @@ def _wgmma_rules(p):
     return out
 
 
+def _tma_smem(p, d=None):
+    """Step 07's dynamic shared memory: alignment, the ring of stages, each group's split B tile, the
+    partial sums of groups 1 .. SPLIT_K - 1, two mbarriers per stage."""
+    stage = 4 * (WGMMA_TILE_M * WGMMA_TILE_K + WGMMA_TILE_K * p["BLOCK_N"])
+    split = 2 * 4 * p["BLOCK_N"] * WGMMA_TILE_K
+    return (1024 + p["NUM_STAGES"] * stage + p["SPLIT_K"] * split
+            + 4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"] + 16 * p["NUM_STAGES"])
+
+
+def _tma_rules(p):
+    out = []
+    if p["BLOCK_N"] not in (32, 64):
+        out.append(f"BLOCK_N={p['BLOCK_N']} must be 32 or 64 (one wgmma of that width)")
+    if not 1 <= p["SPLIT_K"] <= 7:
+        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to 7 (a warpgroup of 128 threads each, plus the producer "
+                   "warp: at most 1024 threads)")
+    if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
+        out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
+                   "waits for a stage by the parity of its fill, which is ambiguous once the ring is two fills ahead")
+    if not out:
+        need = _tma_smem(p)
+        if need > smem_limit():
+            out.append(f"{need} bytes of shared memory (NUM_STAGES stages, SPLIT_K split tiles and partial sums), "
+                       f"over the {smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_N or SPLIT_K")
+    return out
+
+
+def _tma_shape(p, d):
+    m, k, l, n = d
+    if k % 4 or l % 4 or n % 4:
+        return [f"K={k}, L={l} and N={n} must be multiples of 4: TMA reads rows whose stride is a multiple of "
+                "16 bytes (4 floats). Pad the matrices with zeros, or use fused/06_wgmma_tf32x3, which takes any shape"]
+    return []
+
+
+def _tma_maps(backend, a, b, c, t):
+    """Step 07's tensor maps, after its ten arguments: A and T with 64 x 32 boxes (the left operand's
+    tile), B and C with 32 x 32 boxes (a 128-byte-wide piece of the right operand's tile)."""
+    from . import tma
+
+    return [tma.tensor_map(backend, a, 4, WGMMA_TILE_M, WGMMA_TILE_K), tma.tensor_map(backend, b, 5, WGMMA_TILE_K, 32),
+            tma.tensor_map(backend, t, 8, WGMMA_TILE_M, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
+
+
 FUSED_STEPS: list[FusedStep] = [
     FusedStep("fused/01_naive_row", "fused_naive_row",
               {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
@@ -279,6 +331,14 @@ FUSED_STEPS: list[FusedStep] = [
               arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
               summary="05 with B split once per element into shared memory and multiplied by wgmma (sm_90a)",
               rules=_wgmma_rules, smem=_wgmma_smem),
+    FusedStep("fused/07_tma_tf32x3", "fused_tma_tf32x3",
+              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")},
+              threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
+              min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
+              summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
+              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
 ]
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
@@ -291,6 +351,16 @@ def get(name: str) -> FusedStep:
     if len(found) == 1:
         return found[0]
     raise ConfigError(f"no fused step called {name!r}; the fused steps are: {', '.join(_BY_NAME)}")
+
+
+def _runnable_previous(st: FusedStep) -> str | None:
+    """The latest step before `st` that runs on the live GPU (what an ArchError suggests instead)."""
+    from . import gpu
+
+    cc, prev = gpu.device()["cc"], st.previous
+    while prev and not get(prev).runs_on(cc):
+        prev = get(prev).previous
+    return prev
 
 
 def steps() -> list[FusedStep]:
@@ -344,7 +414,7 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
-        target = _kernel.gpu_target(step) if self.backend == "gpu" else None
+        target = _kernel.gpu_target(step, _runnable_previous(step)) if self.backend == "gpu" else None
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
@@ -389,6 +459,8 @@ class FusedKernel:
         is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
         xp = __import__("cupy") if self.backend == "gpu" else np
         a, b, c = (_kernel._to(xp, x) for x in (a, b, c))
+        if self.step.tensor_maps and xp is not np:  # TMA reads from 16-byte boundaries: copy an offset view
+            a, b, c = (x.copy() if x.data.ptr % 16 else x for x in (a, b, c))
         e = xp.zeros((m, n), dtype=np.float32)
         if m and n and k and l:
             self.run(a, b, c, e)
@@ -440,6 +512,8 @@ class FusedKernel:
         if self.step.persistent:
             xp = np if isinstance(a, np.ndarray) else __import__("cupy")
             args += list(self.workspace(xp, m, l))
+        if self.step.tensor_maps:
+            args += self.step.tensor_maps(self.backend, a, b, c, args[8])
         return self.launch_config((m, k, l, n), grid), args
 
     def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
@@ -534,9 +608,12 @@ def default_cases(kern: FusedKernel | None = None) -> list[Case]:
     """Structured inputs first (a failure there is a layout bug), then shapes off the tile grid."""
     bm, bn = kern.step.tile(kern.params) if kern else (16, 16)
     t = max(bm, bn, 4)
-    return [Case("identity", t, t, t + 1, t + 3), Case("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
-            Case("random", 1, 1, 1, 1), Case("random", 17, 17, 17, 17), Case("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
-            Case("random", 67, 33, 70, 129), Case("nan", t + 2, t + 1, t + 3, t + 2)]
+    cases = [Case("identity", t, t, t + 1, t + 3), Case("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
+             Case("random", 1, 1, 1, 1), Case("random", 17, 17, 17, 17), Case("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
+             Case("random", 67, 33, 70, 129), Case("nan", t + 2, t + 1, t + 3, t + 2)]
+    if kern:  # shapes the step takes (step 07: K, L, N multiples of 4)
+        cases = [Case(c.kind, *kern.step.fit(c.dims)) for c in cases]
+    return cases
 
 
 def make_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
@@ -873,7 +950,7 @@ def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512
             p = dict(zip(grid, values))
             try:
                 k = step(st.name, **p)
-                check(k, cases=[Case("identity", 33, 34, 35, 36), Case("random", 67, 33, 70, 129)])
+                check(k, cases=[Case("identity", *st.fit((33, 34, 35, 36))), Case("random", *st.fit((67, 33, 70, 129)))])
                 t, extra = _time_kernel(k, a, b, c, reps)
             except GemmlabError as e:
                 if verbose:

@@ -53,10 +53,11 @@ def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exa
                         f"Use {instead}, or backend='cpu' to run it in the emulator.")
 
 
-def gpu_target(step) -> str | None:
-    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch), else the
-    NVRTC target to compile for when CuPy's own choice will not do (sm_90a for an arch-specific step)."""
-    require_arch(step.name, step.min_arch, step.previous or "an earlier step", exact=step.arch_specific)
+def gpu_target(step, instead: str | None = None) -> str | None:
+    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch; `instead`: the
+    step the message suggests, by default the previous one), else the NVRTC target to compile for when
+    CuPy's own choice will not do (sm_90a for an arch-specific step)."""
+    require_arch(step.name, step.min_arch, instead or step.previous or "an earlier step", exact=step.arch_specific)
     return step.target(f"sm_{step.min_arch}") if step.arch_specific else None
 
 

@@ -176,6 +176,7 @@ __device__ __forceinline__ u32 tf32_round(float x) {
     return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
+
 // sm_80; 16x8x8, TF32 inputs, fp32 accumulators; a: 4 regs (a0 (g, t), a1 (g+8, t), a2 (g, t+4),
 // a3 (g+8, t+4)), b: 2 regs (b0 (k t, col g), b1 (k t+4, col g)), c/d: 4 floats as for f16.
 __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const u32 (&a)[4],
@@ -494,6 +495,16 @@ __device__ __forceinline__ void fence_proxy_async() {
     emu::fence_proxy_async();
 #else
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// sm_90; this thread's ordinary global stores, ordered before later reads of the same bytes by the
+// async proxy (TMA): fused/07 writes T with st.global and reads it back by TMA after a grid barrier.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#ifdef GEMMLAB_EMULATOR
+    emu::fence_proxy_async();
+#else
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
 #endif
 }
 

@@ -37,7 +37,7 @@ def test_check_default_cases(kernels, name):
 @pytest.mark.parametrize("name", STEPS)
 @pytest.mark.parametrize("n", [17, 64, 100])
 def test_square_sizes_off_the_tile(kernels, name, n):
-    _assert_matches(kernels[name], *_inputs(n, n, n, n, seed=n))
+    _assert_matches(kernels[name], *_inputs(*fusion.get(name).fit((n, n, n, n)), seed=n))  # 07: K, L, N to 4s
 
 
 @pytest.mark.parametrize("name, params", [
@@ -52,16 +52,20 @@ def test_square_sizes_off_the_tile(kernels, name, n):
     ("fused/05_tf32x3", {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "WARP_M": 32, "WARP_N": 32, "NUM_STAGES": 3}),
     ("fused/06_wgmma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 3, "NUM_STAGES": 2}),  # rounds past the last K tile
     ("fused/06_wgmma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 1, "NUM_STAGES": 4}),
+    ("fused/07_tma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 3, "NUM_STAGES": 3}),  # a group with one K tile fewer
+    ("fused/07_tma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 1, "NUM_STAGES": 2}),  # the ring wraps within a tile
+    ("fused/07_tma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 12}),
 ])
 def test_other_tiles_and_rectangular_shapes(name, params):
     kern = fusion.step(name, backend="cpu", **params)
-    for dims in [(130, 64, 33, 70), (5, 7, 9, 3)]:
+    for dims in [(130, 64, 33, 70), (5, 7, 9, 3), (70, 200, 96, 40)]:
+        dims = kern.step.fit(dims)
         _assert_matches(kern, *_inputs(*dims, seed=sum(dims)))
 
 
 @pytest.mark.parametrize("name", STEPS)
 def test_nan_propagates(kernels, name):
-    a, b, c = _inputs(40, 24, 36, 20)
+    a, b, c = _inputs(40, 24, 36, 20)  # K, L, N multiples of 4: every step takes it
     a[7, 3] = np.nan
     c[5, 11] = np.nan  # T's column 5 is finite, so E's column 11 becomes NaN
     e = np.asarray(kernels[name](a, b, c))
@@ -93,7 +97,7 @@ def test_a_broken_kernel_fails_the_check():
 @pytest.mark.parametrize("name", STEPS)
 def test_bad_inputs_then_a_good_call(kernels, name):
     kern = kernels[name]
-    a, b, c = _inputs(9, 10, 11, 12)
+    a, b, c = _inputs(*kern.step.fit((9, 10, 11, 12)))
     bad_calls = [
         ((a.astype(np.float64), b, c), InputError, "float32"),
         ((a, b[:5], c), InputError, "do not chain"),
@@ -149,6 +153,10 @@ def test_panel_rejects_a_panel_that_does_not_fit():
     ("fused/06_wgmma_tf32x3", {"SPLIT_K": 16}, "1 to 8"),
     ("fused/06_wgmma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 8, "NUM_STAGES": 2}, "shared memory"),
     ("fused/06_wgmma_tf32x3", {"BLOCK_M": 128}, "no template parameter"),
+    ("fused/07_tma_tf32x3", {"BLOCK_N": 16}, "32 or 64"),
+    ("fused/07_tma_tf32x3", {"SPLIT_K": 8}, "1 to 7"),
+    ("fused/07_tma_tf32x3", {"SPLIT_K": 4, "NUM_STAGES": 3}, "at least SPLIT_K=4"),
+    ("fused/07_tma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 6, "NUM_STAGES": 12}, "shared memory"),
 ])
 def test_impossible_configurations_are_rejected(name, params, text):
     with pytest.raises(ConfigError, match=text):
@@ -258,7 +266,7 @@ def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
     assert not fusion.gpu_arch_ok(fusion.get("fused/05_tf32x3")) and fusion.gpu_arch_ok(fusion.get("fused/04_split_k"))
 
 
-@pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3"])
+@pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3"])
 def test_tf32x3_inf_input_gives_nan_as_documented(kernels, name):
     """05_tf32x3.cu's header: an Inf has no finite small part (Inf - Inf = NaN), so where fp32 gives
     +-Inf this step gives NaN, in the Inf's row of E only (06 splits the same way)."""
@@ -269,6 +277,26 @@ def test_tf32x3_inf_input_gives_nan_as_documented(kernels, name):
     assert np.isfinite(np.delete(e, 3, axis=0)).all()
     with np.errstate(invalid="ignore"):
         assert not np.isfinite(fusion.reference(a, b, c)[3]).any()  # fp32 has no finite answer there either
+
+
+def test_step07_takes_tma_shapes_only(kernels):
+    """TMA reads rows whose stride is a multiple of 16 bytes: K, L or N off a multiple of 4 is refused
+    before launch with what to do, and the next call works."""
+    kern = kernels["fused/07_tma_tf32x3"]
+    for dims in [(8, 17, 8, 8), (8, 8, 18, 8), (8, 8, 8, 19)]:
+        with pytest.raises(ShapeError, match=r"multiples of 4: TMA.*fused/06_wgmma_tf32x3, which takes any shape"):
+            kern(*_inputs(*dims))
+    _assert_matches(kern, *_inputs(7, 8, 12, 4))
+    assert [c.dims for c in fusion.default_cases(kern)][:2] == [(64, 64, 68, 68), (65, 136, 36, 64)]
+
+
+def test_step07_ring_parity_rule():
+    """07_tma_tf32x3.cu: a group may wait for a stage only one fill ahead, so NUM_STAGES >= SPLIT_K; the
+    rule and the kernel's static_assert say the same."""
+    src = kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text()
+    assert "NUM_STAGES >= SPLIT_K" in src
+    assert fusion.config_problem("fused/07_tma_tf32x3", SPLIT_K=5, NUM_STAGES=4)
+    assert fusion.config_problem("fused/07_tma_tf32x3", SPLIT_K=4, NUM_STAGES=4) is None
 
 
 def test_step06_needs_sm90a_and_fits_where_it_runs():
@@ -282,6 +310,9 @@ def test_step06_needs_sm90a_and_fits_where_it_runs():
     for params in ({}, {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 4}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 3}):
         r = fusion.resources("fused/06_wgmma_tf32x3", "sm_90", **params)  # compiled for sm_90a
         assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills"
+    for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 6, "NUM_STAGES": 8}):
+        r = fusion.resources("fused/07_tma_tf32x3", "sm_90", **params)
+        assert r.spill_stores == 0 and r.spill_loads == 0, f"07 {params} spills"
 
 
 @pytest.mark.parametrize("cc, name", [(80, "NVIDIA A100"), (100, "NVIDIA B200")])
@@ -293,6 +324,8 @@ def test_step06_is_refused_off_hopper_before_compiling(monkeypatch, cc, name):
     monkeypatch.setattr(gpu, "device", lambda: {"cc": cc, "name": name, "sms": 100, "shared_per_block_optin": 232448})
     with pytest.raises(ArchError, match=r"sm_90a.*compute capability 9.0 only.*fused/05_tf32x3"):
         fusion.step("fused/06_wgmma_tf32x3", backend="gpu")
+    with pytest.raises(ArchError, match=r"fused/07_tma_tf32x3 is compiled for sm_90a.*Use fused/05_tf32x3"):
+        fusion.step("fused/07_tma_tf32x3", backend="gpu")  # not 06, which is Hopper-only too
     assert not fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))
     monkeypatch.setattr(gpu, "device", lambda: {"cc": 90, "name": "NVIDIA H200", "sms": 132, "shared_per_block_optin": 232448})
     assert fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))

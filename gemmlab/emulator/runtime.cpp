@@ -281,8 +281,10 @@ void run_block(uint3 b) {
         make_context(&f, w.contexts[i], w.stacks + i * w.stack_stride + kPage, w.stack_stride - kPage, &fiber_entry);
     }
     for (;;) {
-        // Progress: a runnable fiber ran, or a spinning one found its mbarrier changed (mbarrier
-        // operations count themselves in mbarrier_events). Spinners alone, with nothing changed: deadlock.
+        // Progress: a runnable fiber ran, a spinning one got past its wait (it stopped somewhere else:
+        // it may have woken fibers already passed over in this sweep), or a spinning one found its
+        // mbarrier changed (mbarrier operations count themselves in mbarrier_events). Spinners alone,
+        // with nothing changed: deadlock.
         bool ran = false;
         const long long events = mbarrier_events;
         for (int i = 0; i < w.nthreads; ++i) {
@@ -293,6 +295,7 @@ void run_block(uint3 b) {
             current = f;
             threadIdx = f->thread_idx;
             switch_in(f, w.contexts[i], w.sched);
+            if (f->state != AT_SPIN) ran = true;
         }
         ran = ran || mbarrier_events != events;
         if (w.exited == w.nthreads) {

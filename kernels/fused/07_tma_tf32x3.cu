@@ -1,0 +1,250 @@
+// fused track: fp32 E = A * B * C in one kernel launch (chapter 8).
+//   01_naive_row .. 05_tf32x3: see 05_tf32x3.cu; 06_wgmma_tf32x3: see 06_wgmma_tf32x3.cu
+//   07_tma_tf32x3    06 with the operand tiles brought in by TMA: a producer warp fills a ring of
+//                    stages that the consumer warpgroups share (Hopper only: compiled for sm_90a)
+//
+// Extends 06. At N = 512, taking the copies out of 06 (its tiles left stale) saves a fifth of its
+// call, more than the split of B or the wgmmas do (results/experiments/fusion-tma): each thread
+// computes the address and bounds of every 16-byte piece it copies, some 15 instructions per
+// cp.async, in the same warps that split and multiply. TMA takes that off the warps: one thread asks
+// for a whole tile (a box of a tensor map) in one instruction, the copy engine writes it to shared
+// memory 128-byte swizzled, zero-fills what lies past the edge, and counts the bytes on an mbarrier
+// (as in hgemm/08). So:
+//   - one producer warp (the block's last; one lane of it works) walks the K tiles of the block's
+//     tiles in order and puts K tile j into stage j % NUM_STAGES of a ring, once its `empty`
+//     mbarrier says the stage was read, announcing the bytes on the stage's `full` mbarrier;
+//   - SPLIT_K consumer warpgroups take the K tiles in turn (group g: g, g + SPLIT_K, ...), as 06's
+//     groups did, but from the shared ring: a group waits on `full`, splits the B tile and loads its A
+//     fragments, and once all four of its warps have (a barrier of the group) it marks the stage
+//     `empty`, before its wgmmas: those read only the split tile and registers.
+// An mbarrier wait names only the parity of the phase it waits for, so a waiter must never be two
+// phases ahead of its barrier: group g waits for ring step t only after consuming step t - SPLIT_K, which
+// (the producer fills in order) means step t - NUM_STAGES was filled, so NUM_STAGES >= SPLIT_K.
+// The ring runs on across tiles and across the two phases (the producer fetches the next tile's K
+// tiles while the consumers add up their partial sums). T is written by ordinary stores and read back
+// by TMA (the async proxy): each thread fences its T stores for the async proxy before the grid barrier,
+// and the producer fences again after it, before its first copy of T.
+// The swizzle moves the elements (see common.cuh): the A fragments' ldmatrix rows and the split's reads
+// of the B tile follow it. The split's lanes take, in an 8 x 8 block of (k, n), the 4 rows k with
+// k ^ (k >> 2) of one parity (k = 2j + ((j >> 1) ^ h), j = lane / 8) and the 8 columns n = lane % 8:
+// that way the 32 reads of the swizzled B tile and the 32 stores into the K-major split tile each hit
+// 32 different banks.
+//
+// Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N; K, L and N
+// multiples of 4 (TMA reads rows whose stride is a multiple of 16 bytes).
+//   dynamic shared memory, from a 1024-byte boundary: NUM_STAGES stages (x: the left operand's 64 x 32
+//   tile; y: the right operand's 32 x BLOCK_N tile as BLOCK_N / 32 boxes of 32 x 32; all 128-byte rows,
+//   swizzled), then each group's split B tile (as in 06), the partial sums of groups 1 .. SPLIT_K - 1,
+//   and the 2 * NUM_STAGES mbarriers.
+// Launch: blockDim SPLIT_K * 128 + 32, gridDim (at most the resident blocks, at most the tiles), dynamic
+//   shared memory as above; four tensor maps (gemmlab/tma.py, 128B-swizzled): A and T with 64 x 32
+//   boxes, B and C with 32 x 32 boxes; sync zeroed once before the first launch.
+#include "common.cuh"
+
+// x = big + small, as in 05 and 06 (each step's file keeps its own copy: the experiments' patches of
+// 05 and 06 rewrite theirs).
+__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
+}
+
+template <int BLOCK_N>
+struct WgmmaTf32;  // the wgmma that multiplies one 64 x BLOCK_N x 8 slice, as in 06
+template <>
+struct WgmmaTf32<32> {
+    __device__ __forceinline__ static void mma(float (&d)[16], const u32 (&a)[4], unsigned long long b, int scale_d) {
+        wgmma_m64n32k8_tf32(d, a, b, scale_d);
+    }
+};
+template <>
+struct WgmmaTf32<64> {
+    __device__ __forceinline__ static void mma(float (&d)[32], const u32 (&a)[4], unsigned long long b, int scale_d) {
+        wgmma_m64n64k8_tf32(d, a, b, scale_d);
+    }
+};
+
+constexpr int TILE_M = 64, TILE_K = 32;  // a warpgroup's 64 rows; one 128-byte row of K
+
+template <int BLOCK_N>
+struct Stage {  // one K tile of both operands as TMA writes them: 128-byte rows, swizzled
+    float x[TILE_M * TILE_K];
+    float y[BLOCK_N / 32][TILE_K * 32];
+};
+
+template <int BLOCK_N>
+struct SplitB {  // one K tile of the right operand, split, K-major and swizzled (as in 06)
+    u32 big[BLOCK_N][TILE_K];
+    u32 small[BLOCK_N][TILE_K];
+};
+
+// Element (r, c) of a swizzled tile with 32-float rows: chunk c / 4 of row r is stored at chunk (c / 4) ^ (r % 8).
+__device__ __forceinline__ int swizzled(int r, int c) { return r * 32 + ((c / 4 ^ r % 8) * 4 | c % 4); }
+
+// Consumer group g's part of one 64 x BLOCK_N tile: Out[block_row.., block_col..] = X (rows x inner) *
+// Y (inner x cols), K tiles g, g + SPLIT_K, ..., which are ring steps step0 + g, step0 + g + SPLIT_K, ...
+template <int BLOCK_N, int SPLIT_K, int NUM_STAGES>
+__device__ void gemm_tile(int rows, int cols, int inner, float* Out, int block_row, int block_col, u32 step0,
+                          Stage<BLOCK_N>* stages, SplitB<BLOCK_N>& split, float* partial,
+                          unsigned long long* full, unsigned long long* empty) {
+    constexpr int NUM_THREADS = 128, ACC = BLOCK_N / 2, CONSUMERS = SPLIT_K * 128;
+    const int tid = threadIdx.x % NUM_THREADS;
+    const int group = threadIdx.x / NUM_THREADS;
+    const int warp_id = tid / 32, lane_id = tid % 32;
+    const int g = lane_id / 4, t = lane_id % 4;
+    const int warp_row = warp_id * 16;
+
+    float acc[ACC] = {}, chunk[ACC] = {};
+
+    // The B tile, split once per element into `split` (see the header for the lanes). Piece p of 32
+    // elements: the 8 x 8 block (k 8a.., n 8b..) of p / 2, half h = p % 2.
+    auto split_y = [&](const Stage<BLOCK_N>& s) {
+#pragma unroll
+        for (int i = 0; i < BLOCK_N / 4; ++i) {
+            const int p = i * 4 + warp_id, h = p % 2, a = p / 2 % 4, b = p / 8, j = lane_id / 8;
+            const int k = 8 * a + 2 * j + ((j >> 1) ^ h), n = 8 * b + lane_id % 8;
+            const int at = (k / 4 ^ n % 8) * 4 + k % 4;
+            split_tf32(s.y[n / 32][swizzled(k, n % 32)], split.big[n][at], split.small[n][at]);
+        }
+        fence_proxy_async();  // these stores, visible to the wgmmas' reads
+    };
+
+    const int ktiles = cdiv(inner, TILE_K);
+    for (int kt = group; kt < ktiles; kt += SPLIT_K) {
+        const u32 step = step0 + kt, stage = step % NUM_STAGES;
+        const Stage<BLOCK_N>& s = stages[stage];
+        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed
+        bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`
+        split_y(s);
+        u32 a_big[TILE_K / 8][4], a_small[TILE_K / 8][4];
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // the A fragment by one ldmatrix.x4, as in 06, swizzled
+            u32 raw[4];
+            ldmatrix_x4(raw[0], raw[1], raw[2], raw[3], &s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[q]), a_big[kk][q], a_small[kk][q]);
+        }
+        bar_sync(1 + group, NUM_THREADS);  // the split tile is whole, and nobody reads the stage any more
+        if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // three wgmmas per 8-wide slice, small terms first, as in 06
+            const unsigned long long big = wgmma_desc_sw128(&split.big[0][kk * 8], 16, 1024);
+            const unsigned long long small = wgmma_desc_sw128(&split.small[0][kk * 8], 16, 1024);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_small[kk], big, kk > 0);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], small, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], big, 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(chunk);
+#pragma unroll
+        for (int q = 0; q < ACC; ++q) acc[q] += chunk[q];
+    }
+
+    // Groups 1 .. SPLIT_K - 1 hand their sums to group 0, as in 06, over a barrier of the consumers
+    // only (barrier 9: the producer is already fetching the next tile).
+    if (SPLIT_K > 1) {
+        if (group > 0) {
+#pragma unroll
+            for (int q = 0; q < ACC; ++q) partial[((group - 1) * ACC + q) * NUM_THREADS + tid] = acc[q];
+        }
+        bar_sync(9, CONSUMERS);
+        if (group == 0) {
+            for (int h = 0; h < SPLIT_K - 1; ++h)
+#pragma unroll
+                for (int q = 0; q < ACC; ++q) acc[q] += partial[(h * ACC + q) * NUM_THREADS + tid];
+        }
+    }
+
+    // The accumulator layout of 06: acc[4j + 2h + 0..1] is row 16 warp + g + 8h, columns 8j + 2t, + 1.
+    const bool pair = cols % 2 == 0 && reinterpret_cast<size_t>(Out) % 8 == 0;
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8 && group == 0; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = block_row + warp_row + g + 8 * h, col = block_col + j * 8 + 2 * t;
+            if (row >= rows) continue;
+            if (pair && col + 1 < cols) {
+                *reinterpret_cast<float2*>(Out + row * cols + col) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            } else {
+                if (col < cols) Out[row * cols + col] = acc[4 * j + 2 * h];
+                if (col + 1 < cols) Out[row * cols + col + 1] = acc[4 * j + 2 * h + 1];
+            }
+        }
+    if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read `partial` before the next tile's sums
+}
+
+// The producer's part of one tile: K tile kt of X's row panel and Y's column panel into ring step step0 + kt.
+template <int BLOCK_N, int NUM_STAGES>
+__device__ void fetch_tile(int inner, const TmaMap* x_map, const TmaMap* y_map, int block_row, int block_col,
+                           u32 step0, Stage<BLOCK_N>* stages, unsigned long long* full, unsigned long long* empty) {
+    const int ktiles = cdiv(inner, TILE_K);
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const u32 step = step0 + kt, stage = step % NUM_STAGES;
+        mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);  // its last K tile was read (at once the first time)
+        mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>));
+        tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 32; ++j)
+            tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);
+    }
+}
+
+template <int BLOCK_N, int SPLIT_K, int NUM_STAGES>
+__global__ void __launch_bounds__(SPLIT_K * 128 + 32, 1)
+fused_tma_tf32x3(int M, int K, int L, int N, const float* A, const float* B, const float* C, float* E, float* T,
+                 u32* sync, const TmaMap* a_map, const TmaMap* b_map, const TmaMap* t_map, const TmaMap* c_map) {
+    static_assert(BLOCK_N == 32 || BLOCK_N == 64, "BLOCK_N must be 32 or 64 (one wgmma of that width)");
+    static_assert(SPLIT_K >= 1 && SPLIT_K <= 7 && NUM_STAGES >= 2 && NUM_STAGES >= SPLIT_K,
+                  "1 <= SPLIT_K <= 7 (a warpgroup each, and the producer warp, at most 1024 threads), "
+                  "NUM_STAGES >= 2 and >= SPLIT_K (see the ring's parities)");
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // the swizzle's alignment
+    Stage<BLOCK_N>* stages = reinterpret_cast<Stage<BLOCK_N>*>(smem);
+    SplitB<BLOCK_N>* splits = reinterpret_cast<SplitB<BLOCK_N>*>(stages + NUM_STAGES);
+    float* partial = reinterpret_cast<float*>(splits + SPLIT_K);
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(partial + (SPLIT_K - 1) * TILE_M * BLOCK_N);
+    unsigned long long* empty = full + NUM_STAGES;
+    const bool producer = threadIdx.x >= SPLIT_K * 128;
+    const bool fetcher = threadIdx.x == SPLIT_K * 128;  // the producer warp's one working lane
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NUM_STAGES; ++s) {
+            mbarrier_init(&full[s], 1);   // the producer's arrive_expect_tx, plus the bytes
+            mbarrier_init(&empty[s], 1);  // one arrival by the group that read the stage
+        }
+        fence_barrier_init();
+    }
+    if (fetcher) {
+        tma_map_acquire(a_map);
+        tma_map_acquire(b_map);
+        tma_map_acquire(t_map);
+        tma_map_acquire(c_map);
+    }
+    __syncthreads();
+
+    u32 step = 0;  // K tiles through the ring so far: the producer and the consumers count alike
+    // Phase 1: T = A * B (M x L), tile by tile.
+    const int t_cols = cdiv(L, BLOCK_N), t_tiles = cdiv(M, TILE_M) * t_cols;
+    for (int tile = blockIdx.x; tile < t_tiles; tile += gridDim.x, step += cdiv(K, TILE_K)) {
+        const int row = tile / t_cols * TILE_M, col = tile % t_cols * BLOCK_N;
+        if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(K, a_map, b_map, row, col, step, stages, full, empty);
+        if (!producer)
+            gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, L, K, T, row, col, step, stages, splits[threadIdx.x / 128],
+                                                    partial, full, empty);
+    }
+    if (!producer) fence_proxy_async_global();  // this thread's stores of T, ordered before TMA's reads of T
+
+    grid_barrier(sync);  // all of T is written before any block reads it
+
+    // Phase 2: E = T * C (M x N), tile by tile.
+    if (fetcher) fence_proxy_async_global();  // and this thread's copies of T after what the barrier acquired
+    const int e_cols = cdiv(N, BLOCK_N), e_tiles = cdiv(M, TILE_M) * e_cols;
+    for (int tile = blockIdx.x; tile < e_tiles; tile += gridDim.x, step += cdiv(L, TILE_K)) {
+        const int row = tile / e_cols * TILE_M, col = tile % e_cols * BLOCK_N;
+        if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(L, t_map, c_map, row, col, step, stages, full, empty);
+        if (!producer)
+            gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, N, L, E, row, col, step, stages, splits[threadIdx.x / 128],
+                                                    partial, full, empty);
+    }
+}
