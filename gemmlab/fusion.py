@@ -854,7 +854,7 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
 DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
-                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3")
+                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3")
 MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seconds: not timed
 
 
@@ -922,6 +922,7 @@ SWEEP_GRIDS = {
     "fused/05_tf32x3": {"BLOCK_M": [32, 64], "BLOCK_N": [32, 64], "BLOCK_K": [32], "WARP_M": [16, 32],
                         "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
     "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
+    "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8]},
 }
 # Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines).
 SWEEP_GRIDS_LARGE = {
@@ -972,7 +973,7 @@ def best(records: list[dict], impl: str, n: int) -> dict | None:
     return min(rows, key=lambda r: r["median_s"]) if rows else None
 
 
-def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/06_wgmma_tf32x3", "fused/05_tf32x3",
+def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3", "fused/05_tf32x3",
          "fused/04_split_k", "fused/03_two_phase", "fused/02_row_panel"), large_sizes=(2048, 4096)) -> list[dict]:
     """What the GPU lane runs: check every fused step, benchmark (baselines included), sweep the tiles."""
     if _kernel.backend() != "gpu":
@@ -1023,7 +1024,8 @@ def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params)
         k = step(name, backend=backend, **params)
         grid = k.launch_config((n, n, n, n)).grid[0]
         lines = [k.label, f"N={n}: {grid} block(s) of {k.step.threads(k.params)} threads ({k.backend} backend)",
-                 str(check(k, cases=[Case("identity", n, n, n, n), Case("random", n, n + 3, n + 1, n)], raise_on_fail=False))]
+                 str(check(k, cases=[Case("identity", *k.step.fit((n, n, n, n))),
+                                     Case("random", *k.step.fit((n, n + 3, n + 1, n)))], raise_on_fail=False))]
     except GemmlabError as e:
         return f"cannot run: {str(e).splitlines()[0]}"
     recs = [r for r in load() if r["impl"] == k.name and r.get("params") == k.params]
@@ -1063,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     ln = sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
     ln.add_argument("--sweeps", nargs="+", default=None, metavar="STEP",
-                    help="the steps whose tiles are swept (default: 06, 05, 04, 03, 02)")
+                    help="the steps whose tiles are swept (default: 07, 06, 05, 04, 03, 02)")
     v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
     v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
     v.add_argument("steps", nargs="*", metavar="STEP", help="the steps to check (default: all)")

@@ -1,0 +1,139 @@
+"""Fused step 07 (TMA producer) against 06 and 05, and what each part of 06's work costs, at N = 512.
+
+    python results/experiments/fusion-tma/steps.py parts 512 > parts-<gpu>-<date>.log    # on an H100 / H200
+    python results/experiments/fusion-tma/steps.py time 512 1024 2048 4096 > steps-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
+
+`parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
+its work taken out at a time (the results are then wrong: these variants are timed, never checked),
+next to a kernel that returns at once with the same launch, and torch `a @ b @ c`: what each part adds
+to the call. `time`: torch and cupy `a @ b @ c`, steps 05 and 06 at their fastest recorded tiles, step
+07 at each configuration below, every kernel checked against float64 at full size first; all launched
+in turn with CUDA events around each launch (packed launchers), three rounds.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+STEP06_512 = dict(BLOCK_N=32, SPLIT_K=4, NUM_STAGES=3)
+LOAD = "        Stage<BLOCK_N>& s = stages[stage];\n"
+SPLIT_LOOP = "        for (int i = 0; i < BLOCK_N / 4; ++i) {\n            const int p = i * 4 + warp_id;"
+WGMMA_LOOP = "        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // k kk*8"
+LDMATRIX = "            ldmatrix_x4(raw[0], raw[1], raw[2], raw[3], &s.x[warp_row + lane_id % 16][kk * 8 + lane_id / 16 * 4]);"
+BARRIER = "    grid_barrier(sync);  // all of T"
+# name: [(text in 06, what replaces it)]; each takes one part out and leaves the rest as it is
+PARTS = {
+    "no copies": [(LOAD, LOAD + "        if (k0 >= 0) return;  // the stage keeps what it held\n")],
+    "no split of B": [(SPLIT_LOOP, SPLIT_LOOP.replace("i < BLOCK_N / 4", "i < 0"))],
+    "no wgmmas": [(WGMMA_LOOP, WGMMA_LOOP.replace("kk < TILE_K / 8", "kk < 0"))],
+    "no A fragment loads": [(LDMATRIX, "            raw[0] = raw[1] = raw[2] = raw[3] = lane_id;")],
+    "phase 1 only": [(BARRIER, "    return;\n" + BARRIER)],
+    "phase 1 and the barrier": [(BARRIER, "    grid_barrier(sync);\n    return;  // all of T")],
+    "returns at once": [("    // Phase 1: T = A * B (M x L), tile by tile.", "    if (M > 0) return;")],
+    "no copies, no split": [(LOAD, LOAD + "        if (k0 >= 0) return;\n"),
+                            (SPLIT_LOOP, SPLIT_LOOP.replace("i < BLOCK_N / 4", "i < 0"))],
+}
+
+CONFIGS = {  # step 07's tiles: (BLOCK_N, SPLIT_K, NUM_STAGES) per size
+    512: [(32, 4, 8), (32, 4, 4), (32, 4, 12), (32, 2, 8), (32, 3, 8), (32, 6, 8), (64, 2, 6)],
+    1024: [(32, 4, 8), (32, 2, 8), (64, 2, 6), (64, 3, 6), (64, 1, 6)],
+    2048: [(64, 1, 6), (64, 2, 6), (64, 3, 6), (32, 2, 8)],
+    4096: [(64, 1, 6), (64, 2, 6), (64, 3, 6)],
+}
+REPEATS = {512: 300, 1024: 200, 2048: 50, 4096: 10}
+
+
+def name07(bn: int, sk: int, ns: int) -> str:
+    return f"07 n{bn} k{sk} s{ns}"
+
+
+def part_source(name: str) -> str:
+    """Step 06's source with one part taken out (PARTS[name]); a ValueError if 06 no longer has the text."""
+    from gemmlab import fusion
+    from gemmlab.source import kernel_path
+
+    text = kernel_path(fusion.get("fused/06_wgmma_tf32x3").file).read_text()
+    for old, new in PARTS[name]:
+        if text.count(old) != 1:
+            raise ValueError(f"part {name!r}: step 06 no longer has {old.strip()[:60]!r} exactly once")
+        text = text.replace(old, new)
+    return text
+
+
+def parts(n: int = 512) -> None:
+    import cupy
+
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, calls = experiments.fusion_problem(n)
+    k = fusion.step("fused/06_wgmma_tf32x3", **STEP06_512)
+    calls["06 as it is"], err = fusion.checked_launcher(k, a, b, c, want)
+    print(f"step 06 {STEP06_512}: error {err:.2e}")
+    for name in PARTS:
+        k = fusion.step("fused/06_wgmma_tf32x3", source=part_source(name), **STEP06_512)
+        calls["06 " + name] = k.launcher(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
+    experiments.time_rounds(calls, n, REPEATS[n])
+
+
+def main(sizes) -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    name = gpu.device()["name"]
+    print(f"gpu: {name}")
+    recs = [r for r in fusion.load(name) if "speedup" in r]
+    for n in sizes:
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        calls["cupy a@b@c"] = lambda: a @ b @ c
+        for step in ("fused/05_tf32x3", "fused/06_wgmma_tf32x3"):
+            top = fusion.best(recs, step, n)
+            k = fusion.step(step, **(top["params"] if top else {}))
+            print(f"step {step[6:8]} n={n}: {k.params}")
+            calls[f"{step[6:8]} best"], err = fusion.checked_launcher(k, a, b, c, want)
+        for bn, sk, ns in CONFIGS[n]:
+            k = fusion.step("fused/07_tma_tf32x3", BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            calls[name07(bn, sk, ns)], err = fusion.checked_launcher(k, a, b, c, want)
+            print(f"config n={n} {name07(bn, sk, ns)}: grid {k.launch_config((n,) * 4).grid[0]} x "
+                  f"{k.step.threads(k.params)} threads, {k.module.function.num_regs} registers, error {err:.2e}")
+        experiments.time_rounds(calls, n, REPEATS[n])
+
+
+def record() -> dict:
+    """results.json["parts"] / ["steps"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    from gemmlab import experiments
+
+    out: dict = {"parts": {}, "steps": {}}
+    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log")):
+        for gpu, log, text in experiments.gpu_logs(HERE, pattern):
+            us: dict = {}
+            for (n, call), v in experiments.rounds_of(text).items():
+                us.setdefault(str(n), {})[call] = v
+            entry = {"log": log.name, "us": us}
+            if key == "steps":
+                entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
+                                 for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
+            out[key][gpu] = entry
+    return out
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "parts":
+        parts(*[int(x) for x in sys.argv[2:]])
+    elif sys.argv[1] == "record":
+        from gemmlab import experiments
+
+        rec = record()
+        for key, value in rec.items():
+            experiments.save_record(HERE, key, value)
+        for key in rec:
+            for g, r in rec[key].items():
+                for n, calls in r["us"].items():
+                    print(key, g, n, {k: round(statistics.median(v), 2) for k, v in calls.items()})
+    else:
+        main([int(x) for x in sys.argv[2:]] or sorted(CONFIGS))
