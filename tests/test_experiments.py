@@ -32,7 +32,7 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-wgmma", "hgemm-diagnosis", "hgemm-t4-gap",
+    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-tma", "fusion-wgmma", "hgemm-diagnosis", "hgemm-t4-gap",
                      "hgemm-wgmma", "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
@@ -490,3 +490,55 @@ def test_wgmma_timeline_and_variant_claims():
         assert var[f"loads_before_split {c}"] > var[f"step {c}"]   # "took ... off the call"
         assert var[f"!nofence {c}"] < var[f"step {c}"]             # "the fence costs a little"
         assert var[f"step {c}"] / var[f"!nofence {c}"] < 1.05
+
+
+# ------------------------------------------------------------------------------------------------
+# fusion-tma: what step 06's parts cost, and fused step 07 (chapter 8, "Step 07: the tiles by TMA")
+# ------------------------------------------------------------------------------------------------
+def _tma_experiment():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tma_steps", EXP / "fusion-tma" / "steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, results.experiment("fusion-tma")
+
+
+def test_tma_parts_still_apply_and_compile():
+    """Each 'part taken out' of steps.py parts still finds its text in step 06 exactly once and compiles."""
+    from gemmlab import nvrtc
+    mod, _ = _tma_experiment()
+    for name in mod.PARTS:
+        text = mod.part_source(name)
+        if nvrtc.available():
+            fusion.resources("fused/06_wgmma_tf32x3", "sm_90", source=text, **mod.STEP06_512)
+
+
+def test_tma_parts_claims():
+    """Chapter 8: of the single parts, the copies cost step 06's call the most at 512; the pieces of the call
+    (empty launch, phase 1, barrier, phase 2) are each positive."""
+    _, exp = _tma_experiment()
+    run = exp["parts"]["NVIDIA H200"]
+    med = {k[3:]: statistics.median(v) for k, v in run["us"]["512"].items() if k.startswith("06 ")}
+    assert all(len(v) == 3 for v in run["us"]["512"].values())
+    saved = {k: med["as it is"] - v for k, v in med.items() if k.startswith("no ")}
+    singles = ("no copies", "no split of B", "no wgmmas", "no A fragment loads")
+    assert max(singles, key=saved.get) == "no copies"
+    assert all(saved[k] > 0 for k in singles)
+    assert 0 < med["returns at once"] < med["phase 1 only"] < med["phase 1 and the barrier"] < med["as it is"]
+
+
+def test_tma_step_claims():
+    """Chapter 8: step 07 is a little faster than 06 at 512 (much less than the copies cost), still short of 3x;
+    faster than step 05 (and so the fastest fused step) at 1024, 2048 and 4096."""
+    _, exp = _tma_experiment()
+    run = exp["steps"]["NVIDIA H200"]
+    med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
+    assert sorted(med) == [512, 1024, 2048, 4096]
+    parts = exp["parts"]["NVIDIA H200"]["us"]["512"]
+    copies = statistics.median(parts["06 as it is"]) - statistics.median(parts["06 no copies"])
+    seven = {n: min(v for k, v in calls.items() if k.startswith("07 ")) for n, calls in med.items()}
+    assert 0 < med[512]["06 best"] - seven[512] < copies / 2
+    assert min(med[512]["torch a@b@c"], med[512]["cupy a@b@c"]) / seven[512] < 3
+    for n in (1024, 2048, 4096):
+        assert seven[n] < min(med[n]["05 best"], med[n]["06 best"])
+    assert fusion.resources("fused/07_tma_tf32x3", "sm_90").registers < fusion.resources("fused/06_wgmma_tf32x3", "sm_90").registers
