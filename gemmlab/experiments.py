@@ -238,6 +238,16 @@ def fusion_problem(n: int):
     return a, b, c, fusion.reference_gpu(a, b, c), {"torch a@b@c": lambda: ta @ tb @ tc}
 
 
+def recorded_best(step: str, n: int, a, b, c, want):
+    """GPU only: (params, launcher) of `step` at its fastest configuration recorded at N for this GPU (its
+    defaults if none is), checked against `want` (E in float64) at full size first."""
+    from . import fusion, gpu
+
+    top = fusion.best([r for r in fusion.load(gpu.device()["name"]) if "speedup" in r], step, n)
+    kern = fusion.step(step, **(top["params"] if top else {}))
+    return kern.params, fusion.checked_launcher(kern, a, b, c, want)[0]
+
+
 def save_record(folder: Path, key: str, value) -> None:
     """Set results.json[key] in an experiment folder (the record the chapters read)."""
     import json

@@ -210,12 +210,18 @@ def _wgmma_smem(p, d=None):
                                               4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"])
 
 
-def _wgmma_rules(p):
+def _warpgroup_tile_rules(p, max_split_k: int, why: str) -> list[str]:
+    """Steps 06 and 07: one wgmma's width, SPLIT_K warpgroups per block."""
     out = []
     if p["BLOCK_N"] not in (32, 64):
         out.append(f"BLOCK_N={p['BLOCK_N']} must be 32 or 64 (one wgmma of that width)")
-    if not 1 <= p["SPLIT_K"] <= 8:
-        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to 8 (a warpgroup of 128 threads each, at most 1024)")
+    if not 1 <= p["SPLIT_K"] <= max_split_k:
+        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to {max_split_k} ({why})")
+    return out
+
+
+def _wgmma_rules(p):
+    out = _warpgroup_tile_rules(p, 8, "a warpgroup of 128 threads each, at most 1024")
     if p["NUM_STAGES"] < 2:
         out.append("NUM_STAGES must be at least 2")
     if not out:
@@ -236,12 +242,7 @@ def _tma_smem(p, d=None):
 
 
 def _tma_rules(p):
-    out = []
-    if p["BLOCK_N"] not in (32, 64):
-        out.append(f"BLOCK_N={p['BLOCK_N']} must be 32 or 64 (one wgmma of that width)")
-    if not 1 <= p["SPLIT_K"] <= 7:
-        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to 7 (a warpgroup of 128 threads each, plus the producer "
-                   "warp: at most 1024 threads)")
+    out = _warpgroup_tile_rules(p, 7, "a warpgroup of 128 threads each, plus the producer warp: at most 1024 threads")
     if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
         out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
                    "waits for a stage by the parity of its fill, which is ambiguous once the ring is two fills ahead")
@@ -353,16 +354,6 @@ def get(name: str) -> FusedStep:
     raise ConfigError(f"no fused step called {name!r}; the fused steps are: {', '.join(_BY_NAME)}")
 
 
-def _runnable_previous(st: FusedStep) -> str | None:
-    """The latest step before `st` that runs on the live GPU (what an ArchError suggests instead)."""
-    from . import gpu
-
-    cc, prev = gpu.device()["cc"], st.previous
-    while prev and not get(prev).runs_on(cc):
-        prev = get(prev).previous
-    return prev
-
-
 def steps() -> list[FusedStep]:
     return list(FUSED_STEPS)
 
@@ -414,7 +405,7 @@ class FusedKernel:
         self.step = step
         self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
-        target = _kernel.gpu_target(step, _runnable_previous(step)) if self.backend == "gpu" else None
+        target = _kernel.gpu_target(step, get) if self.backend == "gpu" else None
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
@@ -511,9 +502,10 @@ class FusedKernel:
         args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
         if self.step.persistent:
             xp = np if isinstance(a, np.ndarray) else __import__("cupy")
-            args += list(self.workspace(xp, m, l))
-        if self.step.tensor_maps:
-            args += self.step.tensor_maps(self.backend, a, b, c, args[8])
+            t, sync = self.workspace(xp, m, l)
+            args += [t, sync]
+            if self.step.tensor_maps:  # step 07: TMA reads A, B, C and T through maps
+                args += self.step.tensor_maps(self.backend, a, b, c, t)
         return self.launch_config((m, k, l, n), grid), args
 
     def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:

@@ -53,11 +53,17 @@ def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exa
                         f"Use {instead}, or backend='cpu' to run it in the emulator.")
 
 
-def gpu_target(step, instead: str | None = None) -> str | None:
-    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch; `instead`: the
-    step the message suggests, by default the previous one), else the NVRTC target to compile for when
-    CuPy's own choice will not do (sm_90a for an arch-specific step)."""
-    require_arch(step.name, step.min_arch, instead or step.previous or "an earlier step", exact=step.arch_specific)
+def gpu_target(step, lookup=registry.get) -> str | None:
+    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch), naming the
+    latest earlier step that does run here (`lookup`: the step of a name, to follow `previous`), else the
+    NVRTC target to compile for when CuPy's own choice will not do (sm_90a for an arch-specific step)."""
+    from . import gpu
+
+    instead = step.previous
+    if not step.runs_on(gpu.device()["cc"]):
+        while instead and not lookup(instead).runs_on(gpu.device()["cc"]):  # 07 -> 06 (Hopper only too) -> 05
+            instead = lookup(instead).previous
+    require_arch(step.name, step.min_arch, instead or "an earlier step", exact=step.arch_specific)
     return step.target(f"sm_{step.min_arch}") if step.arch_specific else None
 
 

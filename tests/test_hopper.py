@@ -83,13 +83,16 @@ def test_a_wrong_parity_is_caught():
         _product(kern, 128, 128, 256)
 
 
-@pytest.mark.parametrize("cc,name", [(80, "NVIDIA A100"), (75, "Tesla T4"), (100, "NVIDIA B200")])
-def test_refused_off_hopper_before_compiling(monkeypatch, cc, name):
-    """wgmma and setmaxnreg exist on sm_90a only: older and newer GPUs get an ArchError naming step 07."""
+@pytest.mark.parametrize("cc,name,instead", [(80, "NVIDIA A100", "hgemm/07_cp_async"), (75, "Tesla T4", "hgemm/06_double_buffer"),
+                                             (100, "NVIDIA B200", "hgemm/07_cp_async")])
+def test_refused_off_hopper_before_compiling(monkeypatch, cc, name, instead):
+    """wgmma and setmaxnreg exist on sm_90a only: older and newer GPUs get an ArchError naming the latest
+    earlier step that runs there (not 07's cp.async on a T4; not 08 for step 09, Hopper-only too)."""
     monkeypatch.setattr(gpu, "available", lambda: True)
     monkeypatch.setattr(gpu, "device", lambda: {"cc": cc, "name": name})
-    with pytest.raises(ArchError, match=rf"sm_90a.*{name}.*hgemm/07_cp_async"):
-        gemmlab.step(STEP, backend="gpu")
+    for step in (STEP, "hgemm/09_persistent"):
+        with pytest.raises(ArchError, match=rf"sm_90a.*{name}.*Use {instead},"):
+            gemmlab.step(step, backend="gpu")
 
 
 def test_compiles_for_sm90a_only_and_the_sass_is_hopper_shaped():

@@ -224,27 +224,23 @@ fused_tma_tf32x3(int M, int K, int L, int N, const float* A, const float* B, con
     __syncthreads();
 
     u32 step = 0;  // K tiles through the ring so far: the producer and the consumers count alike
-    // Phase 1: T = A * B (M x L), tile by tile.
-    const int t_cols = cdiv(L, BLOCK_N), t_tiles = cdiv(M, TILE_M) * t_cols;
-    for (int tile = blockIdx.x; tile < t_tiles; tile += gridDim.x, step += cdiv(K, TILE_K)) {
-        const int row = tile / t_cols * TILE_M, col = tile % t_cols * BLOCK_N;
-        if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(K, a_map, b_map, row, col, step, stages, full, empty);
-        if (!producer)
-            gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, L, K, T, row, col, step, stages, splits[threadIdx.x / 128],
-                                                    partial, full, empty);
-    }
+    // One phase: Out (M x cols) = X (M x inner) * Y (inner x cols), tile by tile; X and Y by their maps.
+    auto phase = [&](int cols, int inner, const TmaMap* x_map, const TmaMap* y_map, float* Out) {
+        const int n_cols = cdiv(cols, BLOCK_N), tiles = cdiv(M, TILE_M) * n_cols;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, step += cdiv(inner, TILE_K)) {
+            const int row = tile / n_cols * TILE_M, col = tile % n_cols * BLOCK_N;
+            if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(inner, x_map, y_map, row, col, step, stages, full, empty);
+            if (!producer)
+                gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, cols, inner, Out, row, col, step, stages,
+                                                        splits[threadIdx.x / 128], partial, full, empty);
+        }
+    };
+
+    phase(L, K, a_map, b_map, T);  // phase 1: T = A * B (M x L)
     if (!producer) fence_proxy_async_global();  // this thread's stores of T, ordered before TMA's reads of T
 
     grid_barrier(sync);  // all of T is written before any block reads it
 
-    // Phase 2: E = T * C (M x N), tile by tile.
     if (fetcher) fence_proxy_async_global();  // and this thread's copies of T after what the barrier acquired
-    const int e_cols = cdiv(N, BLOCK_N), e_tiles = cdiv(M, TILE_M) * e_cols;
-    for (int tile = blockIdx.x; tile < e_tiles; tile += gridDim.x, step += cdiv(L, TILE_K)) {
-        const int row = tile / e_cols * TILE_M, col = tile % e_cols * BLOCK_N;
-        if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(L, t_map, c_map, row, col, step, stages, full, empty);
-        if (!producer)
-            gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, N, L, E, row, col, step, stages, splits[threadIdx.x / 128],
-                                                    partial, full, empty);
-    }
+    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)
 }

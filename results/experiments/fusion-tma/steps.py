@@ -85,17 +85,13 @@ def parts(n: int = 512) -> None:
 def main(sizes) -> None:
     from gemmlab import experiments, fusion, gpu
 
-    name = gpu.device()["name"]
-    print(f"gpu: {name}")
-    recs = [r for r in fusion.load(name) if "speedup" in r]
+    print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
         a, b, c, want, calls = experiments.fusion_problem(n)
         calls["cupy a@b@c"] = lambda: a @ b @ c
         for step in ("fused/05_tf32x3", "fused/06_wgmma_tf32x3"):
-            top = fusion.best(recs, step, n)
-            k = fusion.step(step, **(top["params"] if top else {}))
-            print(f"step {step[6:8]} n={n}: {k.params}")
-            calls[f"{step[6:8]} best"], err = fusion.checked_launcher(k, a, b, c, want)
+            params, calls[f"{step[6:8]} best"] = experiments.recorded_best(step, n, a, b, c, want)
+            print(f"step {step[6:8]} n={n}: {params}")
         for bn, sk, ns in CONFIGS[n]:
             k = fusion.step("fused/07_tma_tf32x3", BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
             calls[name07(bn, sk, ns)], err = fusion.checked_launcher(k, a, b, c, want)

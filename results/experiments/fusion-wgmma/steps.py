@@ -62,17 +62,12 @@ TIMELINE_LINE = re.compile(r"^timeline (\d+) (n\d+ k\d+ s\d+) phase (\d) (.+?)\s
 def main(sizes) -> None:
     from gemmlab import experiments, fusion, gpu
 
-    name = gpu.device()["name"]
-    print(f"gpu: {name}")
-    recs = [r for r in fusion.load(name) if "speedup" in r]
+    print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
         a, b, c, want, calls = experiments.fusion_problem(n)
         calls["cupy a@b@c"] = lambda: a @ b @ c
-        best05 = fusion.best(recs, "fused/05_tf32x3", n)
-        p05 = best05["params"] if best05 else {}
+        p05, calls["05 best"] = experiments.recorded_best("fused/05_tf32x3", n, a, b, c, want)
         print(f"step 05 n={n}: {json.dumps(p05)}")
-        k = fusion.step("fused/05_tf32x3", **p05)
-        calls["05 best"], err = fusion.checked_launcher(k, a, b, c, want)
         for cname, params in CONFIGS[n].items():
             k = fusion.step("fused/06_wgmma_tf32x3", **params)
             calls["06 " + cname], err = fusion.checked_launcher(k, a, b, c, want)
