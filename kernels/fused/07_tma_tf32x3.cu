@@ -3,10 +3,10 @@
 //   07_tma_tf32x3    06 with the operand tiles brought in by TMA: a producer warp fills a ring of
 //                    stages that the consumer warpgroups share (Hopper only: compiled for sm_90a)
 //
-// Extends 06. At N = 512, taking the copies out of 06 (its tiles left stale) saves a fifth of its
-// call, more than the split of B or the wgmmas do (results/experiments/fusion-tma): each thread
-// computes the address and bounds of every 16-byte piece it copies, some 15 instructions per
-// cp.async, in the same warps that split and multiply. TMA takes that off the warps: one thread asks
+// Extends 06. At N = 512, taking the copies out of 06 (its tiles left stale) shortens its call more
+// than taking out the split of B or the wgmmas does (results/experiments/fusion-tma): each thread
+// computes the address and bounds of every 16-byte piece it copies, in the same warps that split and
+// multiply. TMA takes that off the warps: one thread asks
 // for a whole tile (a box of a tensor map) in one instruction, the copy engine writes it to shared
 // memory 128-byte swizzled, zero-fills what lies past the edge, and counts the bytes on an mbarrier
 // (as in hgemm/08). So:
