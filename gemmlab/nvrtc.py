@@ -36,6 +36,9 @@ class Resources:
     local_bytes: int  # stack frame (local memory per thread)
     spill_stores: int
     spill_loads: int
+    # ptxas' C7519: it waits for each wgmma before issuing the next (usually registers that a wgmma
+    # reads are computed in between the wgmmas); the tensor cores then idle most of the time
+    wgmma_serialized: bool = False
 
     @property
     def spills(self) -> bool:
@@ -43,7 +46,8 @@ class Resources:
 
     def __str__(self) -> str:
         return (f"{self.arch}: {self.registers} registers, {self.shared_bytes} B static shared, "
-                f"{self.local_bytes} B stack, spills {self.spill_stores}/{self.spill_loads} B (st/ld)")
+                f"{self.local_bytes} B stack, spills {self.spill_stores}/{self.spill_loads} B (st/ld)"
+                + (", wgmmas serialized (ptxas C7519)" if self.wgmma_serialized else ""))
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,8 @@ def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
     """Read registers, shared memory, stack and spills of one function off ptxas' -v output."""
     current, props = None, {}
     for line in log.splitlines():
+        if "C7519" in line and lowered_name in line:  # named in the line, before the function's report
+            props["wgmma_serialized"] = True
         m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?", line)
         if m:
             current = m.group(1)
@@ -214,7 +220,7 @@ def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
         raise MissingReport(f"could not read ptxas' report for {lowered_name} on {arch} "
                             f"(NVRTC {version()} from {lib}); the log was:\n{log}")
     return Resources(arch, props["registers"], props.get("shared", 0), props.get("local", 0),
-                     props.get("spill_stores", 0), props.get("spill_loads", 0))
+                     props.get("spill_stores", 0), props.get("spill_loads", 0), props.get("wgmma_serialized", False))
 
 
 def nvdisasm_path() -> str | None:

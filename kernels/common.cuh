@@ -386,6 +386,14 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
+// The same for A fragments held in registers: their values are computed before this point, so the
+// compiler does not move that arithmetic in between the wgmmas that read them (where it would have
+// to wait for each wgmma before the next: ptxas warning C7519).
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operands(u32 (&a)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i]) :: "memory");
+}
 
 // sm_90a; the whole warpgroup: release registers down to R per thread (a producer) or claim up
 // to R (a consumer); the register file is shared out again among the warpgroups of the block.

@@ -310,9 +310,11 @@ def test_step06_needs_sm90a_and_fits_where_it_runs():
     for params in ({}, {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 4}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 3}):
         r = fusion.resources("fused/06_wgmma_tf32x3", "sm_90", **params)  # compiled for sm_90a
         assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills"
+        assert not r.wgmma_serialized, f"06 {params}: ptxas waits for each wgmma (C7519)"
     for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 6, "NUM_STAGES": 8}):
         r = fusion.resources("fused/07_tma_tf32x3", "sm_90", **params)
         assert r.spill_stores == 0 and r.spill_loads == 0, f"07 {params} spills"
+        assert not r.wgmma_serialized, f"07 {params}: ptxas waits for each wgmma (C7519)"
 
 
 @pytest.mark.parametrize("cc, name", [(80, "NVIDIA A100"), (100, "NVIDIA B200")])

@@ -110,6 +110,11 @@ def test_ptxas_log_parsing():
     r = nvrtc.parse_ptxas_log(log, "_Z1kv", "sm_75")
     assert (r.registers, r.shared_bytes, r.local_bytes, r.spill_stores, r.spill_loads) == (255, 4096, 8, 4, 12)
     assert r.spills
+    assert not r.wgmma_serialized
+    warned = ("ptxas info    : (C7519) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+              "program dependence on compiler-inserted WG.AR in divergent path in the function '_Z1kv' in line 9\n")
+    assert nvrtc.parse_ptxas_log(warned + log, "_Z1kv", "sm_90a").wgmma_serialized
+    assert not nvrtc.parse_ptxas_log(warned.replace("_Z1kv", "_Z5otherv") + log, "_Z1kv", "sm_90a").wgmma_serialized
 
 
 # --- verify's comparison ----------------------------------------------------------------------

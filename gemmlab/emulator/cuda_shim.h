@@ -676,6 +676,7 @@ inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 template <int N> inline void wgmma_wait() {}
 template <int R> inline void wgmma_fence_operands(float (&)[R]) {}
+template <int R> inline void wgmma_fence_operands(unsigned (&)[R]) {}
 template <int R> inline void setmaxnreg_dec() {}
 template <int R> inline void setmaxnreg_inc() {}
 inline unsigned long long wgmma_desc_sw128(const void* p, unsigned lbo, unsigned sbo) {

@@ -24,6 +24,9 @@
 // tiles while the consumers add up their partial sums). T is written by ordinary stores and read back
 // by TMA (the async proxy): each thread fences its T stores for the async proxy before the grid barrier,
 // and the producer fences again after it, before its first copy of T.
+// The A fragments are split one 8-wide slice at a time, each fenced before its wgmmas: left to itself
+// the compiler moved the split's subtractions in between the wgmmas, and ptxas then waited for each
+// wgmma before issuing the next (its warning C7519, which tests/test_fusion.py now looks for).
 // The swizzle moves the elements (see common.cuh): the A fragments' ldmatrix rows and the split's reads
 // of the B tile follow it. The split's lanes take, in an 8 x 8 block of (k, n), the 4 rows k with
 // k ^ (k >> 2) of one parity (k = 2j + ((j >> 1) ^ h), j = lane / 8) and the 8 columns n = lane % 8:
@@ -115,24 +118,25 @@ __device__ void gemm_tile(int rows, int cols, int inner, float* Out, int block_r
         mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed
         bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`
         split_y(s);
-        u32 a_big[TILE_K / 8][4], a_small[TILE_K / 8][4];
+        u32 raw[TILE_K / 8][4];
 #pragma unroll
-        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // the A fragment by one ldmatrix.x4, as in 06, swizzled
-            u32 raw[4];
-            ldmatrix_x4(raw[0], raw[1], raw[2], raw[3], &s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);
-#pragma unroll
-            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[q]), a_big[kk][q], a_small[kk][q]);
-        }
+        for (int kk = 0; kk < TILE_K / 8; ++kk)  // the A fragment by one ldmatrix.x4, as in 06, swizzled
+            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[kk][3], &s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);
         bar_sync(1 + group, NUM_THREADS);  // the split tile is whole, and nobody reads the stage any more
         if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it
-        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < TILE_K / 8; ++kk) {  // three wgmmas per 8-wide slice, small terms first, as in 06
+            u32 a_big[4], a_small[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[kk][q]), a_big[q], a_small[q]);
+            wgmma_fence_operands(a_big);  // split before the fence, not in between the wgmmas (see common.cuh)
+            wgmma_fence_operands(a_small);
+            wgmma_fence();
             const unsigned long long big = wgmma_desc_sw128(&split.big[0][kk * 8], 16, 1024);
             const unsigned long long small = wgmma_desc_sw128(&split.small[0][kk * 8], 16, 1024);
-            WgmmaTf32<BLOCK_N>::mma(chunk, a_small[kk], big, kk > 0);
-            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], small, 1);
-            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], big, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_small, big, kk > 0);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, small, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, big, 1);
         }
         wgmma_commit();
         wgmma_wait<0>();
