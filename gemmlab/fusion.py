@@ -914,7 +914,7 @@ SWEEP_GRIDS = {
     "fused/05_tf32x3": {"BLOCK_M": [32, 64], "BLOCK_N": [32, 64], "BLOCK_K": [32], "WARP_M": [16, 32],
                         "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
     "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
-    "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8]},
+    "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
 }
 # Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines),
 # step 07's 64-column tiles.

@@ -36,8 +36,8 @@ class Resources:
     local_bytes: int  # stack frame (local memory per thread)
     spill_stores: int
     spill_loads: int
-    # ptxas' C7519: it waits for each wgmma before issuing the next (usually registers that a wgmma
-    # reads are computed in between the wgmmas); the tensor cores then idle most of the time
+    # ptxas' warning C7519 (C7520 in older NVRTC): it waits for each wgmma before issuing the next (usually
+    # registers that a wgmma reads are computed in between the wgmmas); the tensor cores then idle
     wgmma_serialized: bool = False
 
     @property
@@ -202,7 +202,8 @@ def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
     """Read registers, shared memory, stack and spills of one function off ptxas' -v output."""
     current, props = None, {}
     for line in log.splitlines():
-        if "C7519" in line and lowered_name in line:  # named in the line, before the function's report
+        # named in the line, before the function's report; C7519 in NVRTC 13.5, C7520 in 13.0: read the words
+        if "wgmma.mma_async instructions are serialized" in line and lowered_name in line:
             props["wgmma_serialized"] = True
         m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?", line)
         if m:

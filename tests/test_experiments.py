@@ -398,6 +398,8 @@ def test_fusion_h200_record_claims():
     fastest = {n: fusion.best(recs, "fused/05_tf32x3", n) for n in (512, 1024, 2048, 4096)}
     assert 1 < fastest[512]["speedup"] < 3
     assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))
+    at512 = [fusion.best(recs, s, 512) for s in fusion.DEFAULT_STEPS]
+    assert 1 < max(r["speedup"] for r in at512 if r) < 3  # "the seed's 3x at 512 is still out of reach"
     assert all(r["max_rel_error"] < 2e-6 for r in recs if r["impl"] == "fused/05_tf32x3")
 
 
@@ -466,7 +468,6 @@ def test_wgmma_step_claims():
         six = min(v for k, v in calls.items() if k.startswith("06 "))
         if n == 512:
             assert six < calls["05 best"]
-            assert min(calls["torch a@b@c"], calls["cupy a@b@c"]) / six < 3
         else:
             assert six > calls["05 best"], f"step 06 at {n}"
     # each configuration was checked at full size before it was timed
@@ -528,8 +529,8 @@ def test_tma_parts_claims():
 
 
 def test_tma_step_claims():
-    """Chapter 8: step 07 is a little faster than 06 at 512 (much less than the copies cost), still short of 3x;
-    faster than step 05 (and so the fastest fused step) at 1024, 2048 and 4096."""
+    """Chapter 8: step 07 is a little faster than 06 at 512 (less than the copies cost); faster than step 05
+    (and so the fastest fused step) at 1024, 2048 and 4096."""
     _, exp = _tma_experiment()
     run = exp["steps"]["NVIDIA H200"]
     med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
@@ -537,8 +538,34 @@ def test_tma_step_claims():
     parts = exp["parts"]["NVIDIA H200"]["us"]["512"]
     copies = statistics.median(parts["06 as it is"]) - statistics.median(parts["06 no copies"])
     seven = {n: min(v for k, v in calls.items() if k.startswith("07 ")) for n, calls in med.items()}
-    assert 0 < med[512]["06 best"] - seven[512] < copies / 2
-    assert min(med[512]["torch a@b@c"], med[512]["cupy a@b@c"]) / seven[512] < 3
+    assert 0 < med[512]["06 best"] - seven[512] < copies
     for n in (1024, 2048, 4096):
         assert seven[n] < min(med[n]["05 best"], med[n]["06 best"])
     assert fusion.resources("fused/07_tma_tf32x3", "sm_90").registers < fusion.resources("fused/06_wgmma_tf32x3", "sm_90").registers
+
+
+def test_tma_serialized_still_applies():
+    """The experiment's first split of step 07's A fragments still applies, and ptxas still serializes it
+    (C7519) where step 07 as it is does not."""
+    mod, _ = _tma_experiment()
+    p = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8)
+    assert fusion.resources("fused/07_tma_tf32x3", "sm_90", source=mod.serialized_source(), **p).wgmma_serialized
+    assert not fusion.resources("fused/07_tma_tf32x3", "sm_90", **p).wgmma_serialized
+
+
+def test_tma_serialized_claims():
+    """Chapter 8 ("Read ptxas' warnings"): at every size and configuration timed, step 07 as it is is faster
+    than with its first split (same run, three rounds); all checked first. (That ptxas serializes the first
+    split is test_tma_serialized_still_applies, with the pinned NVRTC.)"""
+    _, exp = _tma_experiment()
+    run = exp["serialized"]["NVIDIA H200"]
+    assert sorted(int(n) for n in run["us"]) == [512, 1024, 2048, 4096]
+    for n, calls in run["us"].items():
+        assert all(len(v) == 3 for v in calls.values())
+        configs = {k[:-len(" as it is")] for k in calls if k.endswith(" as it is")}
+        assert configs
+        for cfg in configs:
+            assert statistics.median(calls[cfg + " as it is"]) < statistics.median(calls[cfg + " split first"]), (n, cfg)
+    log = (EXP / "fusion-tma" / run["log"]).read_text()
+    errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)$", log, re.M)]
+    assert errors and max(errors) < 2e-6

@@ -115,6 +115,7 @@ def test_ptxas_log_parsing():
               "program dependence on compiler-inserted WG.AR in divergent path in the function '_Z1kv' in line 9\n")
     assert nvrtc.parse_ptxas_log(warned + log, "_Z1kv", "sm_90a").wgmma_serialized
     assert not nvrtc.parse_ptxas_log(warned.replace("_Z1kv", "_Z5otherv") + log, "_Z1kv", "sm_90a").wgmma_serialized
+    assert nvrtc.parse_ptxas_log(warned.replace("C7519", "C7520") + log, "_Z1kv", "sm_90a").wgmma_serialized  # NVRTC 13.0
 
 
 # --- verify's comparison ----------------------------------------------------------------------

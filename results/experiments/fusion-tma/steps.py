@@ -2,6 +2,7 @@
 
     python results/experiments/fusion-tma/steps.py parts 512 > parts-<gpu>-<date>.log    # on an H100 / H200
     python results/experiments/fusion-tma/steps.py time 512 1024 2048 4096 > steps-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py serialized > serialized-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
 
 `parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
@@ -9,7 +10,10 @@ its work taken out at a time (the results are then wrong: these variants are tim
 next to a kernel that returns at once with the same launch, and torch `a @ b @ c`: what each part adds
 to the call. `time`: torch and cupy `a @ b @ c`, steps 05 and 06 at their fastest recorded tiles, step
 07 at each configuration below, every kernel checked against float64 at full size first; all launched
-in turn with CUDA events around each launch (packed launchers), three rounds.
+in turn with CUDA events around each launch (packed launchers), three rounds. `serialized`: step 07 as
+it is against step 07 with its A fragments split the way it first did (all of them before one wgmma fence,
+which let the compiler move the split in between the wgmmas, so that ptxas serialized them: its warning
+C7519), both checked, at the fastest configurations of `time`, three rounds.
 """
 from __future__ import annotations
 
@@ -47,6 +51,82 @@ CONFIGS = {  # step 07's tiles: (BLOCK_N, SPLIT_K, NUM_STAGES) per size
     4096: [(64, 1, 6), (64, 2, 6), (64, 3, 6)],
 }
 REPEATS = {512: 300, 1024: 200, 2048: 50, 4096: 10}
+
+
+# Step 07's A fragments as it first split them: every slice split as it is loaded, one wgmma fence for all.
+# Left to itself the compiler moved the split's subtractions in between the wgmmas, and ptxas then waited
+# for each wgmma before issuing the next (warning C7519: Resources.wgmma_serialized).
+SPLIT_NOW = """        u32 raw[TILE_K / 8][4];
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk)  // the A fragment by one ldmatrix.x4, as in 06, swizzled
+            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[kk][3], &s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);
+        bar_sync(1 + group, NUM_THREADS);  // the split tile is whole, and nobody reads the stage any more
+        if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // three wgmmas per 8-wide slice, small terms first, as in 06
+            u32 a_big[4], a_small[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[kk][q]), a_big[q], a_small[q]);
+            wgmma_fence_operands(a_big);  // split before the fence, not in between the wgmmas (see common.cuh)
+            wgmma_fence_operands(a_small);
+            wgmma_fence();
+            const unsigned long long big = wgmma_desc_sw128(&split.big[0][kk * 8], 16, 1024);
+            const unsigned long long small = wgmma_desc_sw128(&split.small[0][kk * 8], 16, 1024);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_small, big, kk > 0);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, small, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, big, 1);
+"""
+SPLIT_FIRST = """        u32 a_big[TILE_K / 8][4], a_small[TILE_K / 8][4];
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk) {  // the A fragment by one ldmatrix.x4, split at once
+            u32 raw[4];
+            ldmatrix_x4(raw[0], raw[1], raw[2], raw[3], &s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[q]), a_big[kk][q], a_small[kk][q]);
+        }
+        bar_sync(1 + group, NUM_THREADS);
+        if (tid == 0) mbarrier_arrive(&empty[stage]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 8; ++kk) {
+            const unsigned long long big = wgmma_desc_sw128(&split.big[0][kk * 8], 16, 1024);
+            const unsigned long long small = wgmma_desc_sw128(&split.small[0][kk * 8], 16, 1024);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_small[kk], big, kk > 0);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], small, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], big, 1);
+"""
+SERIALIZED_CONFIGS = {512: [(32, 3, 8), (32, 4, 12)], 1024: [(64, 2, 6), (64, 3, 6)], 2048: [(64, 3, 6)],
+                      4096: [(64, 3, 6)]}
+
+
+def serialized_source() -> str:
+    """Step 07's source with its A fragments split as it first did (SPLIT_FIRST)."""
+    from gemmlab import fusion
+    from gemmlab.source import kernel_path
+
+    text = kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text()
+    if text.count(SPLIT_NOW) != 1:
+        raise ValueError("step 07 no longer has the A fragments' split as SPLIT_NOW quotes it")
+    return text.replace(SPLIT_NOW, SPLIT_FIRST)
+
+
+def serialized() -> None:
+    """Step 07 against its first split of the A fragments (C7519), same run, every size."""
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    for n, configs in SERIALIZED_CONFIGS.items():
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        del calls["torch a@b@c"]  # the kernels against each other only
+        for bn, sk, ns in configs:
+            p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            for label, source in (("split first", serialized_source()), ("as it is", None)):
+                k = fusion.step("fused/07_tma_tf32x3", source=source, **p)
+                calls[f"{name07(bn, sk, ns)} {label}"], err = fusion.checked_launcher(k, a, b, c, want)
+                r = fusion.resources("fused/07_tma_tf32x3", "sm_90", source=source, **p)
+                print(f"config n={n} {name07(bn, sk, ns)} {label}: {r.registers} registers, "
+                      f"wgmmas serialized {r.wgmma_serialized}, error {err:.2e}")
+        experiments.time_rounds(calls, n, REPEATS[n])
 
 
 def name07(bn: int, sk: int, ns: int) -> str:
@@ -101,11 +181,11 @@ def main(sizes) -> None:
 
 
 def record() -> dict:
-    """results.json["parts"] / ["steps"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    """results.json["parts"] / ["steps"] / ["serialized"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
     from gemmlab import experiments
 
-    out: dict = {"parts": {}, "steps": {}}
-    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log")):
+    out: dict = {"parts": {}, "steps": {}, "serialized": {}}
+    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log")):
         for gpu, log, text in experiments.gpu_logs(HERE, pattern):
             us: dict = {}
             for (n, call), v in experiments.rounds_of(text).items():
@@ -121,6 +201,8 @@ def record() -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "parts":
         parts(*[int(x) for x in sys.argv[2:]])
+    elif sys.argv[1] == "serialized":
+        serialized()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
 
