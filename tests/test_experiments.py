@@ -569,3 +569,31 @@ def test_tma_serialized_claims():
     log = (EXP / "fusion-tma" / run["log"]).read_text()
     errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)$", log, re.M)]
     assert errors and max(errors) < 2e-6
+
+
+def test_tma_timeline_still_applies():
+    """The timeline's marks and the empty launch still apply to step 07 (each substitution exactly once)."""
+    mod, _ = _tma_experiment()
+    assert "MARK(10);" in mod.patched07(mod.TIMELINE_MARKS) and len(mod.MARKS) == 11  # ValueError if not
+    assert "if (M > 0) return;" in mod.patched07(mod.RETURNS)
+
+
+def test_tma_timeline_claims():
+    """Chapter 8 ("Where the call goes now"): the marks come in order; the blocks run for less than the call;
+    3x would leave the blocks less time, after the empty launch, than the two K loops take."""
+    _, exp = _tma_experiment()
+    tl = exp["timeline"]["NVIDIA H200"]
+    marks = tl["marks"]
+    assert list(marks) == ["start", "init done", "p1 first data", "p1 K loop done", "p1 stored", "before barrier",
+                           "after barrier", "p2 first data", "p2 K loop done", "p2 stored", "end"]
+    medians = [v[1] for v in marks.values()]
+    assert medians == sorted(medians) and all(lo <= mid <= hi for lo, mid, hi in marks.values())
+    call, empty = (statistics.median(tl["us"]["512"][k]) for k in ("07 as it is", "07 returns at once"))
+    body = marks["end"][2] - marks["start"][0]
+    assert 0 < empty < call and body < call
+    k_loops = sum(marks[f"p{p} K loop done"][1] - marks[f"p{p} first data"][1] for p in (1, 2))
+    recs = fusion.load("NVIDIA H200")
+    base = min(r["median_s"] for r in (fusion.lookup(recs, b, 512) for b in ("torch a@b@c", "cupy a@b@c")) if r) * 1e6
+    assert base / 3 - empty < k_loops
+    log = (EXP / "fusion-tma" / tl["log"]).read_text()
+    assert float(re.search(r"error ([\d.e+-]+)$", log, re.M).group(1)) < 2e-6

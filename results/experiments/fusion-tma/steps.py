@@ -3,6 +3,7 @@
     python results/experiments/fusion-tma/steps.py parts 512 > parts-<gpu>-<date>.log    # on an H100 / H200
     python results/experiments/fusion-tma/steps.py time 512 1024 2048 4096 > steps-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py serialized > serialized-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py timeline > timeline-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
 
 `parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
@@ -13,7 +14,9 @@ to the call. `time`: torch and cupy `a @ b @ c`, steps 05 and 06 at their fastes
 in turn with CUDA events around each launch (packed launchers), three rounds. `serialized`: step 07 as
 it is against step 07 with its A fragments split the way it first did (all of them before one wgmma fence,
 which let the compiler move the split in between the wgmmas, so that ptxas serialized them: its warning
-C7519), both checked, at the fastest configurations of `time`, three rounds.
+C7519), both checked, at the fastest configurations of `time`, three rounds. `timeline`: step 07 at 512
+(its fastest tiles) with thread 0 of each block writing the GPU's %globaltimer at eleven points of its
+call (TIMELINE_MARKS), and the event time of the same launch as it is and returning at once.
 """
 from __future__ import annotations
 
@@ -101,13 +104,7 @@ SERIALIZED_CONFIGS = {512: [(32, 3, 8), (32, 4, 12)], 1024: [(64, 2, 6), (64, 3,
 
 def serialized_source() -> str:
     """Step 07's source with its A fragments split as it first did (SPLIT_FIRST)."""
-    from gemmlab import fusion
-    from gemmlab.source import kernel_path
-
-    text = kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text()
-    if text.count(SPLIT_NOW) != 1:
-        raise ValueError("step 07 no longer has the A fragments' split as SPLIT_NOW quotes it")
-    return text.replace(SPLIT_NOW, SPLIT_FIRST)
+    return patched07([(SPLIT_NOW, SPLIT_FIRST)])
 
 
 def serialized() -> None:
@@ -127,6 +124,86 @@ def serialized() -> None:
                 print(f"config n={n} {name07(bn, sk, ns)} {label}: {r.registers} registers, "
                       f"wgmmas serialized {r.wgmma_serialized}, error {err:.2e}")
         experiments.time_rounds(calls, n, REPEATS[n])
+
+
+# Where step 07's call goes: thread 0 of each block writes %globaltimer (ns, one clock for all SMs) at
+# eleven points; (name, text in 07, what replaces it). The marks add a few stores to thread 0's path.
+MARKS = ["start", "init done", "p1 first data", "p1 K loop done", "p1 stored", "before barrier", "after barrier",
+         "p2 first data", "p2 K loop done", "p2 stored", "end"]
+TIMELINE_MARKS = [
+    ('#include "common.cuh"\n', '#include "common.cuh"\n__device__ unsigned long long g_marks[1024][16];\n'
+     '#define MARK(i) do { if (threadIdx.x == 0) { unsigned long long now; '
+     'asm volatile("mov.u64 %0, %globaltimer;" : "=l"(now)); g_marks[blockIdx.x][i] = now; } } while (0)\n'),
+    ("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n",
+     "    MARK(0);\n    extern __shared__ __align__(1024) unsigned char smem_raw[];\n"),
+    ("    __syncthreads();\n\n    u32 step = 0;", "    __syncthreads();\n    MARK(1);\n\n    u32 step = 0;"),
+    ("        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n",
+     "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
+     "        if (kt == group) MARK(step0 == 0 ? 2 : 7);\n"),
+    ("    // Groups 1 .. SPLIT_K - 1 hand their sums to group 0",
+     "    MARK(step0 == 0 ? 3 : 8);\n    // Groups 1 .. SPLIT_K - 1 hand their sums to group 0"),
+    ("    if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read",
+     "    MARK(step0 == 0 ? 4 : 9);\n    if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read"),
+    ("    grid_barrier(sync);  // all of T", "    MARK(5);\n    grid_barrier(sync);\n    MARK(6);  // all of T"),
+    ("    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)\n",
+     "    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)\n    MARK(10);\n"),
+]
+RETURNS = [("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n",
+            "    if (M > 0) return;\n    extern __shared__ __align__(1024) unsigned char smem_raw[];\n")]
+TIMELINE_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8)
+
+
+def patched07(subs) -> str:
+    """Step 07's source with the substitutions `subs` [(old, new)], each of which must apply once."""
+    from gemmlab import fusion
+    from gemmlab.source import kernel_path
+
+    text = kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text()
+    for old, new in subs:
+        if text.count(old) != 1:
+            raise ValueError(f"step 07 no longer has {old.strip()[:60]!r} exactly once")
+        text = text.replace(old, new)
+    return text
+
+
+def timeline(n: int = 512, runs: int = 40) -> None:
+    """Step 07's marks per block over `runs` launches, then the event time of the call and of an empty one."""
+    import tempfile
+
+    import cupy
+    import numpy as np
+
+    from gemmlab import experiments, fusion, gpu, nvrtc
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, calls = experiments.fusion_problem(n)
+    k = fusion.step("fused/07_tma_tf32x3", source=patched07(TIMELINE_MARKS), **TIMELINE_512)
+    launch, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
+    print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
+    art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label="timeline")
+    path = Path(tempfile.mkdtemp()) / "timeline.cubin"
+    path.write_bytes(art.cubin)
+    mod = cupy.RawModule(path=str(path))
+    fn, marks = mod.get_function(art.lowered_name), mod.get_global("g_marks")
+    cfg, args = k.launch_args(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
+    fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
+    rel = []
+    for r in range(runs + 5):
+        fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
+        cupy.cuda.Device().synchronize()
+        m = cupy.ndarray((1024, 16), dtype=cupy.uint64, memptr=marks).get()[:cfg.grid[0], :len(MARKS)].astype(np.int64)
+        if r >= 5:  # ns from the first block's start
+            rel.append((m - m[:, 0].min()) / 1e3)
+    rel = np.stack(rel)
+    print(f"{cfg.grid[0]} blocks; us from the first block's start: min, median, max over blocks (median of {runs} launches)")
+    for i, name in enumerate(MARKS):
+        x = rel[:, :, i]
+        print(f"mark {name:16s} {np.median(x.min(1)):7.2f} {np.median(np.median(x, 1)):7.2f} {np.median(x.max(1)):7.2f}")
+    del calls["torch a@b@c"]
+    calls["07 as it is"], _ = fusion.checked_launcher(fusion.step("fused/07_tma_tf32x3", **TIMELINE_512), a, b, c, want)
+    k0 = fusion.step("fused/07_tma_tf32x3", source=patched07(RETURNS), **TIMELINE_512)
+    calls["07 returns at once"] = k0.launcher(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
+    experiments.time_rounds(calls, n, REPEATS[n])
 
 
 def name07(bn: int, sk: int, ns: int) -> str:
@@ -181,16 +258,20 @@ def main(sizes) -> None:
 
 
 def record() -> dict:
-    """results.json["parts"] / ["steps"] / ["serialized"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
     from gemmlab import experiments
 
-    out: dict = {"parts": {}, "steps": {}, "serialized": {}}
-    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log")):
+    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}}
+    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log"),
+                         ("timeline", "timeline-*.log")):
         for gpu, log, text in experiments.gpu_logs(HERE, pattern):
             us: dict = {}
             for (n, call), v in experiments.rounds_of(text).items():
                 us.setdefault(str(n), {})[call] = v
             entry = {"log": log.name, "us": us}
+            if key == "timeline":  # mark -> [min, median, max] over blocks, us from the first block's start
+                entry["marks"] = {m.group(1).strip(): [float(x) for x in m.group(2).split()]
+                                  for m in re.finditer(r"^mark (.{16}) +([\d. -]+)$", text, re.M)}
             if key == "steps":
                 entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
                                  for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
@@ -201,6 +282,8 @@ def record() -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "parts":
         parts(*[int(x) for x in sys.argv[2:]])
+    elif sys.argv[1] == "timeline":
+        timeline()
     elif sys.argv[1] == "serialized":
         serialized()
     elif sys.argv[1] == "record":
