@@ -311,10 +311,13 @@ def test_step06_needs_sm90a_and_fits_where_it_runs():
         r = fusion.resources("fused/06_wgmma_tf32x3", "sm_90", **params)  # compiled for sm_90a
         assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills"
         assert not r.wgmma_serialized, f"06 {params}: ptxas waits for each wgmma (C7519)"
-    for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 6, "NUM_STAGES": 8}):
+    for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 8}):
         r = fusion.resources("fused/07_tma_tf32x3", "sm_90", **params)
         assert r.spill_stores == 0 and r.spill_loads == 0, f"07 {params} spills"
         assert not r.wgmma_serialized, f"07 {params}: ptxas waits for each wgmma (C7519)"
+    # The limit the kernel's header names: six warpgroups and the producer (800 threads, at most 80 registers
+    # each) leave too few registers for the A fragments beside the sums, and ptxas serializes again.
+    assert fusion.resources("fused/07_tma_tf32x3", "sm_90", BLOCK_N=32, SPLIT_K=6, NUM_STAGES=8).wgmma_serialized
 
 
 @pytest.mark.parametrize("cc, name", [(80, "NVIDIA A100"), (100, "NVIDIA B200")])

@@ -26,7 +26,9 @@
 // and the producer fences again after it, before its first copy of T.
 // The A fragments are split one 8-wide slice at a time, each fenced before its wgmmas: left to itself
 // the compiler moved the split's subtractions in between the wgmmas, and ptxas then waited for each
-// wgmma before issuing the next (its warning C7519, which tests/test_fusion.py now looks for).
+// wgmma before issuing the next (its warning C7519, which tests/test_fusion.py now looks for). With six
+// or more warpgroups (at most 80 registers a thread) it still does: too few registers are left for the
+// A fragments beside the sums, and the sweep shows what that costs.
 // The swizzle moves the elements (see common.cuh): the A fragments' ldmatrix rows and the split's reads
 // of the B tile follow it. The split's lanes take, in an 8 x 8 block of (k, n), the 4 rows k with
 // k ^ (k >> 2) of one parity (k = 2j + ((j >> 1) ^ h), j = lane / 8) and the 8 columns n = lane % 8:
