@@ -73,3 +73,13 @@ def test_claims_survive_a_second_run_and_out_of_order_reruns(path, monkeypatch):
         assert "ERROR" not in once, f"{path.name} cell {i} failed: {once}"
         assert rerun == once, f"{path.name} cell {i} changed when re-run after the whole chapter"
         assert again == once, f"{path.name} cell {i} changed between two restart-and-run-all runs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glue_keys_are_unique(path):
+    """Each glue key is set by one cell only: the book's build refuses a duplicate (mystnb.glue), and the prose
+    would quote whichever cell ran last."""
+    import re
+    keys = [k for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"  # a cell may set
+            for k in set(re.findall(r"""\bglue\(\s*["'](\w+)["']""", cell.source))]           # one in two branches
+    assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
