@@ -16,7 +16,8 @@ it is against step 07 with its A fragments split the way it first did (all of th
 which let the compiler move the split in between the wgmmas, so that ptxas serialized them: its warning
 C7519), both checked, at the fastest configurations of `time`, three rounds. `timeline`: step 07 at 512
 (its fastest tiles) with thread 0 of each block writing the GPU's %globaltimer at eleven points of its
-call (TIMELINE_MARKS), and the event time of the same launch as it is and returning at once.
+call (TIMELINE_MARKS), as it is and with phase 2's split of C taken out (timed only), and the event time of the
+same launch as it is and returning at once.
 """
 from __future__ import annotations
 
@@ -148,6 +149,15 @@ TIMELINE_MARKS = [
     ("    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)\n",
      "    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)\n    MARK(10);\n"),
 ]
+# Phase 2 without the split of C (each round's split, its proxy fence and the barrier before it): the results are
+# then wrong, so this variant is timed, never checked. What phase 2's K loop would take if C came split.
+NO_SPLIT_P2 = [("        bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`\n"
+                "        split_y(s);\n",
+                "        if (step0 == 0) {  // phase 1 only\n"
+                "            bar_sync(1 + group, NUM_THREADS);\n"
+                "            split_y(s);\n"
+                "        }\n")]
+TIMELINE_VARIANTS = {"as it is": [], "phase 2 without the split": NO_SPLIT_P2}
 RETURNS = [("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n",
             "    if (M > 0) return;\n    extern __shared__ __align__(1024) unsigned char smem_raw[];\n")]
 TIMELINE_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8)
@@ -177,28 +187,32 @@ def timeline(n: int = 512, runs: int = 40) -> None:
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
-    k = fusion.step("fused/07_tma_tf32x3", source=patched07(TIMELINE_MARKS), **TIMELINE_512)
-    launch, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
-    print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
-    art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label="timeline")
-    path = Path(tempfile.mkdtemp()) / "timeline.cubin"
-    path.write_bytes(art.cubin)
-    mod = cupy.RawModule(path=str(path))
-    fn, marks = mod.get_function(art.lowered_name), mod.get_global("g_marks")
-    cfg, args = k.launch_args(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
-    fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
-    rel = []
-    for r in range(runs + 5):
-        fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
-        cupy.cuda.Device().synchronize()
-        m = cupy.ndarray((1024, 16), dtype=cupy.uint64, memptr=marks).get()[:cfg.grid[0], :len(MARKS)].astype(np.int64)
-        if r >= 5:  # ns from the first block's start
-            rel.append((m - m[:, 0].min()) / 1e3)
-    rel = np.stack(rel)
-    print(f"{cfg.grid[0]} blocks; us from the first block's start: min, median, max over blocks (median of {runs} launches)")
-    for i, name in enumerate(MARKS):
-        x = rel[:, :, i]
-        print(f"mark {name:16s} {np.median(x.min(1)):7.2f} {np.median(np.median(x, 1)):7.2f} {np.median(x.max(1)):7.2f}")
+    for variant, subs in TIMELINE_VARIANTS.items():
+        k = fusion.step("fused/07_tma_tf32x3", source=patched07(TIMELINE_MARKS + subs), **TIMELINE_512)
+        if not subs:
+            launch, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
+            print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
+        art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label="timeline")
+        path = Path(tempfile.mkdtemp()) / "timeline.cubin"
+        path.write_bytes(art.cubin)
+        mod = cupy.RawModule(path=str(path))
+        fn, marks = mod.get_function(art.lowered_name), mod.get_global("g_marks")
+        cfg, args = k.launch_args(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
+        fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
+        rel = []
+        for r in range(runs + 5):
+            fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
+            cupy.cuda.Device().synchronize()
+            m = cupy.ndarray((1024, 16), dtype=cupy.uint64, memptr=marks).get()[:cfg.grid[0], :len(MARKS)].astype(np.int64)
+            if r >= 5:  # ns from the first block's start
+                rel.append((m - m[:, 0].min()) / 1e3)
+        rel = np.stack(rel)
+        print(f"{variant}: {cfg.grid[0]} blocks; us from the first block's start: min, median, max over blocks "
+              f"(median of {runs} launches)")
+        for i, name in enumerate(MARKS):
+            x = rel[:, :, i]
+            print(f"mark {variant}: {name:16s} {np.median(x.min(1)):7.2f} {np.median(np.median(x, 1)):7.2f} "
+                  f"{np.median(x.max(1)):7.2f}")
     del calls["torch a@b@c"]
     calls["07 as it is"], _ = fusion.checked_launcher(fusion.step("fused/07_tma_tf32x3", **TIMELINE_512), a, b, c, want)
     k0 = fusion.step("fused/07_tma_tf32x3", source=patched07(RETURNS), **TIMELINE_512)
@@ -269,9 +283,10 @@ def record() -> dict:
             for (n, call), v in experiments.rounds_of(text).items():
                 us.setdefault(str(n), {})[call] = v
             entry = {"log": log.name, "us": us}
-            if key == "timeline":  # mark -> [min, median, max] over blocks, us from the first block's start
-                entry["marks"] = {m.group(1).strip(): [float(x) for x in m.group(2).split()]
-                                  for m in re.finditer(r"^mark (.{16}) +([\d. -]+)$", text, re.M)}
+            if key == "timeline":  # variant -> mark -> [min, median, max] over blocks, us from the first block's start
+                entry["marks"] = {}
+                for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
+                    entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
             if key == "steps":
                 entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
                                  for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
