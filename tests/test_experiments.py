@@ -605,5 +605,6 @@ def test_tma_timeline_claims():
     peak_loops = 3 * 2 * 2 * 512**3 / (h200.fp16_tensor_tflops / 2 * 1e12 * 128 / h200.sms) * 1e6
     assert 0 < peak_loops < k_loops and body - k_loops > 0
     assert (body - k_loops) + peak_loops > base / 3 - empty        # "nor would a perfect K loop be enough"
+    assert (body - k_loops) + peak_loops - (base / 3 - empty) < body - k_loops  # "at least ... of what lies around it"
     log = (EXP / "fusion-tma" / tl["log"]).read_text()
     assert float(re.search(r"error ([\d.e+-]+)$", log, re.M).group(1)) < 2e-6
