@@ -47,7 +47,7 @@ class Resources:
     def __str__(self) -> str:
         return (f"{self.arch}: {self.registers} registers, {self.shared_bytes} B static shared, "
                 f"{self.local_bytes} B stack, spills {self.spill_stores}/{self.spill_loads} B (st/ld)"
-                + (", wgmmas serialized (ptxas C7519)" if self.wgmma_serialized else ""))
+                + (", wgmmas serialized (ptxas warning C7519/C7520)" if self.wgmma_serialized else ""))
 
 
 @dataclass(frozen=True)

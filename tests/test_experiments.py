@@ -596,13 +596,14 @@ def test_tma_timeline_claims():
     call, empty = (statistics.median(tl["us"]["512"][k]) for k in ("07 as it is", "07 returns at once"))
     body = marks["end"][2] - marks["start"][0]
     assert 0 < empty < call and body < call
-    k_loops = sum(marks[f"p{p} K loop done"][1] - marks[f"p{p} first data"][1] for p in (1, 2))
+    k_loops = loop(marks, 1) + loop(marks, 2)
     recs = fusion.load("NVIDIA H200")
     base = min(r["median_s"] for r in (fusion.lookup(recs, b, 512) for b in ("torch a@b@c", "cupy a@b@c")) if r) * 1e6
     assert base / 3 - empty < k_loops                             # "less than the two K loops alone"
     from gemmlab import hardware
     h200 = hardware.spec_for("NVIDIA H200")
-    peak_loops = 3 * 2 * 2 * 512**3 / (h200.fp16_tensor_tflops / 2 * 1e12 * 128 / h200.sms) * 1e6
+    assert tl["blocks"] == 128  # 64 x 32 tiles at 512, one block per SM
+    peak_loops = 3 * 2 * 2 * 512**3 / (h200.fp16_tensor_tflops / 2 * 1e12 * tl["blocks"] / h200.sms) * 1e6
     assert 0 < peak_loops < k_loops and body - k_loops > 0
     assert (body - k_loops) + peak_loops > base / 3 - empty        # "nor would a perfect K loop be enough"
     assert (body - k_loops) + peak_loops - (base / 3 - empty) < body - k_loops  # "at least ... of what lies around it"

@@ -113,12 +113,13 @@ def serialized() -> None:
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
+    split_first = serialized_source()
     for n, configs in SERIALIZED_CONFIGS.items():
         a, b, c, want, calls = experiments.fusion_problem(n)
         del calls["torch a@b@c"]  # the kernels against each other only
         for bn, sk, ns in configs:
             p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
-            for label, source in (("split first", serialized_source()), ("as it is", None)):
+            for label, source in (("split first", split_first), ("as it is", None)):
                 k = fusion.step("fused/07_tma_tf32x3", source=source, **p)
                 calls[f"{name07(bn, sk, ns)} {label}"], err = fusion.checked_launcher(k, a, b, c, want)
                 r = fusion.resources("fused/07_tma_tf32x3", "sm_90", source=source, **p)
@@ -163,17 +164,21 @@ RETURNS = [("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n",
 TIMELINE_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8)
 
 
-def patched07(subs) -> str:
-    """Step 07's source with the substitutions `subs` [(old, new)], each of which must apply once."""
+def substituted(step: str, subs) -> str:
+    """`step`'s source with the substitutions `subs` [(old, new)]; a ValueError if one does not apply exactly once."""
     from gemmlab import fusion
     from gemmlab.source import kernel_path
 
-    text = kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text()
+    text = kernel_path(fusion.get(step).file).read_text()
     for old, new in subs:
         if text.count(old) != 1:
-            raise ValueError(f"step 07 no longer has {old.strip()[:60]!r} exactly once")
+            raise ValueError(f"{step} no longer has {old.strip()[:60]!r} exactly once")
         text = text.replace(old, new)
     return text
+
+
+def patched07(subs) -> str:
+    return substituted("fused/07_tma_tf32x3", subs)
 
 
 def timeline(n: int = 512, runs: int = 40) -> None:
@@ -190,7 +195,7 @@ def timeline(n: int = 512, runs: int = 40) -> None:
     for variant, subs in TIMELINE_VARIANTS.items():
         k = fusion.step("fused/07_tma_tf32x3", source=patched07(TIMELINE_MARKS + subs), **TIMELINE_512)
         if not subs:
-            launch, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
+            _, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
             print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
         art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label="timeline")
         path = Path(tempfile.mkdtemp()) / "timeline.cubin"
@@ -226,15 +231,7 @@ def name07(bn: int, sk: int, ns: int) -> str:
 
 def part_source(name: str) -> str:
     """Step 06's source with one part taken out (PARTS[name]); a ValueError if 06 no longer has the text."""
-    from gemmlab import fusion
-    from gemmlab.source import kernel_path
-
-    text = kernel_path(fusion.get("fused/06_wgmma_tf32x3").file).read_text()
-    for old, new in PARTS[name]:
-        if text.count(old) != 1:
-            raise ValueError(f"part {name!r}: step 06 no longer has {old.strip()[:60]!r} exactly once")
-        text = text.replace(old, new)
-    return text
+    return substituted("fused/06_wgmma_tf32x3", PARTS[name])
 
 
 def parts(n: int = 512) -> None:
@@ -284,6 +281,7 @@ def record() -> dict:
                 us.setdefault(str(n), {})[call] = v
             entry = {"log": log.name, "us": us}
             if key == "timeline":  # variant -> mark -> [min, median, max] over blocks, us from the first block's start
+                entry["blocks"] = int(re.search(r"^as it is: (\d+) blocks", text, re.M).group(1))
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
