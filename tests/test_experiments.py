@@ -554,18 +554,86 @@ def test_tma_serialized_still_applies():
 
 
 def test_tma_serialized_claims():
-    """Chapter 8 ("Read ptxas' warnings"): at every size and configuration timed, step 07 as it is is faster
-    than with its first split (same run, three rounds); all checked first. (That ptxas serializes the first
-    split is test_tma_serialized_still_applies, with the pinned NVRTC.)"""
+    """Chapter 8 ("Read ptxas' warnings"): at every size and configuration timed that ptxas does not spill,
+    step 07 as it is is faster than with its first split (same run, three rounds); where it spills, the first
+    split is the faster (the chapter says so), and that tiling is not the fastest of the lane at any size.
+    All checked first. (That ptxas serializes the first split is test_tma_serialized_still_applies.)"""
     _, exp = _tma_experiment()
     run = exp["serialized"]["NVIDIA H200"]
     assert sorted(int(n) for n in run["us"]) == [512, 1024, 2048, 4096]
+    spilled = set()
     for n, calls in run["us"].items():
         assert all(len(v) == 3 for v in calls.values())
         configs = {k[:-len(" as it is")] for k in calls if k.endswith(" as it is")}
         assert configs
         for cfg in configs:
-            assert statistics.median(calls[cfg + " as it is"]) < statistics.median(calls[cfg + " split first"]), (n, cfg)
+            bn, sk, ns = (int(x[1:]) for x in cfg.split()[1:])
+            spills = fusion.resources("fused/07_tma_tf32x3", "sm_90", BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns).spills > 0
+            after, before = (statistics.median(calls[cfg + s]) for s in (" as it is", " split first"))
+            assert (after > before) if spills else (after < before), (n, cfg)
+            if spills:
+                spilled.add((int(n), (bn, sk, ns)))
+    assert spilled  # the chapter names the spilling tiling
+    recs = fusion.load("NVIDIA H200")
+    for n, (bn, sk, ns) in spilled:
+        assert fusion.best(recs, "fused/07_tma_tf32x3", n)["params"] != dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+    log = (EXP / "fusion-tma" / run["log"]).read_text()
+    errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)$", log, re.M)]
+    assert errors and max(errors) < 2e-6
+
+
+def test_tma_ring_still_applies():
+    """The ring's marks and the element-by-element split still apply to step 07, and step 07 loads its B
+    elements before it stores any (eight LDS, then the STS) where the old split interleaved them."""
+    mod, _ = _tma_experiment()
+    assert "RING(6);" in mod.patched07(mod.RING_MARKS) and len(mod.RING_PARTS) == 6
+    assert "RING(6);" in mod.patched07(mod.RING_MARKS + mod.ELEMENTWISE)
+    from gemmlab import nvrtc
+    from gemmlab.source import assemble
+
+    st = fusion.get("fused/07_tma_tf32x3")
+    p = st.resolve(dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8))
+
+    def split_ops(source):
+        sass = nvrtc.sass(nvrtc.compile(source, st.name_expression(p), arch="sm_90a"))
+        body = sass.split("FENCE.VIEW.ASYNC.S")[1]  # the first one is the mbarrier init's
+        body = body[body.rindex("BAR.SYNC"):]  # from the group barrier before the split
+        return [op for op in re.findall(r"\b(LDS|STS)\b", body)]
+    now, before = split_ops(assemble(st.file)), split_ops(assemble(st.file, mod.patched07(mod.ELEMENTWISE)))
+    assert now == ["LDS"] * 8 + ["STS"] * 16
+    assert before[:3] == ["LDS", "STS", "STS"] and before.count("LDS") == 8
+
+
+def test_tma_ring_claims():
+    """Chapter 8 ("Where a K tile's time goes"): the split of B and the whole K tile are shorter as it is than
+    element by element; the split is still about as long as issuing the wgmmas; both variants checked."""
+    _, exp = _tma_experiment()
+    ring = exp["ring"]["NVIDIA H200"]["parts"]
+    before, after = ring["split element by element"], ring["as it is"]
+    assert list(after) == ["group barrier", "split of B", "A fragments", "barrier, release", "wgmmas issued",
+                           "wgmmas done", "tile, in all"]
+    assert after["split of B"] < 0.7 * before["split of B"]
+    assert after["tile, in all"] < before["tile, in all"]
+    assert 0.5 < after["split of B"] / after["wgmmas issued"] < 2
+    log = (EXP / "fusion-tma" / exp["ring"]["NVIDIA H200"]["log"]).read_text()
+    errors = [float(x) for x in re.findall(r"error ([\d.e+-]+);", log)]
+    assert len(errors) == 2 and max(errors) < 2e-6
+
+
+def test_tma_loads_claims():
+    """Chapter 8: step 07 as it is is faster than with its split element by element at every configuration
+    timed (same run, three rounds, both checked), and by more than 10% with n64 k2 from 1024 on."""
+    _, exp = _tma_experiment()
+    run = exp["loads"]["NVIDIA H200"]
+    assert sorted(int(n) for n in run["us"]) == [512, 1024, 2048, 4096]
+    for n, calls in run["us"].items():
+        configs = {k[:-len(" as it is")] for k in calls if k.endswith(" as it is")}
+        assert configs and all(len(v) == 3 for v in calls.values())
+        for cfg in configs:
+            after, before = (statistics.median(calls[cfg + s]) for s in (" as it is", " split element by element"))
+            assert after < before, (n, cfg)
+            if int(n) > 512 and "n64 k2" in cfg:
+                assert after < 0.9 * before, (n, cfg)
     log = (EXP / "fusion-tma" / run["log"]).read_text()
     errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)$", log, re.M)]
     assert errors and max(errors) < 2e-6
@@ -580,8 +648,9 @@ def test_tma_timeline_still_applies():
 
 def test_tma_timeline_claims():
     """Chapter 8 ("Where the call goes now"): the marks come in order; the blocks run for less than the call;
-    3x would leave the blocks less time, after the empty launch, than the two K loops take, and less than the
-    time outside them plus both K loops at the spec sheet's TF32 peak."""
+    3x would leave the blocks less time, after the empty launch, than they run; the K loops and the rest add
+    up to the blocks' time; the verdict the chapter picks (K loops at the spec sheet's TF32 peak enough, with
+    everything around them as it is, or not) is the data's."""
     _, exp = _tma_experiment()
     tl = exp["timeline"]["NVIDIA H200"]
     marks, no_split = tl["marks"]["as it is"], tl["marks"]["phase 2 without the split"]
@@ -599,13 +668,15 @@ def test_tma_timeline_claims():
     k_loops = loop(marks, 1) + loop(marks, 2)
     recs = fusion.load("NVIDIA H200")
     base = min(r["median_s"] for r in (fusion.lookup(recs, b, 512) for b in ("torch a@b@c", "cupy a@b@c")) if r) * 1e6
-    assert base / 3 - empty < k_loops                             # "less than the two K loops alone"
+    room = base / 3 - empty
+    assert 0 < room < body                                       # "... µs less than they run"
     from gemmlab import hardware
     h200 = hardware.spec_for("NVIDIA H200")
     assert tl["blocks"] == 128  # 64 x 32 tiles at 512, one block per SM
     peak_loops = 3 * 2 * 2 * 512**3 / (h200.fp16_tensor_tflops / 2 * 1e12 * tl["blocks"] / h200.sms) * 1e6
-    assert 0 < peak_loops < k_loops and body - k_loops > 0
-    assert (body - k_loops) + peak_loops > base / 3 - empty        # "nor would a perfect K loop be enough"
-    assert (body - k_loops) + peak_loops - (base / 3 - empty) < body - k_loops  # "at least ... of what lies around it"
+    outside = body - k_loops
+    assert 0 < peak_loops < k_loops and outside > 0
+    # the data of 2026-11-24 (after the split's loads came first): K loops at the peak would be enough
+    assert peak_loops < room - outside < k_loops
     log = (EXP / "fusion-tma" / tl["log"]).read_text()
     assert float(re.search(r"error ([\d.e+-]+)$", log, re.M).group(1)) < 2e-6

@@ -100,15 +100,34 @@ __device__ void gemm_tile(int rows, int cols, int inner, float* Out, int block_r
 
     float acc[ACC] = {}, chunk[ACC] = {};
 
-    // The B tile, split once per element into `split` (see the header for the lanes). Piece p of 32
-    // elements: the 8 x 8 block (k 8a.., n 8b..) of p / 2, half h = p % 2.
+    // The B tile, split once per element into `split` (see the header for the lanes). This thread's
+    // element i is in piece p = 4 i + warp of 32 elements: the 8 x 8 block (k 8a.., n 8b..) of p / 2,
+    // half h = p % 2. Eight loads first, then their splits and stores: written element by element, the
+    // compiler kept each load after the previous element's two stores (it cannot tell the stage from
+    // `split`), a shared-memory round trip per element (results/experiments/fusion-tma, `ring`).
+    auto element = [&](int i, int& k, int& n) {
+        const int p = i * 4 + warp_id, h = p % 2, a = p / 2 % 4, b = p / 8, j = lane_id / 8;
+        k = 8 * a + 2 * j + ((j >> 1) ^ h);
+        n = 8 * b + lane_id % 8;
+    };
     auto split_y = [&](const Stage<BLOCK_N>& s) {
+        constexpr int BATCH = 8;  // BLOCK_N / 4 elements a thread; more loads in flight would cost registers
 #pragma unroll
-        for (int i = 0; i < BLOCK_N / 4; ++i) {
-            const int p = i * 4 + warp_id, h = p % 2, a = p / 2 % 4, b = p / 8, j = lane_id / 8;
-            const int k = 8 * a + 2 * j + ((j >> 1) ^ h), n = 8 * b + lane_id % 8;
-            const int at = (k / 4 ^ n % 8) * 4 + k % 4;
-            split_tf32(s.y[n / 32][swizzled(k, n % 32)], split.big[n][at], split.small[n][at]);
+        for (int i0 = 0; i0 < BLOCK_N / 4; i0 += BATCH) {
+            float v[BATCH];
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                int k, n;
+                element(i0 + i, k, n);
+                v[i] = s.y[n / 32][swizzled(k, n % 32)];
+            }
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                int k, n;
+                element(i0 + i, k, n);
+                const int at = (k / 4 ^ n % 8) * 4 + k % 4;
+                split_tf32(v[i], split.big[n][at], split.small[n][at]);
+            }
         }
         fence_proxy_async();  // these stores, visible to the wgmmas' reads
     };

@@ -4,6 +4,8 @@
     python results/experiments/fusion-tma/steps.py time 512 1024 2048 4096 > steps-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py serialized > serialized-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py timeline > timeline-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py ring > ring-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py loads > loads-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
 
 `parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
@@ -17,7 +19,10 @@ which let the compiler move the split in between the wgmmas, so that ptxas seria
 C7519), both checked, at the fastest configurations of `time`, three rounds. `timeline`: step 07 at 512
 (its fastest tiles) with thread 0 of each block writing the GPU's %globaltimer at eleven points of its
 call (TIMELINE_MARKS), as it is and with phase 2's split of C taken out (timed only), and the event time of the
-same launch as it is and returning at once.
+same launch as it is and returning at once. `ring`: step 07 at 512 with thread 0 of each consumer group
+writing %globaltimer around each part of its work on every K tile (RING_MARKS), as it is and with the
+B tile split element by element as it first was (ELEMENTWISE: each load waited for the previous element's
+stores), both checked. `loads`: those two, timed in the same run at the configurations of `serialized`.
 """
 from __future__ import annotations
 
@@ -99,8 +104,9 @@ SPLIT_FIRST = """        u32 a_big[TILE_K / 8][4], a_small[TILE_K / 8][4];
             WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], small, 1);
             WgmmaTf32<BLOCK_N>::mma(chunk, a_big[kk], big, 1);
 """
-SERIALIZED_CONFIGS = {512: [(32, 3, 8), (32, 4, 12)], 1024: [(64, 2, 6), (64, 3, 6)], 2048: [(64, 3, 6)],
-                      4096: [(64, 3, 6)]}
+# The fastest configurations of `time` (and of the lane's sweep at 512), and n64 k3, which spills.
+SERIALIZED_CONFIGS = {512: [(32, 3, 8), (32, 2, 12)], 1024: [(64, 2, 6), (64, 3, 6)], 2048: [(64, 2, 6), (64, 3, 6)],
+                      4096: [(64, 2, 6)]}
 
 
 def serialized_source() -> str:
@@ -108,24 +114,33 @@ def serialized_source() -> str:
     return patched07([(SPLIT_NOW, SPLIT_FIRST)])
 
 
-def serialized() -> None:
-    """Step 07 against its first split of the A fragments (C7519), same run, every size."""
+def against(before: str, before_source: str) -> None:
+    """Step 07 as it is against `before_source` (its source as it was), both checked, same run, every size."""
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
-    split_first = serialized_source()
     for n, configs in SERIALIZED_CONFIGS.items():
         a, b, c, want, calls = experiments.fusion_problem(n)
         del calls["torch a@b@c"]  # the kernels against each other only
         for bn, sk, ns in configs:
             p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
-            for label, source in (("split first", split_first), ("as it is", None)):
+            for label, source in ((before, before_source), ("as it is", None)):
                 k = fusion.step("fused/07_tma_tf32x3", source=source, **p)
                 calls[f"{name07(bn, sk, ns)} {label}"], err = fusion.checked_launcher(k, a, b, c, want)
                 r = fusion.resources("fused/07_tma_tf32x3", "sm_90", source=source, **p)
                 print(f"config n={n} {name07(bn, sk, ns)} {label}: {r.registers} registers, "
                       f"wgmmas serialized {r.wgmma_serialized}, error {err:.2e}")
         experiments.time_rounds(calls, n, REPEATS[n])
+
+
+def serialized() -> None:
+    """Step 07 against its first split of the A fragments (C7519)."""
+    against("split first", serialized_source())
+
+
+def loads() -> None:
+    """Step 07 against its B tile split element by element."""
+    against("split element by element", patched07(ELEMENTWISE))
 
 
 # Where step 07's call goes: thread 0 of each block writes %globaltimer (ns, one clock for all SMs) at
@@ -163,6 +178,56 @@ RETURNS = [("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n",
             "    if (M > 0) return;\n    extern __shared__ __align__(1024) unsigned char smem_raw[];\n")]
 TIMELINE_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8)
 
+# Step 07's split of the B tile as it first was: element by element, so that the compiler kept each load
+# after the previous element's stores (it cannot tell the stage from the split tile apart).
+SPLIT_BATCHED = """        constexpr int BATCH = 8;  // BLOCK_N / 4 elements a thread; more loads in flight would cost registers
+#pragma unroll
+        for (int i0 = 0; i0 < BLOCK_N / 4; i0 += BATCH) {
+            float v[BATCH];
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                int k, n;
+                element(i0 + i, k, n);
+                v[i] = s.y[n / 32][swizzled(k, n % 32)];
+            }
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                int k, n;
+                element(i0 + i, k, n);
+                const int at = (k / 4 ^ n % 8) * 4 + k % 4;
+                split_tf32(v[i], split.big[n][at], split.small[n][at]);
+            }
+        }
+"""
+SPLIT_ELEMENTWISE = """#pragma unroll
+        for (int i = 0; i < BLOCK_N / 4; ++i) {
+            int k, n;
+            element(i, k, n);
+            const int at = (k / 4 ^ n % 8) * 4 + k % 4;
+            split_tf32(s.y[n / 32][swizzled(k, n % 32)], split.big[n][at], split.small[n][at]);
+        }
+"""
+ELEMENTWISE = [(SPLIT_BATCHED, SPLIT_ELEMENTWISE)]
+
+# Per K tile, thread 0 of the consumer group that takes it writes %globaltimer after each part of its work.
+RING_PARTS = ["group barrier", "split of B", "A fragments", "barrier, release", "wgmmas issued", "wgmmas done"]
+RING_MARKS = [
+    ('#include "common.cuh"\n', '#include "common.cuh"\n__device__ unsigned long long g_ring[1024][8][64];\n'
+     '#define RING(i) do { if (tid == 0) { unsigned long long now; '
+     'asm volatile("mov.u64 %0, %globaltimer;" : "=l"(now)); g_ring[blockIdx.x][i][step] = now; } } while (0)\n'),
+    ("        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
+     "        bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`\n"
+     "        split_y(s);\n",
+     "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n        RING(0);\n"
+     "        bar_sync(1 + group, NUM_THREADS);\n        RING(1);\n        split_y(s);\n        RING(2);\n"),
+    ("        bar_sync(1 + group, NUM_THREADS);  // the split tile is whole, and nobody reads the stage any more\n",
+     "        RING(3);\n        bar_sync(1 + group, NUM_THREADS);\n"),
+    ("        if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it\n",
+     "        if (tid == 0) mbarrier_arrive(&empty[stage]);\n        RING(4);\n"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n", "        RING(5);\n        wgmma_commit();\n        wgmma_wait<0>();\n        RING(6);\n"),
+]
+RING_VARIANTS = {"as it is": [], "split element by element": ELEMENTWISE}
+
 
 def substituted(step: str, subs) -> str:
     """`step`'s source with the substitutions `subs` [(old, new)]; a ValueError if one does not apply exactly once."""
@@ -181,14 +246,66 @@ def patched07(subs) -> str:
     return substituted("fused/07_tma_tf32x3", subs)
 
 
-def timeline(n: int = 512, runs: int = 40) -> None:
-    """Step 07's marks per block over `runs` launches, then the event time of the call and of an empty one."""
+def marked(k, a, b, c, marks: str, shape: tuple):
+    """(launch, launch config) for FusedKernel `k` whose source writes the __device__ array `marks`:
+    launch() runs it once on a, b, c, waits, and returns that array as int64 (compiled here, through
+    CuPy's RawModule, to reach the array; `shape`: its declared shape)."""
     import tempfile
 
     import cupy
     import numpy as np
 
-    from gemmlab import experiments, fusion, gpu, nvrtc
+    from gemmlab import nvrtc
+
+    art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label=marks)
+    path = Path(tempfile.mkdtemp()) / f"{marks}.cubin"
+    path.write_bytes(art.cubin)
+    mod = cupy.RawModule(path=str(path))
+    fn, ptr = mod.get_function(art.lowered_name), mod.get_global(marks)
+    n = a.shape[0]
+    cfg, args = k.launch_args(a, b, c, cupy.empty((n, c.shape[1]), dtype=cupy.float32))
+    fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
+    out = cupy.ndarray(shape, dtype=cupy.uint64, memptr=ptr)
+
+    def launch():
+        fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
+        cupy.cuda.Device().synchronize()
+        return out.get().astype(np.int64)
+
+    return launch, cfg
+
+
+def ring(n: int = 512, runs: int = 20) -> None:
+    """Per K tile of step 07, how long each part of the consumer group's work takes (RING_MARKS), as it is
+    and with the split element by element: the median over blocks and launches, of every K tile but each
+    phase's first SPLIT_K (those start together); both variants checked first."""
+    import numpy as np
+
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, _ = experiments.fusion_problem(n)
+    sk, per_phase = TIMELINE_512["SPLIT_K"], n // 32
+    steady = [s for s in range(2 * per_phase) if s % per_phase >= sk]
+    for variant, subs in RING_VARIANTS.items():
+        k = fusion.step("fused/07_tma_tf32x3", source=patched07(RING_MARKS + subs), **TIMELINE_512)
+        _, err = fusion.checked_launcher(k, a, b, c, want)
+        launch, cfg = marked(k, a, b, c, "g_ring", (1024, 8, 64))
+        x = np.stack([launch()[:cfg.grid[0], :len(RING_PARTS) + 1, :2 * per_phase] for _ in range(runs + 5)][5:])
+        part = np.diff(x, axis=2)[:, :, :, steady] / 1e3  # runs x blocks x 6 parts x steps, us
+        print(f"ring {variant}: {TIMELINE_512}, {cfg.grid[0]} blocks, error {err:.2e}; us per K tile (median "
+              f"over blocks, launches and the {len(steady)} K tiles after each phase's first {sk})")
+        for i, name in enumerate(RING_PARTS):
+            print(f"part {variant}: {name:18s} {np.median(part[:, :, i, :]):6.3f}")
+        print(f"part {variant}: {'tile, in all':18s} {np.median(np.sum(part, axis=2)):6.3f}")
+
+
+def timeline(n: int = 512, runs: int = 40) -> None:
+    """Step 07's marks per block over `runs` launches, then the event time of the call and of an empty one."""
+    import cupy
+    import numpy as np
+
+    from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -197,18 +314,10 @@ def timeline(n: int = 512, runs: int = 40) -> None:
         if not subs:
             _, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
             print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
-        art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label="timeline")
-        path = Path(tempfile.mkdtemp()) / "timeline.cubin"
-        path.write_bytes(art.cubin)
-        mod = cupy.RawModule(path=str(path))
-        fn, marks = mod.get_function(art.lowered_name), mod.get_global("g_marks")
-        cfg, args = k.launch_args(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
-        fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
+        launch, cfg = marked(k, a, b, c, "g_marks", (1024, 16))
         rel = []
         for r in range(runs + 5):
-            fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
-            cupy.cuda.Device().synchronize()
-            m = cupy.ndarray((1024, 16), dtype=cupy.uint64, memptr=marks).get()[:cfg.grid[0], :len(MARKS)].astype(np.int64)
+            m = launch()[:cfg.grid[0], :len(MARKS)]
             if r >= 5:  # ns from the first block's start
                 rel.append((m - m[:, 0].min()) / 1e3)
         rel = np.stack(rel)
@@ -269,12 +378,12 @@ def main(sizes) -> None:
 
 
 def record() -> dict:
-    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"] / ["loads"] / ["ring"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
     from gemmlab import experiments
 
-    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}}
+    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}, "loads": {}, "ring": {}}
     for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log"),
-                         ("timeline", "timeline-*.log")):
+                         ("timeline", "timeline-*.log"), ("loads", "loads-*.log"), ("ring", "ring-*.log")):
         for gpu, log, text in experiments.gpu_logs(HERE, pattern):
             us: dict = {}
             for (n, call), v in experiments.rounds_of(text).items():
@@ -285,6 +394,10 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
+            if key == "ring":  # variant -> part of a K tile's work -> us
+                entry["parts"] = {}
+                for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
+                    entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
             if key == "steps":
                 entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
                                  for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
@@ -299,6 +412,10 @@ if __name__ == "__main__":
         timeline()
     elif sys.argv[1] == "serialized":
         serialized()
+    elif sys.argv[1] == "loads":
+        loads()
+    elif sys.argv[1] == "ring":
+        ring()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
 
@@ -307,7 +424,7 @@ if __name__ == "__main__":
             experiments.save_record(HERE, key, value)
         for key in rec:
             for g, r in rec[key].items():
-                for n, calls in r["us"].items():
+                for n, calls in r.get("us", {}).items():
                     print(key, g, n, {k: round(statistics.median(v), 2) for k, v in calls.items()})
     else:
         main([int(x) for x in sys.argv[2:]] or sorted(CONFIGS))
