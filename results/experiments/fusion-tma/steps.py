@@ -22,7 +22,8 @@ call (TIMELINE_MARKS), as it is and with phase 2's split of C taken out (timed o
 same launch as it is and returning at once. `ring`: step 07 at 512 with thread 0 of each consumer group
 writing %globaltimer around each part of its work on every K tile (RING_MARKS), as it is and with the
 B tile split element by element as it first was (ELEMENTWISE: each load waited for the previous element's
-stores), both checked. `loads`: those two, timed in the same run at the configurations of `serialized`.
+stores), both checked. `loads`: those two, timed in the same run at the configurations of `serialized`,
+and with the split's work taken out (NO_SPLIT, timed only: what no split at all would give).
 """
 from __future__ import annotations
 
@@ -114,8 +115,11 @@ def serialized_source() -> str:
     return patched07([(SPLIT_NOW, SPLIT_FIRST)])
 
 
-def against(before: str, before_source: str) -> None:
-    """Step 07 as it is against `before_source` (its source as it was), both checked, same run, every size."""
+def against(before: str, before_source: str, timed_only: dict | None = None) -> None:
+    """Step 07 as it is against `before_source` (its source as it was), both checked, same run, every size;
+    `timed_only`: {label: source} of variants whose results are wrong, timed next to them, never checked."""
+    import cupy
+
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
@@ -130,6 +134,9 @@ def against(before: str, before_source: str) -> None:
                 r = fusion.resources("fused/07_tma_tf32x3", "sm_90", source=source, **p)
                 print(f"config n={n} {name07(bn, sk, ns)} {label}: {r.registers} registers, "
                       f"wgmmas serialized {r.wgmma_serialized}, error {err:.2e}")
+            for label, source in (timed_only or {}).items():
+                k = fusion.step("fused/07_tma_tf32x3", source=source, **p)
+                calls[f"{name07(bn, sk, ns)} {label}"] = k.launcher(a, b, c, cupy.empty((n, n), dtype=cupy.float32))
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
@@ -139,8 +146,8 @@ def serialized() -> None:
 
 
 def loads() -> None:
-    """Step 07 against its B tile split element by element."""
-    against("split element by element", patched07(ELEMENTWISE))
+    """Step 07 against its B tile split element by element, and without the split's work (timed only)."""
+    against("split element by element", patched07(ELEMENTWISE), {"no split": patched07(NO_SPLIT)})
 
 
 # Where step 07's call goes: thread 0 of each block writes %globaltimer (ns, one clock for all SMs) at
@@ -208,6 +215,9 @@ SPLIT_ELEMENTWISE = """#pragma unroll
         }
 """
 ELEMENTWISE = [(SPLIT_BATCHED, SPLIT_ELEMENTWISE)]
+# The split's loads, arithmetic and stores taken out (its fence and the group's barriers stay): the wgmmas
+# then read whatever the split tiles hold, so this is timed only. What any cheaper split could buy at most.
+NO_SPLIT = [(SPLIT_BATCHED, "")]
 
 # Per K tile, thread 0 of the consumer group that takes it writes %globaltimer after each part of its work.
 RING_PARTS = ["group barrier", "split of B", "A fragments", "barrier, release", "wgmmas issued", "wgmmas done"]
