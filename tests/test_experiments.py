@@ -687,3 +687,35 @@ def test_tma_timeline_claims():
     assert peak_loops < room - outside < k_loops
     log = (EXP / "fusion-tma" / tl["log"]).read_text()
     assert float(re.search(r"error ([\d.e+-]+)$", log, re.M).group(1)) < 2e-6
+
+
+@pytest.mark.parametrize("params", [dict(BLOCK_M=32, SPLIT_K=2, NUM_STAGES=2), dict(BLOCK_M=64, SPLIT_K=3, NUM_STAGES=3)])
+def test_tma_transposed_checks_on_the_emulator(params):
+    """The transposed variant (transposed.patch, against step 07) matches float64 in the emulator, edges and
+    NaN included; the patch and its ring marks still apply."""
+    mod, _ = _tma_experiment()
+    assert fusion.check(mod.transposed_kernel("cpu", **params), raise_on_fail=False).passed
+    text = mod.transposed_source()
+    for old, _ in mod.TRANSPOSED_RING_MARKS:
+        assert text.count(old) == 1
+
+
+def test_tma_transposed_claims():
+    """Chapter 8: the transposed variant, checked on the GPU, is within 10% of step 07 at every size (each at
+    its fastest tiles timed, same run), its split as long as 07's with three groups, and 07's split longer
+    with each group that shares the SM."""
+    _, exp = _tma_experiment()
+    tr = exp["transposed"]["NVIDIA H200"]
+    assert sorted(int(n) for n in tr["us"]) == [512, 1024, 2048, 4096]
+    for n, calls in tr["us"].items():
+        meds = {k: statistics.median(v) for k, v in calls.items()}
+        b07 = min(v for k, v in meds.items() if k.startswith("07 "))
+        btr = min(v for k, v in meds.items() if k.startswith("transposed "))
+        assert abs(btr / b07 - 1) < 0.1, n
+    parts = tr["parts"]
+    assert 0.8 < parts["transposed k3"]["split of B"] / parts["07 k3"]["split of B"] < 1.25
+    assert parts["07 k1"]["split of B"] < parts["07 k2"]["split of B"] < parts["07 k3"]["split of B"]
+    log = (EXP / "fusion-tma" / tr["log"]).read_text()
+    assert "PASS: fused/transposed_tf32x3" in log
+    errors = [float(x) for x in re.findall(r"error ([\d.e+-]+)", log)]
+    assert len(errors) >= 12 and max(errors) < 2e-6

@@ -6,6 +6,7 @@
     python results/experiments/fusion-tma/steps.py timeline > timeline-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py ring > ring-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py loads > loads-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py transposed > transposed-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
 
 `parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
@@ -24,6 +25,9 @@ writing %globaltimer around each part of its work on every K tile (RING_MARKS), 
 B tile split element by element as it first was (ELEMENTWISE: each load waited for the previous element's
 stores), both checked. `loads`: those two, timed in the same run at the configurations of `serialized`,
 and with the split's work taken out (NO_SPLIT, timed only: what no split at all would give).
+`transposed`: step 07 computing each tile transposed (transposed.patch) so that its split needs no
+transpose, checked on the GPU, timed against step 07 at the fastest tiles of both (same run), and the ring's
+parts of both at 512 with one, two and three consumer groups.
 """
 from __future__ import annotations
 
@@ -289,25 +293,139 @@ def ring(n: int = 512, runs: int = 20) -> None:
     """Per K tile of step 07, how long each part of the consumer group's work takes (RING_MARKS), as it is
     and with the split element by element: the median over blocks and launches, of every K tile but each
     phase's first SPLIT_K (those start together); both variants checked first."""
-    import numpy as np
-
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, _ = experiments.fusion_problem(n)
-    sk, per_phase = TIMELINE_512["SPLIT_K"], n // 32
-    steady = [s for s in range(2 * per_phase) if s % per_phase >= sk]
     for variant, subs in RING_VARIANTS.items():
         k = fusion.step("fused/07_tma_tf32x3", source=patched07(RING_MARKS + subs), **TIMELINE_512)
-        _, err = fusion.checked_launcher(k, a, b, c, want)
-        launch, cfg = marked(k, a, b, c, "g_ring", (1024, 8, 64))
-        x = np.stack([launch()[:cfg.grid[0], :len(RING_PARTS) + 1, :2 * per_phase] for _ in range(runs + 5)][5:])
-        part = np.diff(x, axis=2)[:, :, :, steady] / 1e3  # runs x blocks x 6 parts x steps, us
-        print(f"ring {variant}: {TIMELINE_512}, {cfg.grid[0]} blocks, error {err:.2e}; us per K tile (median "
-              f"over blocks, launches and the {len(steady)} K tiles after each phase's first {sk})")
-        for i, name in enumerate(RING_PARTS):
-            print(f"part {variant}: {name:18s} {np.median(part[:, :, i, :]):6.3f}")
-        print(f"part {variant}: {'tile, in all':18s} {np.median(np.sum(part, axis=2)):6.3f}")
+        ring_parts(variant, k, a, b, c, want, runs)
+
+
+def ring_parts(variant: str, k, a, b, c, want, runs: int = 20) -> None:
+    """Check `k` (a fused kernel whose source has the RING marks), then print the median time of each part
+    of a consumer group's K tile (RING_PARTS), over blocks, launches and every K tile but each phase's first
+    SPLIT_K, as "part VARIANT: PART  US" lines."""
+    import numpy as np
+
+    from gemmlab import fusion
+
+    n, sk = a.shape[0], k.params["SPLIT_K"]
+    per_phase = n // 32
+    steady = [s for s in range(2 * per_phase) if s % per_phase >= sk]
+    _, err = fusion.checked_launcher(k, a, b, c, want)
+    launch, cfg = marked(k, a, b, c, "g_ring", (1024, 8, 64))
+    x = np.stack([launch()[:cfg.grid[0], :len(RING_PARTS) + 1, :2 * per_phase] for _ in range(runs + 5)][5:])
+    part = np.diff(x, axis=2)[:, :, :, steady] / 1e3  # runs x blocks x 6 parts x steps, us
+    print(f"ring {variant}: {k.params}, {cfg.grid[0]} blocks, error {err:.2e}; us per K tile (median "
+          f"over blocks, launches and the {len(steady)} K tiles after each phase's first {sk})")
+    for i, name in enumerate(RING_PARTS):
+        print(f"part {variant}: {name:18s} {np.median(part[:, :, i, :]):6.3f}")
+    print(f"part {variant}: {'tile, in all':18s} {np.median(np.sum(part, axis=2)):6.3f}")
+
+
+TRANSPOSED_PATCH = HERE / "transposed.patch"  # against kernels/fused/07_tma_tf32x3.cu
+TRANSPOSED_CONFIGS = {  # per size: step 07's fastest tiles (BLOCK_N, SPLIT_K, NUM_STAGES), the variant's (BLOCK_M, ...)
+    512: ([(32, 3, 8), (32, 2, 12)], [(32, 3, 8), (32, 3, 12)]),
+    1024: ([(64, 2, 6)], [(64, 2, 6), (64, 2, 8), (64, 3, 6)]),
+    2048: ([(64, 2, 6)], [(64, 2, 6), (64, 2, 8)]),
+    4096: ([(64, 2, 6)], [(64, 2, 6), (64, 2, 8)]),
+}
+# The ring's marks in the transposed kernel (its parts as in 07: the split is of the x tile, in place; the
+# "A fragments" part loads the register operand, Y^T, by plain loads).
+TRANSPOSED_RING_MARKS = [
+    RING_MARKS[0],
+    ("        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
+     "        bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with small_tile\n"
+     "        split_x(s);\n",
+     "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);\n        RING(0);\n"
+     "        bar_sync(1 + group, NUM_THREADS);\n        RING(1);\n        split_x(s);\n        RING(2);\n"),
+    ("        bar_sync(1 + group, NUM_THREADS);  // the split tile is whole\n",
+     "        RING(3);\n        bar_sync(1 + group, NUM_THREADS);\n        RING(4);\n"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n", "        RING(5);\n        wgmma_commit();\n        wgmma_wait<0>();\n        RING(6);\n"),
+]
+
+
+def _transposed_smem(p, d=None):
+    """The variant's dynamic shared memory: alignment, the ring of stages (BLOCK_M x 32 of X, 32 x 64 of Y),
+    each group's small tile, the partial sums of groups 1 .. SPLIT_K - 1, two mbarriers per stage."""
+    stage = 4 * (p["BLOCK_M"] * 32 + 32 * 64)
+    return (1024 + p["NUM_STAGES"] * stage + p["SPLIT_K"] * 4 * p["BLOCK_M"] * 32
+            + 4 * (p["SPLIT_K"] - 1) * 64 * p["BLOCK_M"] + 16 * p["NUM_STAGES"])
+
+
+def _transposed_rules(p):
+    from gemmlab import fusion
+
+    out = [] if p["BLOCK_M"] in (32, 64) else [f"BLOCK_M={p['BLOCK_M']} must be 32 or 64 (one wgmma of that width)"]
+    if not 1 <= p["SPLIT_K"] <= 7 or p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
+        out.append("1 <= SPLIT_K <= 7 and NUM_STAGES >= max(2, SPLIT_K), as for step 07")
+    if not out and _transposed_smem(p) > fusion.smem_limit():
+        out.append(f"{_transposed_smem(p)} bytes of shared memory, over the {fusion.smem_limit()} a block may have here")
+    return out
+
+
+def transposed_step():
+    """A FusedStep for the transposed variant: step 07's, with a tile of BLOCK_M rows x 64 columns."""
+    import dataclasses
+    import functools
+
+    from gemmlab import fusion
+    from gemmlab.registry import Param
+
+    return dataclasses.replace(
+        fusion.get("fused/07_tma_tf32x3"), name="fused/transposed_tf32x3", symbol="fused_transposed_tf32x3",
+        params={"BLOCK_M": Param(32, (32, 64), "rows of a tile (the wgmma's N)"),
+                "SPLIT_K": Param(3, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile"),
+                "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring")},
+        fixed={"BLOCK_N": 64, "BLOCK_K": 32}, rules=_transposed_rules, smem=_transposed_smem,
+        summary="07 computing each tile transposed (an experiment)", previous="fused/07_tma_tf32x3",
+        tensor_maps=lambda backend, a, b, c, t, p: fusion._tma_maps(backend, a, b, c, t, p, left_rows=p["BLOCK_M"]))
+
+
+def transposed_source() -> str:
+    """Step 07's source with transposed.patch applied (a ValueError if 07 changed where the patch touches it)."""
+    from gemmlab import fusion
+    from gemmlab.source import apply_patch, kernel_path
+
+    return apply_patch(kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text(), TRANSPOSED_PATCH.read_text(),
+                       "transposed.patch")
+
+
+def transposed_kernel(backend: str | None = None, subs=(), **params):
+    """The transposed variant as a FusedKernel (its source with the substitutions `subs`)."""
+    from gemmlab import fusion
+
+    text = transposed_source()
+    for old, new in subs:
+        if text.count(old) != 1:
+            raise ValueError(f"the transposed variant no longer has {old.strip()[:60]!r} exactly once")
+        text = text.replace(old, new)
+    return fusion.FusedKernel(transposed_step(), params, backend, source=text)
+
+
+def transposed() -> None:
+    """The transposed variant against step 07 (checked, same run), and both rings at 512 for 1, 2, 3 groups."""
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    print(fusion.check(transposed_kernel("gpu")))
+    for n, (c07, c08) in TRANSPOSED_CONFIGS.items():
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        for bn, sk, ns in c07:
+            k = fusion.step("fused/07_tma_tf32x3", BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            calls[name07(bn, sk, ns)], err = fusion.checked_launcher(k, a, b, c, want)
+        for bm, sk, ns in c08:
+            k = transposed_kernel("gpu", BLOCK_M=bm, SPLIT_K=sk, NUM_STAGES=ns)
+            calls[f"transposed m{bm} k{sk} s{ns}"], err = fusion.checked_launcher(k, a, b, c, want)
+            print(f"config n={n} transposed m{bm} k{sk} s{ns}: error {err:.2e}")
+        experiments.time_rounds(calls, n, REPEATS[n])
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    for sk in (1, 2, 3):
+        ring_parts(f"07 k{sk}", fusion.step("fused/07_tma_tf32x3", source=patched07(RING_MARKS), BLOCK_N=32,
+                                             SPLIT_K=sk, NUM_STAGES=8), a, b, c, want)
+        ring_parts(f"transposed k{sk}", transposed_kernel("gpu", TRANSPOSED_RING_MARKS, BLOCK_M=32, SPLIT_K=sk,
+                                                          NUM_STAGES=8), a, b, c, want)
 
 
 def timeline(n: int = 512, runs: int = 40) -> None:
@@ -388,12 +506,13 @@ def main(sizes) -> None:
 
 
 def record() -> dict:
-    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"] / ["loads"] / ["ring"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"] / ["loads"] / ["ring"] / ["transposed"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
     from gemmlab import experiments
 
-    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}, "loads": {}, "ring": {}}
+    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}, "loads": {}, "ring": {}, "transposed": {}}
     for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log"),
-                         ("timeline", "timeline-*.log"), ("loads", "loads-*.log"), ("ring", "ring-*.log")):
+                         ("timeline", "timeline-*.log"), ("loads", "loads-*.log"), ("ring", "ring-*.log"),
+                         ("transposed", "transposed-*.log")):
         for gpu, log, text in experiments.gpu_logs(HERE, pattern):
             us: dict = {}
             for (n, call), v in experiments.rounds_of(text).items():
@@ -404,7 +523,7 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key == "ring":  # variant -> part of a K tile's work -> us
+            if key in ("ring", "transposed"):  # variant -> part of a K tile's work -> us
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
@@ -426,6 +545,8 @@ if __name__ == "__main__":
         loads()
     elif sys.argv[1] == "ring":
         ring()
+    elif sys.argv[1] == "transposed":
+        transposed()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
 
