@@ -401,6 +401,11 @@ def test_fusion_h200_record_claims():
     at512 = [fusion.best(recs, s, 512) for s in fusion.DEFAULT_STEPS]
     assert 1 < max(r["speedup"] for r in at512 if r) < 3  # "the seed's 3x at 512 is still out of reach"
     assert all(r["max_rel_error"] < 2e-6 for r in recs if r["impl"] == "fused/05_tf32x3")
+    # "the fastest fused step ... is not slower from 1024 on": step 07 at its fastest tiles, since its split's loads
+    for n in (1024, 2048, 4096):
+        top = min((fusion.best(recs, s, n) for s in fusion.DEFAULT_STEPS if fusion.best(recs, s, n)),
+                  key=lambda r: r["median_s"])
+        assert top["impl"] == "fused/07_tma_tf32x3" and top["speedup"] > 1.3 and top["max_rel_error"] < 2e-6
 
 
 def test_tf32x3_loop_claims():
