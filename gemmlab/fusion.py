@@ -63,7 +63,7 @@ class FusedStep(ArchRequirement):
     arch_specific: bool = False   # compiled for sm_{min_arch}a (wgmma): runs on that architecture only
     fixed: dict = field(default_factory=dict)  # tile sizes the kernel fixes (not template parameters)
     shape_multiple: int = 1       # K, L and N must be multiples of this (TMA's 16-byte row strides)
-    tensor_maps: Callable | None = None  # (backend, A, B, C, T, params) -> the TMA maps that follow the arguments
+    tensor_maps: Callable | None = None  # (backend, A, B, C, T, tile) -> the TMA maps that follow the arguments
     chapter: int = 8
 
     @property
@@ -262,14 +262,14 @@ def _tma_shape(p, d):
     return []
 
 
-def _tma_maps(backend, a, b, c, t, p, left_rows: int = WGMMA_TILE_M):
-    """Step 07's tensor maps, after its ten arguments: A and T with 64 x 32 boxes (the left operand's
-    tile; `left_rows` rows for a variant with other tiles), B and C with 32 x 32 boxes (a 128-byte-wide
-    piece of the right operand's tile)."""
+def _tma_maps(backend, a, b, c, t, tile):
+    """Step 07's tensor maps, after its ten arguments: A and T in boxes of a tile's rows (`tile`: its rows and
+    columns) x 32, the left operand's tile; B and C in 32 x 32 boxes, a 128-byte-wide piece of the right one's."""
     from . import tma
 
-    return [tma.tensor_map(backend, a, 4, left_rows, WGMMA_TILE_K), tma.tensor_map(backend, b, 5, WGMMA_TILE_K, 32),
-            tma.tensor_map(backend, t, 8, left_rows, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
+    rows = tile[0]
+    return [tma.tensor_map(backend, a, 4, rows, WGMMA_TILE_K), tma.tensor_map(backend, b, 5, WGMMA_TILE_K, 32),
+            tma.tensor_map(backend, t, 8, rows, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
 
 
 FUSED_STEPS: list[FusedStep] = [
@@ -506,7 +506,7 @@ class FusedKernel:
             t, sync = self.workspace(xp, m, l)
             args += [t, sync]
             if self.step.tensor_maps:  # step 07: TMA reads A, B, C and T through maps
-                args += self.step.tensor_maps(self.backend, a, b, c, t, self.params)
+                args += self.step.tensor_maps(self.backend, a, b, c, t, self.step.tile(self.params))
         return self.launch_config((m, k, l, n), grid), args
 
     def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
@@ -727,6 +727,12 @@ def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", para
         if r["impl"] == impl and r["m"] == n and r["kind"] == kind and (params is None or r.get("params") == params):
             return r
     return None
+
+
+def baseline(records: list[dict], n: int, kind: str = "benchmark") -> dict | None:
+    """The faster of the BASELINES' records at size n (what the speed-ups are against), or None."""
+    rows = [r for r in (lookup(records, b, n, kind) for b in BASELINES) if r]
+    return min(rows, key=lambda r: r["median_s"]) if rows else None
 
 
 # ------------------------------------------------------------------------------------------------

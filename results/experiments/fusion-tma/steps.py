@@ -243,17 +243,21 @@ RING_MARKS = [
 RING_VARIANTS = {"as it is": [], "split element by element": ELEMENTWISE}
 
 
+def replaced(text: str, subs, label: str) -> str:
+    """`text` with the substitutions `subs` [(old, new)]; a ValueError if one does not apply exactly once."""
+    for old, new in subs:
+        if text.count(old) != 1:
+            raise ValueError(f"{label} no longer has {old.strip()[:60]!r} exactly once")
+        text = text.replace(old, new)
+    return text
+
+
 def substituted(step: str, subs) -> str:
-    """`step`'s source with the substitutions `subs` [(old, new)]; a ValueError if one does not apply exactly once."""
+    """`step`'s source with the substitutions `subs` (replaced())."""
     from gemmlab import fusion
     from gemmlab.source import kernel_path
 
-    text = kernel_path(fusion.get(step).file).read_text()
-    for old, new in subs:
-        if text.count(old) != 1:
-            raise ValueError(f"{step} no longer has {old.strip()[:60]!r} exactly once")
-        text = text.replace(old, new)
-    return text
+    return replaced(kernel_path(fusion.get(step).file).read_text(), subs, step)
 
 
 def patched07(subs) -> str:
@@ -366,9 +370,9 @@ def _transposed_rules(p):
 
 
 def transposed_step():
-    """A FusedStep for the transposed variant: step 07's, with a tile of BLOCK_M rows x 64 columns."""
+    """A FusedStep for the transposed variant: step 07's (its tensor maps too: A's and T's boxes take the tile's
+    rows), with a tile of BLOCK_M rows x 64 columns."""
     import dataclasses
-    import functools
 
     from gemmlab import fusion
     from gemmlab.registry import Param
@@ -379,8 +383,7 @@ def transposed_step():
                 "SPLIT_K": Param(3, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile"),
                 "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring")},
         fixed={"BLOCK_N": 64, "BLOCK_K": 32}, rules=_transposed_rules, smem=_transposed_smem,
-        summary="07 computing each tile transposed (an experiment)", previous="fused/07_tma_tf32x3",
-        tensor_maps=lambda backend, a, b, c, t, p: fusion._tma_maps(backend, a, b, c, t, p, left_rows=p["BLOCK_M"]))
+        summary="07 computing each tile transposed (an experiment)", previous="fused/07_tma_tf32x3")
 
 
 def transposed_source() -> str:
@@ -396,11 +399,7 @@ def transposed_kernel(backend: str | None = None, subs=(), **params):
     """The transposed variant as a FusedKernel (its source with the substitutions `subs`)."""
     from gemmlab import fusion
 
-    text = transposed_source()
-    for old, new in subs:
-        if text.count(old) != 1:
-            raise ValueError(f"the transposed variant no longer has {old.strip()[:60]!r} exactly once")
-        text = text.replace(old, new)
+    text = replaced(transposed_source(), subs, "the transposed variant")
     return fusion.FusedKernel(transposed_step(), params, backend, source=text)
 
 
@@ -505,15 +504,16 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
+KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed")  # each subcommand's KIND-<gpu>-<date>.log
+
+
 def record() -> dict:
-    """results.json["parts"] / ["steps"] / ["serialized"] / ["timeline"] / ["loads"] / ["ring"] / ["transposed"]: per GPU, the newest log of each kind, {N: {call: [us per round]}}."""
+    """results.json[KIND] for each of KINDS: per GPU, the newest log of that kind, {N: {call: [us per round]}}."""
     from gemmlab import experiments
 
-    out: dict = {"parts": {}, "steps": {}, "serialized": {}, "timeline": {}, "loads": {}, "ring": {}, "transposed": {}}
-    for key, pattern in (("parts", "parts-*.log"), ("steps", "steps-*.log"), ("serialized", "serialized-*.log"),
-                         ("timeline", "timeline-*.log"), ("loads", "loads-*.log"), ("ring", "ring-*.log"),
-                         ("transposed", "transposed-*.log")):
-        for gpu, log, text in experiments.gpu_logs(HERE, pattern):
+    out: dict = {key: {} for key in KINDS}
+    for key in KINDS:
+        for gpu, log, text in experiments.gpu_logs(HERE, f"{key}-*.log"):
             us: dict = {}
             for (n, call), v in experiments.rounds_of(text).items():
                 us.setdefault(str(n), {})[call] = v
@@ -537,16 +537,8 @@ def record() -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "parts":
         parts(*[int(x) for x in sys.argv[2:]])
-    elif sys.argv[1] == "timeline":
-        timeline()
-    elif sys.argv[1] == "serialized":
-        serialized()
-    elif sys.argv[1] == "loads":
-        loads()
-    elif sys.argv[1] == "ring":
-        ring()
-    elif sys.argv[1] == "transposed":
-        transposed()
+    elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed"):
+        globals()[sys.argv[1]]()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
 
@@ -555,7 +547,7 @@ if __name__ == "__main__":
             experiments.save_record(HERE, key, value)
         for key in rec:
             for g, r in rec[key].items():
-                for n, calls in r.get("us", {}).items():
+                for n, calls in r["us"].items():
                     print(key, g, n, {k: round(statistics.median(v), 2) for k, v in calls.items()})
     else:
         main([int(x) for x in sys.argv[2:]] or sorted(CONFIGS))
