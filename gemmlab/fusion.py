@@ -272,6 +272,11 @@ def _tma_maps(backend, a, b, c, t, tile):
             tma.tensor_map(backend, t, 8, rows, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
 
 
+# Steps 07 and 08: the same tiles and ring (08 changes only what phase 2 waits for)
+_TMA_PARAMS = {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")}
+
 FUSED_STEPS: list[FusedStep] = [
     FusedStep("fused/01_naive_row", "fused_naive_row",
               {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
@@ -334,12 +339,15 @@ FUSED_STEPS: list[FusedStep] = [
               summary="05 with B split once per element into shared memory and multiplied by wgmma (sm_90a)",
               rules=_wgmma_rules, smem=_wgmma_smem),
     FusedStep("fused/07_tma_tf32x3", "fused_tma_tf32x3",
-              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
-               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
-               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")},
-              threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
+              _TMA_PARAMS, threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
               min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
               summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
+              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
+    FusedStep("fused/08_tile_flags", "fused_tile_flags",
+              _TMA_PARAMS, threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/07_tma_tf32x3", persistent=True,
+              min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
+              summary="07 with a counter per tile of T in place of the grid barrier: a K tile of phase 2 waits only "
+                      "for the tile of T it reads (sm_90a)",
               rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
 ]
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
@@ -479,7 +487,7 @@ class FusedKernel:
             raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
         if grid > resident:
             raise ConfigError(f"{self.label}: a grid of {grid} blocks cannot all be resident at once (at most "
-                              f"{resident}: {how}); its grid barrier would wait forever. Launch at most {resident}.")
+                              f"{resident}: {how}); its grid barrier (step 08: its counters) would wait forever. Launch at most {resident}.")
         return int(grid)
 
     def launch_config(self, dims: Dims, grid: int | None = None) -> Launch:
@@ -487,12 +495,14 @@ class FusedKernel:
                       self.step.smem(self.params, dims))
 
     def workspace(self, xp, m: int, l: int):
-        """Scratch T (M x L) and the barrier's two words (zeroed once; the barrier resets itself)."""
+        """Scratch T (M x L) and the sync words, zeroed once: the grid barrier's word (it resets itself), or
+        step 08's counter per 64 x 32 piece of T, enough for any tile (each launch leaves them at zero)."""
+        words = max(2, cdiv(m, WGMMA_TILE_M) * cdiv(l, WGMMA_TILE_K))
         if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
-            return np.empty((m, l), np.float32), np.zeros(2, np.uint32)
+            return np.empty((m, l), np.float32), np.zeros(words, np.uint32)
         key = (m, l)
         if key not in self._scratch:
-            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(2, np.uint32))}
+            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(words, np.uint32))}
         return self._scratch[key]
 
     def launch_args(self, a, b, c, e, grid: int | None = None) -> tuple[Launch, list]:
@@ -518,7 +528,7 @@ class FusedKernel:
             from . import cpu
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
 
-    def launcher(self, a, b, c, e):
+    def launcher(self, a, b, c, e, graph: bool = False):
         """A no-argument function that launches on these device arrays: for timing (GPU only).
 
         The first launch goes through run() and its checks; the returned function reuses that
@@ -527,9 +537,14 @@ class FusedKernel:
         the whole kernel at N = 256). It calls cuLaunchKernel with arguments packed once
         (gpu.GpuModule.packed_launcher): CuPy's own call re-converts them each time, which at 512
         costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
+        graph=True: it replays a CUDA graph of that launch instead (gpu.graph_launcher), which costs
+        less host time per call than cuLaunchKernel.
         """
         self.run(a, b, c, e)
         cfg, args = self.launch_args(a, b, c, e)
+        if graph:
+            from . import gpu
+            return gpu.graph_launcher(self.module.function, self.label, cfg.grid, cfg.block, args, cfg.shared_bytes)
         return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
 
     def resources(self, arch: str = "sm_90"):
@@ -832,12 +847,13 @@ def reference_gpu(a, b, c):
     return cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
 
 
-def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4):
+def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4, graph: bool = False):
     """(kern.launcher on a fresh E, max |E - E64| / max |E64|) after one launch at full size: a last guard,
-    so that nothing is timed that does not match float64 there too (`want`: E64, computed if None)."""
+    so that nothing is timed that does not match float64 there too (`want`: E64, computed if None;
+    graph: the launcher replays a CUDA graph, FusedKernel.launcher)."""
     import cupy
     e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
-    launch = kern.launcher(a, b, c, e)
+    launch = kern.launcher(a, b, c, e, graph=graph)
     want = reference_gpu(a, b, c) if want is None else want
     rel = float(cupy.abs(e - want).max() / cupy.abs(want).max())
     if not rel < tol:
@@ -846,14 +862,20 @@ def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4):
 
 
 def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+    """The step's call launched directly through cuLaunchKernel (the record's median_s, the protocol of every
+    record), and replayed as a one-launch CUDA graph (graph_median_s), which costs less host time per call
+    (gpu.graph_launcher)."""
     cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
-    launch, rel = checked_launcher(kern, a, b, c)
-    return _time(launch, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel}
+    direct, rel = checked_launcher(kern, a, b, c)
+    replay, _ = checked_launcher(kern, a, b, c, graph=True)
+    graph_t = _bench_time(replay, n_repeat, 10)
+    return _time(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
+                                     "graph_median_s": graph_t["median_s"]}
 
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
 DEFAULT_STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
-                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3")
+                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
 MAX_SIZE = {"fused/01_naive_row": 1024}  # beyond this the naive step takes seconds: not timed
 
 
@@ -922,6 +944,7 @@ SWEEP_GRIDS = {
                         "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
     "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
     "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
+    "fused/08_tile_flags": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
 }
 # Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines),
 # step 07's 64-column tiles.
@@ -929,6 +952,7 @@ SWEEP_GRIDS_LARGE = {
     "fused/05_tf32x3": {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [16, 32], "WARP_M": [32, 64],
                         "WARP_N": [32], "SPLIT_K": [1], "NUM_STAGES": [3, 4]},
     "fused/07_tma_tf32x3": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6]},
+    "fused/08_tile_flags": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6]},
 }
 
 
@@ -974,7 +998,7 @@ def best(records: list[dict], impl: str, n: int) -> dict | None:
     return min(rows, key=lambda r: r["median_s"]) if rows else None
 
 
-def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3", "fused/05_tf32x3",
+def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/08_tile_flags", "fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3", "fused/05_tf32x3",
          "fused/04_split_k", "fused/03_two_phase", "fused/02_row_panel"), large_sizes=(2048, 4096)) -> list[dict]:
     """What the GPU lane runs: check every fused step, benchmark (baselines included), sweep the tiles."""
     if _kernel.backend() != "gpu":
@@ -1066,7 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     ln = sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
     ln.add_argument("--sweeps", nargs="+", default=None, metavar="STEP",
-                    help="the steps whose tiles are swept (default: 07, 06, 05, 04, 03, 02)")
+                    help="the steps whose tiles are swept (default: 08, 07, 06, 05, 04, 03, 02)")
     v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
     v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
     v.add_argument("steps", nargs="*", metavar="STEP", help="the steps to check (default: all)")

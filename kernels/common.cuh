@@ -266,6 +266,15 @@ __device__ __forceinline__ u32 atom_add_release_gpu(u32* p, u32 v) {
 #endif
 }
 
+// sm_70; *p += v, relaxed, at GPU scope (nobody waits for the old value).
+__device__ __forceinline__ void atom_add_relaxed_gpu(u32* p, u32 v) {
+#ifdef GEMMLAB_EMULATOR
+    emu::atom_add_relaxed_gpu(p, v);
+#else
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;\n" :: "l"(p), "r"(v) : "memory");
+#endif
+}
+
 // sm_70; *p with acquire semantics at GPU scope: later reads see what the releasing writer saw.
 __device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
 #ifdef GEMMLAB_EMULATOR
@@ -275,6 +284,45 @@ __device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 #endif
+}
+
+// sm_70; *p read without ordering (many such reads may be in flight), and the fence that turns the relaxed
+// reads before it into acquires: the acquire pattern of the PTX memory model (wait_counters below).
+__device__ __forceinline__ u32 ld_relaxed_gpu(const u32* p) {
+#ifdef GEMMLAB_EMULATOR
+    return emu::ld_relaxed_gpu(p);
+#else
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#endif
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+#ifdef GEMMLAB_EMULATOR
+    emu::fence_acq_rel_gpu();
+#else
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#endif
+}
+
+// sm_70; the calling warp waits until counters[0 .. count) are all nonzero, then takes take(j) from
+// counter j (fused/08: a counter per tile of T holds the reads still to come). The lanes poll 32 at a
+// time with relaxed reads, one L2 round trip per sweep; a fence in each lane then makes what it saw an
+// acquire, and the warp's barrier passes that on to every lane.
+template <typename Take>
+__device__ __forceinline__ void wait_counters(u32* counters, int count, Take take) {
+    const int lane = threadIdx.x % 32;
+    for (;;) {
+        bool ready = true;
+        for (int j = lane; j < count; j += 32) ready = ready && ld_relaxed_gpu(&counters[j]) != 0;
+        if (__all_sync(0xffffffffu, ready)) break;
+#ifdef GEMMLAB_EMULATOR
+        emu::poll_pause(__LINE__);  // the counters may wait on this block's other threads
+#endif
+    }
+    fence_acq_rel_gpu();
+    __syncwarp();
+    for (int j = lane; j < count; j += 32) atom_add_relaxed_gpu(&counters[j], 0u - take(j));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -401,11 +401,52 @@ def test_fusion_h200_record_claims():
     at512 = [fusion.best(recs, s, 512) for s in fusion.DEFAULT_STEPS]
     assert 1 < max(r["speedup"] for r in at512 if r) < 3  # "the seed's 3x at 512 is still out of reach"
     assert all(r["max_rel_error"] < 2e-6 for r in recs if r["impl"] == "fused/05_tf32x3")
-    # "the fastest fused step ... is not slower from 1024 on": step 07 at its fastest tiles, since its split's loads
+    # "the fastest fused step ... is not slower from 1024 on": step 07 or 08 at its fastest tiles
     for n in (1024, 2048, 4096):
         top = min((fusion.best(recs, s, n) for s in fusion.DEFAULT_STEPS if fusion.best(recs, s, n)),
                   key=lambda r: r["median_s"])
-        assert top["impl"] == "fused/07_tma_tf32x3" and top["speedup"] > 1.3 and top["max_rel_error"] < 2e-6
+        assert top["impl"] in ("fused/07_tma_tf32x3", "fused/08_tile_flags")
+        assert top["speedup"] > 1.3 and top["max_rel_error"] < 2e-6
+    # the graph launch: recorded beside the direct call for 07 and 08, and faster than it at 512
+    graphed = [r for r in recs if "graph_median_s" in r and r["m"] == 512]
+    assert {r["impl"] for r in graphed} >= {"fused/07_tma_tf32x3", "fused/08_tile_flags"}
+    assert min(r["graph_median_s"] for r in graphed) < min(r["median_s"] for r in graphed)
+
+
+def test_launch_paths_claims():
+    """Chapter 8, 'Launching from a CUDA graph': a graph launch costs the host less than cuLaunchKernel, and
+    takes time off step 07's event time and the empty kernel's."""
+    pa = results.experiment("fusion-kernel-time")["paths"]["NVIDIA H200"]
+    med = {k: statistics.median(v) for k, v in pa["us"].items()}
+    assert pa["host_us"]["07 graph"] < pa["host_us"]["07 direct"]
+    assert pa["host_us"]["empty graph"] < pa["host_us"]["empty direct"]
+    assert med["07 graph"] < med["07 direct"] and med["empty graph"] < med["empty direct"]
+
+
+def test_tile_flags_claims():
+    """Chapter 8, step 08: within a few percent of step 07 at the same tiles (the wait moved, it did not go
+    away), launched directly or from a graph; the first try, a counter per K tile taken in turn by one thread,
+    slower everywhere than step 07 in its own run."""
+    _, exp = _tma_experiment()
+    fl, pk = exp["flags"]["NVIDIA H200"], exp["perktile"]["NVIDIA H200"]
+    assert sorted(int(n) for n in fl["us"]) == sorted(int(n) for n in pk["us"]) == [512, 1024, 2048, 4096]
+    for n, calls in fl["us"].items():
+        med = {k: statistics.median(v) for k, v in calls.items()}
+        first = {k: statistics.median(v) for k, v in pk["us"][n].items()}
+        for t in [k[3:] for k in med if k.startswith("07 ")]:
+            assert abs(med["08 " + t] / med["07 " + t] - 1) < 0.05, (n, t)
+            if not t.endswith(" graph"):
+                assert first["08 " + t] > 1.1 * first["07 " + t], (n, t)
+
+
+def test_perktile_patch_applies():
+    """The experiment's first try of step 08 (perktile.patch) still applies to the kernel and compiles."""
+    mod, _ = _tma_experiment()
+    src = mod.perktile_source()
+    assert "take_flag(&ready[kt * TILE_K / BLOCK_N])" in src and "wait_counters" not in src
+    from gemmlab import nvrtc
+    if nvrtc.available():
+        assert fusion.resources("fused/08_tile_flags", "sm_90", source=src).spill_stores == 0
 
 
 def test_tf32x3_loop_claims():
@@ -690,8 +731,9 @@ def test_tma_timeline_claims():
     peak_loops = 3 * 2 * 2 * 512**3 / (h200.fp16_tensor_tflops / 2 * 1e12 * tl["blocks"] / h200.sms) * 1e6
     outside = body - k_loops
     assert 0 < peak_loops < k_loops and outside > 0
-    # the data of 2026-11-24 (after the split's loads came first): K loops at the peak would be enough
-    assert peak_loops < room - outside < k_loops
+    # 3x leaves the K loops less than they take; whether loops at the peak would fit (the chapter's verdict picks
+    # its sentence from the data) turns on the lane's baseline, which moved by a few us between lanes of a day
+    assert room - outside < k_loops
     errors = _log_errors(tl)
     assert errors and max(errors) < 2e-6
 

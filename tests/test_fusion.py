@@ -55,6 +55,8 @@ def test_square_sizes_off_the_tile(kernels, name, n):
     ("fused/07_tma_tf32x3", {"BLOCK_N": 64, "SPLIT_K": 3, "NUM_STAGES": 3}),  # a group with one K tile fewer
     ("fused/07_tma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 1, "NUM_STAGES": 2}),  # the ring wraps within a tile
     ("fused/07_tma_tf32x3", {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 12}),
+    ("fused/08_tile_flags", {"BLOCK_N": 64, "SPLIT_K": 3, "NUM_STAGES": 3}),  # a tile of T spans 2 K tiles
+    ("fused/08_tile_flags", {"BLOCK_N": 32, "SPLIT_K": 1, "NUM_STAGES": 2}),
 ])
 def test_other_tiles_and_rectangular_shapes(name, params):
     kern = fusion.step(name, backend="cpu", **params)
@@ -266,7 +268,8 @@ def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
     assert not fusion.gpu_arch_ok(fusion.get("fused/05_tf32x3")) and fusion.gpu_arch_ok(fusion.get("fused/04_split_k"))
 
 
-@pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3"])
+@pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3",
+                                  "fused/08_tile_flags"])
 def test_tf32x3_inf_input_gives_nan_as_documented(kernels, name):
     """05_tf32x3.cu's header: an Inf has no finite small part (Inf - Inf = NaN), so where fp32 gives
     +-Inf this step gives NaN, in the Inf's row of E only (06 splits the same way)."""
@@ -290,6 +293,32 @@ def test_step07_takes_tma_shapes_only(kernels):
     assert [c.dims for c in fusion.default_cases(kern)][:2] == [(64, 64, 68, 68), (65, 136, 36, 64)]
 
 
+@pytest.mark.parametrize("params", [{"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 8},
+                                    {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}])
+@pytest.mark.parametrize("dims", [(130, 68, 100, 72), (200, 36, 264, 40)])
+@pytest.mark.parametrize("grid", [1, 2])
+def test_step08_waits_on_its_own_tiles(params, dims, grid):
+    """08_tile_flags.cu: with fewer blocks than tiles a block computes several tiles of T and then waits, in
+    phase 2, on counters it released itself or that another block has not released yet; L off a multiple
+    of BLOCK_N gives a last tile of T that spans fewer K tiles (its count of reads is smaller)."""
+    kern = fusion.step("fused/08_tile_flags", backend="cpu", **params)
+    a, b, c = _inputs(*dims, seed=grid)
+    e = np.zeros((dims[0], dims[3]), np.float32)
+    kern.run(a, b, c, e, grid=grid)
+    bad, _ = fusion.compare(e, a, b, c)
+    assert not bad.any(), f"{kern.label} grid {grid} {dims}: {int(bad.sum())} elements off"
+
+
+def test_step08_counts_the_reads_it_waits_for():
+    """The count a tile of T announces is the number of phase-2 K tiles that read it, so that every counter
+    is back at zero at the end of a launch (the next launch relies on it): checked here by the kernel's
+    text, on the GPU by reading the counters after launches (tests/test_gpu_agreement.py)."""
+    src = kernel_path(fusion.get("fused/08_tile_flags").file).read_text()
+    assert "const u32 reads = cdiv(N, BLOCK_N) * k_tiles_in(cols - col);" in src  # what a tile of T announces
+    assert "[&](int j) { return k_tiles_in(L - j * BLOCK_N); }" in src  # what each tile of E takes from it
+    assert "grid_barrier" not in src.split("#include")[1], "08 has no grid barrier"
+
+
 def test_step07_ring_parity_rule():
     """07_tma_tf32x3.cu: a group may wait for a stage only one fill ahead, so NUM_STAGES >= SPLIT_K; the
     rule and the kernel's static_assert say the same."""
@@ -311,10 +340,12 @@ def test_step06_needs_sm90a_and_fits_where_it_runs():
         r = fusion.resources("fused/06_wgmma_tf32x3", "sm_90", **params)  # compiled for sm_90a
         assert r.spill_stores == 0 and r.spill_loads == 0, f"{params} spills"
         assert not r.wgmma_serialized, f"06 {params}: ptxas waits for each wgmma (C7519)"
-    for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 8}):
-        r = fusion.resources("fused/07_tma_tf32x3", "sm_90", **params)
-        assert r.spill_stores == 0 and r.spill_loads == 0, f"07 {params} spills"
-        assert not r.wgmma_serialized, f"07 {params}: ptxas waits for each wgmma (C7519)"
+    for name in ("fused/07_tma_tf32x3", "fused/08_tile_flags"):
+        for params in ({}, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 6}, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 8},
+                       {"BLOCK_N": 32, "SPLIT_K": 2, "NUM_STAGES": 12}):
+            r = fusion.resources(name, "sm_90", **params)
+            assert r.spill_stores == 0 and r.spill_loads == 0, f"{name} {params} spills"
+            assert not r.wgmma_serialized, f"{name} {params}: ptxas waits for each wgmma (C7519)"
     # The limit the kernel's header names: six warpgroups and the producer (800 threads, at most 80 registers
     # each) leave too few registers for the A fragments beside the sums, and ptxas serializes again.
     assert fusion.resources("fused/07_tma_tf32x3", "sm_90", BLOCK_N=32, SPLIT_K=6, NUM_STAGES=8).wgmma_serialized

@@ -594,6 +594,16 @@ inline void bar_sync(int id, int count, int line = __builtin_LINE()) { detail::b
 // ordering; a spinning reader busy-waits on its OS thread while the other blocks run on theirs.
 inline unsigned atom_add_release_gpu(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
 inline unsigned ld_acquire_gpu(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline unsigned ld_relaxed_gpu(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+inline void atom_add_relaxed_gpu(unsigned* p, unsigned v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+inline void fence_acq_rel_gpu() { __atomic_thread_fence(__ATOMIC_ACQ_REL); }
+// Between two polls of counters that another block sets (common.cuh's wait_counters): this block's other
+// fibers run first (they may have to release one); each poll counts as progress for the deadlock check,
+// which sees one block only (a counter never set ends in the launch's timeout instead).
+inline void poll_pause(int line) {
+    ++detail::mbarrier_events;
+    detail::spin_wait(line);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Hopper twins (common.cuh's sm_90a section). An mbarrier is 8 bytes of shared memory holding

@@ -7,6 +7,7 @@
     python results/experiments/fusion-tma/steps.py ring > ring-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py loads > loads-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py transposed > transposed-<gpu>-<date>.log
+    python results/experiments/fusion-tma/steps.py flags > flags-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record    # the logs here -> results.json
 
 `parts`: step 06 (its fastest tiles at 512 in the H200 sweep) launched as it is and with one part of
@@ -461,6 +462,42 @@ def timeline(n: int = 512, runs: int = 40) -> None:
     experiments.time_rounds(calls, n, REPEATS[n])
 
 
+# Step 08 against 07 at the tiles that were fastest for 07 (each size), and one more at 512.
+FLAGS_CONFIGS = {512: [(32, 3, 8), (32, 2, 12), (32, 4, 8)], 1024: [(64, 2, 8), (64, 2, 6), (32, 2, 12)],
+                 2048: [(64, 2, 6)], 4096: [(64, 2, 6)]}
+
+
+PERKTILE_PATCH = HERE / "perktile.patch"  # against kernels/fused/08_tile_flags.cu
+
+
+def perktile_source() -> str:
+    """Step 08 as first tried (perktile.patch): the one producer thread takes each K tile's counter in turn."""
+    from gemmlab import fusion
+    from gemmlab.source import apply_patch, kernel_path
+
+    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), PERKTILE_PATCH.read_text(),
+                       "perktile.patch")
+
+
+def flags() -> None:
+    """Step 08 (a counter per tile of T, each tile of E waiting for its row panel) against step 07 (the grid
+    barrier) and against 08 as first tried (perktile.patch), same tiles, all checked, launched in turn with
+    torch a @ b @ c, three rounds per size."""
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    for n, confs in FLAGS_CONFIGS.items():
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        for bn, sk, ns in confs:
+            p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            for tag, k in ((f"07 n{bn} k{sk} s{ns}", fusion.step("fused/07_tma_tf32x3", **p)),
+                           (f"08 n{bn} k{sk} s{ns}", fusion.step("fused/08_tile_flags", **p)),
+                           (f"08 per K tile n{bn} k{sk} s{ns}", fusion.step("fused/08_tile_flags", source=perktile_source(), **p))):
+                calls[tag], err = fusion.checked_launcher(k, a, b, c, want)
+                print(f"{tag}: error {err:.2e}")
+        experiments.time_rounds(calls, n, REPEATS[n])
+
+
 def name07(bn: int, sk: int, ns: int) -> str:
     return f"07 n{bn} k{sk} s{ns}"
 
@@ -504,7 +541,7 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed")  # each subcommand's KIND-<gpu>-<date>.log
+KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile")  # each subcommand's KIND-<gpu>-<date>.log
 
 
 def record() -> dict:
@@ -537,7 +574,7 @@ def record() -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "parts":
         parts(*[int(x) for x in sys.argv[2:]])
-    elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed"):
+    elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed", "flags", "perktile"):
         globals()[sys.argv[1]]()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
