@@ -21,7 +21,7 @@ import itertools
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -272,11 +272,6 @@ def _tma_maps(backend, a, b, c, t, tile):
             tma.tensor_map(backend, t, 8, rows, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
 
 
-# Steps 07 and 08: the same tiles and ring (08 changes only what phase 2 waits for)
-_TMA_PARAMS = {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
-               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
-               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")}
-
 FUSED_STEPS: list[FusedStep] = [
     FusedStep("fused/01_naive_row", "fused_naive_row",
               {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
@@ -339,17 +334,19 @@ FUSED_STEPS: list[FusedStep] = [
               summary="05 with B split once per element into shared memory and multiplied by wgmma (sm_90a)",
               rules=_wgmma_rules, smem=_wgmma_smem),
     FusedStep("fused/07_tma_tf32x3", "fused_tma_tf32x3",
-              _TMA_PARAMS, threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
+              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")},
+              threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
               min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
               summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
               rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
-    FusedStep("fused/08_tile_flags", "fused_tile_flags",
-              _TMA_PARAMS, threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/07_tma_tf32x3", persistent=True,
-              min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
-              summary="07 with a counter per tile of T in place of the grid barrier: a K tile of phase 2 waits only "
-                      "for the tile of T it reads (sm_90a)",
-              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
 ]
+# Step 08 is step 07 (same tiles, ring, rules and maps) with what phase 2 waits for changed
+FUSED_STEPS.append(replace(
+    FUSED_STEPS[-1], name="fused/08_tile_flags", symbol="fused_tile_flags", previous="fused/07_tma_tf32x3",
+    summary="07 with a counter per tile of T in place of the grid barrier: a tile of phase 2 waits only for its "
+            "row panel of T (sm_90a)"))
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
 
@@ -487,7 +484,7 @@ class FusedKernel:
             raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
         if grid > resident:
             raise ConfigError(f"{self.label}: a grid of {grid} blocks cannot all be resident at once (at most "
-                              f"{resident}: {how}); its grid barrier (step 08: its counters) would wait forever. Launch at most {resident}.")
+                              f"{resident}: {how}); a block waiting for one that never starts would wait forever. Launch at most {resident}.")
         return int(grid)
 
     def launch_config(self, dims: Dims, grid: int | None = None) -> Launch:
@@ -866,8 +863,9 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
     record), and replayed as a one-launch CUDA graph (graph_median_s), which costs less host time per call
     (gpu.graph_launcher)."""
     cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
-    direct, rel = checked_launcher(kern, a, b, c)
-    replay, _ = checked_launcher(kern, a, b, c, graph=True)
+    want = reference_gpu(a, b, c)
+    direct, rel = checked_launcher(kern, a, b, c, want)
+    replay, _ = checked_launcher(kern, a, b, c, want, graph=True)
     graph_t = _bench_time(replay, n_repeat, 10)
     return _time(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
                                      "graph_median_s": graph_t["median_s"]}
@@ -944,16 +942,16 @@ SWEEP_GRIDS = {
                         "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
     "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
     "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
-    "fused/08_tile_flags": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
 }
+SWEEP_GRIDS["fused/08_tile_flags"] = SWEEP_GRIDS["fused/07_tma_tf32x3"]
 # Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines),
 # step 07's 64-column tiles.
 SWEEP_GRIDS_LARGE = {
     "fused/05_tf32x3": {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [16, 32], "WARP_M": [32, 64],
                         "WARP_N": [32], "SPLIT_K": [1], "NUM_STAGES": [3, 4]},
     "fused/07_tma_tf32x3": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6]},
-    "fused/08_tile_flags": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6]},
 }
+SWEEP_GRIDS_LARGE["fused/08_tile_flags"] = SWEEP_GRIDS_LARGE["fused/07_tma_tf32x3"]
 
 
 def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512, 1024), save_records: bool = True,

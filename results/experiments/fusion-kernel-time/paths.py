@@ -45,12 +45,13 @@ def main(n: int = 512) -> None:
     calls["torch graph a@b@c"] = fusion.torch_graph_abc(ta, tb, tc)
     for name in ("empty direct", "empty graph", "07 direct", "07 graph"):
         f, per_call = calls[name], []
+        repeats = 2000 if name.startswith("empty") else 200  # 200 x 07 stays ahead of the host
         for _ in range(5):
             cupy.cuda.Device().synchronize()
             start = time.perf_counter()
-            for _ in range(2000 if name.startswith("empty") else 200):  # 200 x 07 stays ahead of the host
+            for _ in range(repeats):
                 f()
-            per_call.append((time.perf_counter() - start) / (2000 if name.startswith("empty") else 200) * 1e6)
+            per_call.append((time.perf_counter() - start) / repeats * 1e6)
             cupy.cuda.Device().synchronize()
         print(f"host {name}: {statistics.median(per_call):.2f} us per call")
     experiments.time_rounds(calls, n, 300)
