@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
+import json
 import os
 import statistics
 import time
@@ -64,6 +65,9 @@ class FusedStep(ArchRequirement):
     fixed: dict = field(default_factory=dict)  # tile sizes the kernel fixes (not template parameters)
     shape_multiple: int = 1       # K, L and N must be multiples of this (TMA's 16-byte row strides)
     tensor_maps: Callable | None = None  # (backend, A, B, C, T, tile) -> the TMA maps that follow the arguments
+    # Tiles by problem size: ((from_n, {param: value}), ...) in increasing from_n; the last entry whose from_n
+    # is at most the larger output side applies (FusedStep.tiles_for). Empty: the defaults at every size.
+    sized_tiles: tuple = ()
     chapter: int = 8
 
     @property
@@ -85,6 +89,12 @@ class FusedStep(ArchRequirement):
         if problems:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
         return params
+
+    def tiles_for(self, dims: Dims) -> dict:
+        """The tile parameters this step takes by default for a problem of `dims` (M, K, L, N): those of
+        `sized_tiles` for its larger output side, else none (the parameters' defaults)."""
+        side = max(dims[0], dims[2], dims[3])
+        return next((dict(p) for from_n, p in reversed(self.sized_tiles) if side >= from_n), {})
 
     def name_expression(self, params: dict) -> str:
         return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
@@ -232,24 +242,25 @@ def _wgmma_rules(p):
     return out
 
 
-def _tma_smem(p, d=None):
-    """Step 07's dynamic shared memory: alignment, the ring of stages, each group's split B tile, the
-    partial sums of groups 1 .. SPLIT_K - 1, two mbarriers per stage."""
+def _tma_smem(p, d=None, splits_per_group=1):
+    """Step 07's dynamic shared memory: alignment, the ring of stages, each group's split B tile (or
+    `splits_per_group` of them: results/experiments/fusion-tma, `overlap`), the partial sums of groups
+    1 .. SPLIT_K - 1, two mbarriers per stage."""
     stage = 4 * (WGMMA_TILE_M * WGMMA_TILE_K + WGMMA_TILE_K * p["BLOCK_N"])
     split = 2 * 4 * p["BLOCK_N"] * WGMMA_TILE_K
-    return (1024 + p["NUM_STAGES"] * stage + p["SPLIT_K"] * split
+    return (1024 + p["NUM_STAGES"] * stage + p["SPLIT_K"] * splits_per_group * split
             + 4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"] + 16 * p["NUM_STAGES"])
 
 
-def _tma_rules(p):
+def _tma_rules(p, smem=_tma_smem):
     out = _warpgroup_tile_rules(p, 7, "a warpgroup of 128 threads each, plus the producer warp: at most 1024 threads")
     if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
         out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
                    "waits for a stage by the parity of its fill, which is ambiguous once the ring is two fills ahead")
     if not out:
-        need = _tma_smem(p)
+        need = smem(p)
         if need > smem_limit():
-            out.append(f"{need} bytes of shared memory (NUM_STAGES stages, SPLIT_K split tiles and partial sums), "
+            out.append(f"{need} bytes of shared memory (NUM_STAGES stages, the groups' split tiles and partial sums), "
                        f"over the {smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_N or SPLIT_K")
     return out
 
@@ -340,7 +351,11 @@ FUSED_STEPS: list[FusedStep] = [
               threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
               min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
               summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
-              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps),
+              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps,
+              # the fastest tiles of the H200 sweeps (results/nvidia-h200.fusion.json; a test keeps them so): 32
+              # columns and three groups while 64 x 64 tiles would leave SMs idle (64 tiles at 512), then 64 x 64
+              sized_tiles=((512, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12}),
+                           (1024, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 8}))),
 ]
 # Step 08 is step 07 (same tiles, ring, rules and maps) with what phase 2 waits for changed
 FUSED_STEPS.append(replace(
@@ -727,10 +742,19 @@ def load(gpu: str | None = None) -> list[dict]:
 
 
 def save(records: list[dict]):
-    """Merge records into their GPU's file; a new record replaces one with the same key."""
-    if records:
-        return results.save(records, SUFFIX, _KEY, order=("kind", "impl", "m", "params"))
-    return None
+    """Merge records into their GPU's file; a new record replaces one with the same key, and a new benchmark
+    record of a step at a size replaces the old one whatever its tiles (the benchmark times one configuration
+    per step and size: FusedStep.tiles_for)."""
+    if not records:
+        return None
+    timed = {(r["impl"], r["m"]) for r in records if r["kind"] == "benchmark"}
+    path = records_path(records[0]["gpu"])
+    if timed and path.exists():
+        old = json.loads(path.read_text())
+        kept = [r for r in old if not (r["kind"] == "benchmark" and (r["impl"], r["m"]) in timed)]
+        if len(kept) < len(old):
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+    return results.save(records, SUFFIX, _KEY, order=("kind", "impl", "m", "params"))
 
 
 def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
@@ -888,10 +912,11 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
               gpu: str | None = None) -> list[dict]:
     """Baselines and fused steps at each size (N = M = K = L), all measured in the same run.
 
-    On a GPU every step is checked first (check() raises before anything is timed); records are
-    saved to results/<gpu>.fusion.json. Without a GPU, or with live=False: the recorded records for
-    these sizes, of GPU `gpu` (a name or slug; every recorded GPU if None). `params` maps a step name
-    to template parameters.
+    Each step runs with its tiles for that size (FusedStep.tiles_for; `params` maps a step name to
+    parameters that override them). On a GPU every kernel is checked first (check() raises before
+    anything is timed); records are saved to results/<gpu>.fusion.json. Without a GPU, or with
+    live=False: the recorded records for these sizes, of GPU `gpu` (a name or slug; every recorded
+    GPU if None).
     """
     if live is False or _kernel.backend() != "gpu":
         recs = [r for r in load(gpu) if r["kind"] == "benchmark" and r["m"] in sizes]
@@ -899,9 +924,22 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
             print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "
                   "(python -m gemmlab.fusion lane).")
         return recs
-    kernels = [step(nm, **((params or {}).get(nm, {}))) for nm in names if gpu_arch_ok(get(nm))]
-    for k in kernels:
-        check(k)
+    names = [nm for nm in names if gpu_arch_ok(get(nm))]
+    compiled: dict = {}  # (name, its parameters) -> the checked kernel: one per set of tiles the sizes take
+
+    def kernel_at(nm: str, n: int) -> FusedKernel:
+        st = get(nm)
+        p = st.resolve({**st.tiles_for((n,) * 4), **(params or {}).get(nm, {})})
+        key = (st.name, tuple(p.items()))
+        if key not in compiled:
+            compiled[key] = step(nm, **p)
+            check(compiled[key])
+        return compiled[key]
+
+    for n in sizes:  # every kernel compiled and checked before anything is timed
+        for nm in names:
+            if n <= MAX_SIZE.get(get(nm).name, n):
+                kernel_at(nm, n)
     env = environment()
     records = []
     for n in sizes:
@@ -910,9 +948,10 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
         base = _baselines(a, b, c, reps)
         for impl, t in base.items():
             records.append(_record(impl, None, "benchmark", n, t, base, env))
-        for k in kernels:
-            if n > MAX_SIZE.get(k.name, n):
+        for nm in names:
+            if n > MAX_SIZE.get(get(nm).name, n):
                 continue
+            k = kernel_at(nm, n)
             try:
                 t, extra = _time_kernel(k, a, b, c, reps)
             except (ShapeError, ConfigError) as e:
@@ -949,7 +988,7 @@ SWEEP_GRIDS["fused/08_tile_flags"] = SWEEP_GRIDS["fused/07_tma_tf32x3"]
 SWEEP_GRIDS_LARGE = {
     "fused/05_tf32x3": {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [16, 32], "WARP_M": [32, 64],
                         "WARP_N": [32], "SPLIT_K": [1], "NUM_STAGES": [3, 4]},
-    "fused/07_tma_tf32x3": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6]},
+    "fused/07_tma_tf32x3": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6, 8]},
 }
 SWEEP_GRIDS_LARGE["fused/08_tile_flags"] = SWEEP_GRIDS_LARGE["fused/07_tma_tf32x3"]
 

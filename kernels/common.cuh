@@ -390,6 +390,13 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(bar)) : "memory");
 }
 
+// sm_90; one arrival if `pred`, by a predicated instruction rather than a branch: a branch on a
+// thread's index while wgmmas are in flight makes ptxas serialize them (its warning C7518).
+__device__ __forceinline__ void mbarrier_arrive_if(unsigned long long* bar, bool pred) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
+                 :: "r"(smem_u32(bar)), "r"((u32)pred) : "memory");
+}
+
 // sm_90; one arrival, and `bytes` more bytes to wait for in this phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* bar, u32 bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
@@ -463,6 +470,7 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(const void* p, u3
 using emu::mbarrier_init;
 using emu::fence_barrier_init;
 using emu::mbarrier_arrive;
+using emu::mbarrier_arrive_if;
 using emu::mbarrier_arrive_expect_tx;
 using emu::mbarrier_wait;
 using emu::tma_map_acquire;

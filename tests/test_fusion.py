@@ -365,3 +365,51 @@ def test_step06_is_refused_off_hopper_before_compiling(monkeypatch, cc, name):
     assert not fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))
     monkeypatch.setattr(gpu, "device", lambda: {"cc": 90, "name": "NVIDIA H200", "sms": 132, "shared_per_block_optin": 232448})
     assert fusion.gpu_arch_ok(fusion.get("fused/06_wgmma_tf32x3"))
+
+
+def test_sized_tiles_pick_by_the_larger_output_side():
+    """Steps 07 and 08 take 32-column tiles from 512 and 64 x 64 from 1024; below 512, and for steps without
+    sized tiles, the parameters' defaults."""
+    st = fusion.get("fused/08_tile_flags")
+    assert st.sized_tiles == fusion.get("fused/07_tma_tf32x3").sized_tiles
+    assert st.tiles_for((256,) * 4) == {} and fusion.get("fused/05_tf32x3").tiles_for((4096,) * 4) == {}
+    assert st.tiles_for((512,) * 4) == st.tiles_for((1000,) * 4) == {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12}
+    assert st.tiles_for((1024,) * 4) == st.tiles_for((4096,) * 4) == {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 8}
+    assert st.tiles_for((64, 4096, 64, 2048)) == st.tiles_for((2048, 64, 64, 64))  # K does not count
+    for from_n, p in st.sized_tiles:
+        st.resolve(p)  # every configuration runs (its rules hold)
+
+
+def test_sized_tiles_are_the_recorded_sweeps_fastest():
+    """On the H200, at each size the sweeps timed, the configuration tiles_for picks is within 5% of the fastest
+    configuration of the same sweep (one run: the same baseline, the same machine), and the benchmark record of
+    the step at that size used it."""
+    recs = fusion.load("NVIDIA H200")
+    for name in ("fused/07_tma_tf32x3", "fused/08_tile_flags"):
+        st = fusion.get(name)
+        sizes = sorted({r["m"] for r in recs if r["impl"] == name and r["kind"] == "sweep"})
+        assert sizes == [512, 1024, 2048, 4096], name
+        for n in sizes:
+            sweep = [r for r in recs if r["impl"] == name and r["kind"] == "sweep" and r["m"] == n]
+            picked = st.resolve(st.tiles_for((n,) * 4))
+            mine = next(r for r in sweep if r["params"] == picked)
+            assert mine["median_s"] < 1.05 * min(r["median_s"] for r in sweep), (name, n, picked)
+            assert fusion.lookup(recs, name, n)["params"] == picked, (name, n)
+
+
+def test_a_new_benchmark_record_replaces_the_old_whatever_its_tiles(tmp_path, monkeypatch):
+    """fusion.save: the benchmark keeps one record per step and size (a step timed at new tiles replaces the old
+    record); sweep records stay one per configuration."""
+    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    base = {"gpu": "Test GPU", "impl": "fused/08_tile_flags", "m": 512, "k": 512, "l": 512, "n": 512, "median_s": 1.0}
+    old = [dict(base, kind="benchmark", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
+           dict(base, kind="sweep", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
+           dict(base, kind="benchmark", m=1024, params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8})]
+    fusion.save(old)
+    fusion.save([dict(base, kind="benchmark", median_s=0.5, params={"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12}),
+                 dict(base, kind="sweep", median_s=0.7, params={"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12})])
+    rows = json.loads(fusion.records_path("Test GPU").read_text())
+    bench512 = [r for r in rows if r["kind"] == "benchmark" and r["m"] == 512]
+    assert len(bench512) == 1 and bench512[0]["median_s"] == 0.5
+    assert len([r for r in rows if r["kind"] == "sweep"]) == 2
+    assert [r["m"] for r in rows if r["kind"] == "benchmark"] == [512, 1024]  # other sizes untouched

@@ -649,6 +649,9 @@ inline void mbarrier_arrive(unsigned long long* bar) {
     b.pending -= 1;
     detail::mbarrier_settle(b);
 }
+inline void mbarrier_arrive_if(unsigned long long* bar, bool pred) {
+    if (pred) mbarrier_arrive(bar);
+}
 inline void mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
     detail::Mbarrier& b = detail::mbar(bar);
     b.bytes += (int)bytes;

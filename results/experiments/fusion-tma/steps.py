@@ -498,6 +498,76 @@ def flags() -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
+OVERLAP_PATCH = HERE / "overlap.patch"  # against kernels/fused/08_tile_flags.cu
+# Step 08's fastest tiles at each size, and SPLIT_K 1 (one group: no other group's split to overlap with).
+OVERLAP_CONFIGS = {512: [(32, 3, 8), (32, 2, 12), (32, 1, 4)], 1024: [(64, 2, 8), (64, 2, 6), (64, 1, 4)],
+                   2048: [(64, 2, 6)], 4096: [(64, 2, 6)]}
+FENCE = "        fence_proxy_async();  // these stores, visible to the wgmmas' reads\n"
+SPLIT_LOOP_START = "        for (int i0 = 0; i0 < BLOCK_N / 4; i0 += BATCH) {"
+
+
+def without_split(text: str) -> str:
+    """A step 08 source (as it is or patched) with the split's loads, arithmetic and stores taken out (timed only)."""
+    a, b = text.index(SPLIT_LOOP_START), text.index(FENCE)
+    return text[:a] + text[b:]
+
+
+def overlap_source() -> str:
+    """Step 08 with overlap.patch applied: two split tiles per group, the next K tile split while this one's
+    wgmmas run (a ValueError if 08 changed where the patch touches it)."""
+    from gemmlab import fusion
+    from gemmlab.source import apply_patch, kernel_path
+
+    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), OVERLAP_PATCH.read_text(),
+                       "overlap.patch")
+
+
+def overlap_step():
+    """Step 08's FusedStep with two split tiles of shared memory per group, for overlap.patch."""
+    import dataclasses
+
+    from gemmlab import fusion
+
+    smem = lambda p, d=None: fusion._tma_smem(p, d, splits_per_group=2)  # noqa: E731
+    return dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem,
+                               rules=lambda p: fusion._tma_rules(p, smem), summary="08 with two split tiles per group")
+
+
+def overlap_kernel(backend: str | None = None, source: str | None = None, **params):
+    from gemmlab import fusion
+
+    return fusion.FusedKernel(overlap_step(), params, backend, source=source or overlap_source())
+
+
+def overlap() -> None:
+    """overlap.patch (two split tiles per group: the split of the next K tile while this one's wgmmas run)
+    against step 08 at the same tiles, each launched directly and from a CUDA graph, both checked; then, timed
+    only, both without the split (their K loops with nothing to overlap) and the patch without its proxy fence.
+    Launched in turn with torch a @ b @ c, three rounds per size."""
+    import cupy
+
+    from gemmlab import experiments, fusion, gpu
+    from gemmlab.source import kernel_path
+
+    print(f"gpu: {gpu.device()['name']}")
+    src08 = kernel_path(fusion.get("fused/08_tile_flags").file).read_text()
+    for n, confs in OVERLAP_CONFIGS.items():
+        a, b, c, want, calls = experiments.fusion_problem(n)
+        for bn, sk, ns in confs:
+            p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            tail = f" n{bn} k{sk} s{ns}"
+            for tag, k in (("08", fusion.step("fused/08_tile_flags", **p)), ("overlap", overlap_kernel(**p))):
+                calls[tag + tail], err = fusion.checked_launcher(k, a, b, c, want)
+                calls[tag + tail + " graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+                print(f"{tag + tail}: {k.module.function.num_regs} registers, error {err:.2e}")
+            out = cupy.empty((n, n), dtype=cupy.float32)
+            for tag, k in (("08 no split", fusion.step("fused/08_tile_flags", source=without_split(src08), **p)),
+                           ("overlap no split", overlap_kernel(source=without_split(overlap_source()), **p)),
+                           ("overlap no fence", overlap_kernel(source=overlap_source().replace(FENCE, ""), **p))):
+                calls[tag + tail] = k.launcher(a, b, c, out)
+        experiments.time_rounds(calls, n, REPEATS[n])
+
+
 def name07(bn: int, sk: int, ns: int) -> str:
     return f"07 n{bn} k{sk} s{ns}"
 
@@ -541,7 +611,7 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile")  # each subcommand's KIND-<gpu>-<date>.log
+KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap")  # each subcommand's KIND-<gpu>-<date>.log
 
 
 def record() -> dict:
@@ -574,7 +644,7 @@ def record() -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "parts":
         parts(*[int(x) for x in sys.argv[2:]])
-    elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed", "flags", "perktile"):
+    elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed", "flags", "overlap"):
         globals()[sys.argv[1]]()
     elif sys.argv[1] == "record":
         from gemmlab import experiments
