@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
-import json
 import os
 import statistics
 import time
@@ -741,20 +740,17 @@ def load(gpu: str | None = None) -> list[dict]:
     return results.load(gpu, SUFFIX)
 
 
+def _key_fields(r: dict) -> tuple:
+    """A record's key: the benchmark times one configuration per step and size (FusedStep.tiles_for), so its
+    new record replaces the old one whatever the tiles; a sweep keeps one record per configuration."""
+    return tuple(f for f in _KEY if f != "params") if r["kind"] == "benchmark" else _KEY
+
+
 def save(records: list[dict]):
-    """Merge records into their GPU's file; a new record replaces one with the same key, and a new benchmark
-    record of a step at a size replaces the old one whatever its tiles (the benchmark times one configuration
-    per step and size: FusedStep.tiles_for)."""
-    if not records:
-        return None
-    timed = {(r["impl"], r["m"]) for r in records if r["kind"] == "benchmark"}
-    path = records_path(records[0]["gpu"])
-    if timed and path.exists():
-        old = json.loads(path.read_text())
-        kept = [r for r in old if not (r["kind"] == "benchmark" and (r["impl"], r["m"]) in timed)]
-        if len(kept) < len(old):
-            path.write_text(json.dumps(kept, indent=1) + "\n")
-    return results.save(records, SUFFIX, _KEY, order=("kind", "impl", "m", "params"))
+    """Merge records into their GPU's file; a new record replaces one with the same key (_key_fields)."""
+    if records:
+        return results.save(records, SUFFIX, _key_fields, order=("kind", "impl", "m", "params"))
+    return None
 
 
 def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
@@ -924,22 +920,25 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
             print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "
                   "(python -m gemmlab.fusion lane).")
         return recs
-    names = [nm for nm in names if gpu_arch_ok(get(nm))]
+    chosen = [(nm, get(nm)) for nm in names]
+    chosen = [(nm, st) for nm, st in chosen if gpu_arch_ok(st)]
     compiled: dict = {}  # (name, its parameters) -> the checked kernel: one per set of tiles the sizes take
 
-    def kernel_at(nm: str, n: int) -> FusedKernel:
-        st = get(nm)
-        p = st.resolve({**st.tiles_for((n,) * 4), **(params or {}).get(nm, {})})
-        key = (st.name, tuple(p.items()))
-        if key not in compiled:
-            compiled[key] = step(nm, **p)
-            check(compiled[key])
-        return compiled[key]
+    def kernels_at(n: int) -> list[FusedKernel]:
+        out = []
+        for nm, st in chosen:
+            if n > MAX_SIZE.get(st.name, n):
+                continue
+            p = st.resolve({**st.tiles_for((n,) * 4), **(params or {}).get(nm, {})})
+            key = (st.name, tuple(p.items()))
+            if key not in compiled:
+                compiled[key] = step(st.name, **p)
+                check(compiled[key])
+            out.append(compiled[key])
+        return out
 
     for n in sizes:  # every kernel compiled and checked before anything is timed
-        for nm in names:
-            if n <= MAX_SIZE.get(get(nm).name, n):
-                kernel_at(nm, n)
+        kernels_at(n)
     env = environment()
     records = []
     for n in sizes:
@@ -948,10 +947,7 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
         base = _baselines(a, b, c, reps)
         for impl, t in base.items():
             records.append(_record(impl, None, "benchmark", n, t, base, env))
-        for nm in names:
-            if n > MAX_SIZE.get(get(nm).name, n):
-                continue
-            k = kernel_at(nm, n)
+        for k in kernels_at(n):
             try:
                 t, extra = _time_kernel(k, a, b, c, reps)
             except (ShapeError, ConfigError) as e:

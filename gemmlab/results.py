@@ -46,13 +46,15 @@ def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
     return out
 
 
-def save(records: list[dict], suffix: str = ".json", key_fields: tuple = KEY_FIELDS,
+def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
          order: tuple = ("step", "m", "n", "k", "params")) -> Path:
     """Merge records into their GPU's file: a new record replaces an old one with the same key
-    (the values of `key_fields`); the file is sorted by the fields in `order`."""
+    (the values of `key_fields`, a tuple of field names or a function from a record to one); the
+    file is sorted by the fields in `order`."""
     assert records, "nothing to save"
     path = path_for(records[0]["gpu"], suffix)
-    key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in key_fields)  # noqa: E731
+    fields = key_fields if callable(key_fields) else lambda r: key_fields
+    key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in fields(r))  # noqa: E731
     old = json.loads(path.read_text()) if path.exists() else []
     merged = {key(r): r for r in old}
     for r in records:

@@ -550,20 +550,21 @@ def overlap() -> None:
     from gemmlab.source import kernel_path
 
     print(f"gpu: {gpu.device()['name']}")
-    src08 = kernel_path(fusion.get("fused/08_tile_flags").file).read_text()
+    src08, patched = kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), overlap_source()
     for n, confs in OVERLAP_CONFIGS.items():
         a, b, c, want, calls = experiments.fusion_problem(n)
         for bn, sk, ns in confs:
             p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
             tail = f" n{bn} k{sk} s{ns}"
-            for tag, k in (("08", fusion.step("fused/08_tile_flags", **p)), ("overlap", overlap_kernel(**p))):
+            for tag, k in (("08", fusion.step("fused/08_tile_flags", **p)),
+                           ("overlap", overlap_kernel(source=patched, **p))):
                 calls[tag + tail], err = fusion.checked_launcher(k, a, b, c, want)
                 calls[tag + tail + " graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
                 print(f"{tag + tail}: {k.module.function.num_regs} registers, error {err:.2e}")
             out = cupy.empty((n, n), dtype=cupy.float32)
             for tag, k in (("08 no split", fusion.step("fused/08_tile_flags", source=without_split(src08), **p)),
-                           ("overlap no split", overlap_kernel(source=without_split(overlap_source()), **p)),
-                           ("overlap no fence", overlap_kernel(source=overlap_source().replace(FENCE, ""), **p))):
+                           ("overlap no split", overlap_kernel(source=without_split(patched), **p)),
+                           ("overlap no fence", overlap_kernel(source=patched.replace(FENCE, ""), **p))):
                 calls[tag + tail] = k.launcher(a, b, c, out)
         experiments.time_rounds(calls, n, REPEATS[n])
 
