@@ -1,0 +1,224 @@
+"""What bounds fused step 08 at N = 512: the launch, the loads, the tensor pipe? (chapter 8)
+
+    python results/experiments/fusion-tma/limits.py calls > limits-<gpu>-<date>.log   # on an H100 / H200
+    python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py record     # the logs -> results.json["limits"], ["rate"]
+
+`calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
+changed at a time: returning at once (what the launch costs), its stages never filled (no copies: wrong
+results, timed only), its four tensor-map fences left out, the maps prefetched first (both checked); then
+multicast.patch (clusters of 2 and of 4 blocks sharing the left operand's tiles by TMA multicast), with the
+stage's release arriving at cluster scope as the patch has it and at the default CTA scope, all checked (at 512 also on fusion.check's shapes).
+At 2048 (BLOCK_N 64, SPLIT_K 2, NUM_STAGES 8) step 08, without copies, and with clusters of 2. Launched in
+turn with torch `a @ b @ c`, three rounds. `rate`: the wgmmas of a K tile alone (rate.cu) on every SM,
+N = 32 and 64, one to four warpgroups per SM: FMA per clock per SM (clock64) and TFLOP/s (events).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MULTICAST_PATCH = HERE / "multicast.patch"  # against kernels/fused/08_tile_flags.cu
+TILES_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=12)
+TILES_2048 = dict(BLOCK_N=64, SPLIT_K=2, NUM_STAGES=8)
+CLUSTER_ARRIVE = "@p mbarrier.arrive.release.cluster.shared::cluster.b64"
+CTA_ARRIVE = "@p mbarrier.arrive.shared::cluster.b64"  # the default semantics: release at CTA scope
+
+# Step 08 with one thing changed; (text in 08, what replaces it)
+ACQUIRES = """    if (fetcher) {
+        tma_map_acquire(a_map);
+        tma_map_acquire(b_map);
+        tma_map_acquire(t_map);
+        tma_map_acquire(c_map);
+    }
+"""
+INIT = "    if (threadIdx.x == 0) {\n        for (int s = 0; s < NUM_STAGES; ++s) {"
+PREFETCH = """    if (fetcher) {
+        for (const TmaMap* m : {a_map, b_map, t_map, c_map}) asm volatile("prefetch.tensormap [%0];" :: "l"(m) : "memory");
+    }
+"""
+SMEM = "    extern __shared__ __align__(1024) unsigned char smem_raw[];\n"
+COPIES = """        mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>));
+        tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 32; ++j)
+            tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);
+"""
+VARIANTS = {  # name -> (substitutions, checked: does it still compute E?)
+    "returns at once": ([(SMEM, "    if (M > 0) return;\n" + SMEM)], False),
+    "no copies": ([(COPIES, "        mbarrier_arrive(&full[stage]);\n")], False),
+    "no map fences": ([(ACQUIRES, "")], True),
+    "maps prefetched": ([(INIT, PREFETCH + INIT)], True),
+}
+
+
+def source08() -> str:
+    from gemmlab import fusion
+    from gemmlab.source import kernel_path
+
+    return kernel_path(fusion.get("fused/08_tile_flags").file).read_text()
+
+
+def variant_source(name: str) -> str:
+    """Step 08's source with VARIANTS[name] made (a ValueError if 08 no longer has the text)."""
+    text = source08()
+    for old, new in VARIANTS[name][0]:
+        if old not in text:
+            raise ValueError(f"limits.py variant {name!r}: step 08 no longer has {old.splitlines()[0]!r}")
+        text = text.replace(old, new)
+    return text
+
+
+def multicast_source(cta_scope: bool = False) -> str:
+    """Step 08 with multicast.patch applied (cta_scope: the stage's release arrives at the default CTA scope)."""
+    from gemmlab.source import apply_patch
+
+    text = apply_patch(source08(), MULTICAST_PATCH.read_text(), "multicast.patch")
+    return text.replace(CLUSTER_ARRIVE, CTA_ARRIVE) if cta_scope else text
+
+
+def multicast_step(cluster: int):
+    """Step 08's FusedStep with the CLUSTER template parameter and the left operand's maps in boxes of
+    64 / cluster rows."""
+    from gemmlab import fusion
+
+    st = fusion.get("fused/08_tile_flags")
+    params = {**st.params, "CLUSTER": fusion.Param(cluster, (cluster,), "blocks per cluster, side by side along N")}
+    maps = lambda backend, a, b, c, t, tile: fusion._tma_maps(backend, a, b, c, t, (tile[0] // cluster, tile[1]))  # noqa: E731
+    return dataclasses.replace(st, params=params, tensor_maps=maps, summary=f"08 with clusters of {cluster} (multicast)")
+
+
+def max_active_clusters(kern, smem: int) -> int:
+    """cuOccupancyMaxActiveClusters for a kernel compiled with __cluster_dims__: how many of its clusters fit
+    on the GPU at once (the SMs of a cluster must share a GPC, so fewer blocks than SMs x blocks per SM)."""
+    class LaunchConfig(ctypes.Structure):  # CUlaunchConfig (cuda.h)
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+    cl = kern.params["CLUSTER"]
+    kern.module.allow_dynamic_shared(smem)
+    f = kern.module.function
+    cfg = LaunchConfig((ctypes.c_uint * 3)(cl, 1, 1), (ctypes.c_uint * 3)(kern.step.threads(kern.params), 1, 1), smem)
+    n = ctypes.c_int(0)
+    err = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters(
+        ctypes.byref(n), ctypes.c_void_p(getattr(f, "kernel", f).ptr), ctypes.byref(cfg))
+    if err:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: CUresult {err}")
+    return n.value
+
+
+def multicast_kernel(cluster: int, cta_scope: bool = False, **params):
+    """multicast.patch as a FusedKernel on the GPU, its grid a whole number of clusters that fit at once."""
+    from gemmlab import fusion
+    from gemmlab.fusion import cdiv
+
+    class Clustered(fusion.FusedKernel):
+        def grid_for(self, dims, grid=None):
+            m, k, l, n = dims
+            bn = self.params["BLOCK_N"]
+            tiles = cdiv(m, 64) * max(cdiv(cdiv(x, bn), cluster) * cluster for x in (l, n))
+            if not hasattr(self, "_clusters"):
+                self._clusters = max_active_clusters(self, self.step.smem(self.params, dims))
+                print(f"{self.label}: at most {self._clusters} clusters resident", flush=True)
+            return min(tiles, self._clusters * cluster)
+
+    return Clustered(multicast_step(cluster), {**params, "CLUSTER": cluster}, "gpu", source=multicast_source(cta_scope))
+
+
+def calls() -> None:
+    import cupy
+
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    for n, tiles in ((512, TILES_512), (2048, TILES_2048)):
+        a, b, c, want, launch = experiments.fusion_problem(n)
+        out = cupy.empty((n, n), dtype=cupy.float32)
+        launch["08"], err = fusion.checked_launcher(fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
+        print(f"n={n} 08 {tiles}: error {err:.2e}")
+        for name, (_, checked) in VARIANTS.items():
+            if n > 512 and name != "no copies":
+                continue
+            k = fusion.step("fused/08_tile_flags", source=variant_source(name), **tiles)
+            if checked:
+                launch["08 " + name], err = fusion.checked_launcher(k, a, b, c, want)
+                print(f"n={n} 08 {name}: error {err:.2e}")
+            else:
+                launch["08 " + name] = k.launcher(a, b, c, out)
+        for cluster in ((2, 4) if n == 512 else (2,)):
+            for scope, cta in (("cluster", False), ("cta", True)):
+                k = multicast_kernel(cluster, cta, **tiles)
+                launch[f"multicast {cluster} {scope}"], err = fusion.checked_launcher(k, a, b, c, want)
+                print(f"n={n} multicast {cluster} {scope}: grid {k.launch_config((n,) * 4).grid[0]}, "
+                      f"{k.module.function.num_regs} registers, error {err:.2e}")
+                if n == 512:  # and on the chapter's shapes: structured, off the tile grid, NaN
+                    print(f"multicast {cluster} {scope}: {fusion.check(k)}")
+        experiments.time_rounds(launch, n, 300 if n == 512 else 50)
+
+
+def rate() -> None:
+    import cupy
+    import numpy as np
+
+    from gemmlab import gpu, kernel
+    from gemmlab.source import assemble
+
+    dev = gpu.device()
+    print(f"gpu: {dev['name']}")
+    src, sms = assemble("kernels/fused/08_tile_flags.cu", (HERE / "rate.cu").read_text()), dev["sms"]
+    iters = 2000
+    for n in (32, 64):
+        for groups in (1, 2, 3, 4):
+            expr = f"wgmma_rate<{n}, {groups}>"
+            mod = kernel._module("gpu", src, expr, expr, "sm_90a")
+            out, cycles = cupy.zeros(1024, np.float32), cupy.zeros(sms * groups, np.int64)
+            args = [np.int32(iters), out, cycles]
+            for _ in range(2):
+                mod.launch((sms, 1, 1), (128 * groups, 1, 1), args)
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            mod.launch((sms, 1, 1), (128 * groups, 1, 1), args)
+            end.record()
+            end.synchronize()
+            seconds = cupy.cuda.get_elapsed_time(start, end) / 1e3
+            fma = iters * 12 * 64 * n * 8 * groups  # per SM
+            clocks = float(cupy.median(cycles))
+            print(f"rate n={n} groups={groups}: {fma / clocks:.1f} FMA/clk/SM {2 * fma * sms / seconds / 1e12:.1f} TFLOP/s",
+                  flush=True)
+
+
+RATE_LINE = re.compile(r"^rate n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
+
+
+def record() -> dict:
+    """results.json["limits"] ({N: {call: [us per round]}}) and ["rate"] (n -> groups -> FMA/clk/SM, TFLOP/s),
+    per GPU, from the newest log of each."""
+    from gemmlab import experiments
+
+    out: dict = {"limits": {}, "rate": {}}
+    for gpu, log, text in experiments.gpu_logs(HERE, "limits-*.log"):
+        us: dict = {}
+        for (n, call), v in experiments.rounds_of(text).items():
+            us.setdefault(str(n), {})[call] = v
+        out["limits"][gpu] = {"log": log.name, "us": us}
+    for gpu, log, text in experiments.gpu_logs(HERE, "rate-*.log"):
+        table: dict = {}
+        for m in RATE_LINE.finditer(text):
+            table.setdefault(m.group(1), {})[m.group(2)] = {"fma_per_clock": float(m.group(3)), "tflops": float(m.group(4))}
+        out["rate"][gpu] = {"log": log.name, "n": table}
+    return out
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "record":
+        from gemmlab import experiments
+
+        for key, value in record().items():
+            experiments.save_record(HERE, key, value)
+            print(key, {g: v["log"] for g, v in value.items()})
+    else:
+        {"calls": calls, "rate": rate}[sys.argv[1]]()
