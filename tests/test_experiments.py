@@ -496,8 +496,8 @@ def _limits_experiment():
 
 def test_limits_variants_and_multicast_patch_compile():
     """limits.py's variants of step 08 still find their text, multicast.patch still applies (cluster-scope release,
-    or CTA scope when asked), and every kernel compiles for sm_90a with no spills and the wgmmas asynchronous,
-    as does the wgmma rate probe (rate.cu)."""
+    or CTA scope when asked), and every kernel compiles for sm_90a with the wgmmas asynchronous and no spills (the
+    checked ones; a timed-only diagnostic may spill a little), as does the wgmma rate probe (rate.cu)."""
     from gemmlab import nvrtc
     from gemmlab.source import assemble
     mod, _ = _limits_experiment()
@@ -508,9 +508,9 @@ def test_limits_variants_and_multicast_patch_compile():
     assert "__cluster_dims__(CLUSTER, 1, 1)" in cluster and ".multicast::cluster" in cluster
     if not nvrtc.available():
         return
-    for name, src in sources.items():
-        res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)
-        assert res.spill_stores == 0 and not res.wgmma_serialized, (name, res)
+    for name, src in sources.items():  # the timed-only diagnostics may spill a little (no A fragments: 20 B with
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)  # the H200's NVRTC)
+        assert not res.wgmma_serialized and (res.spill_stores == 0 or not mod.VARIANTS[name][1]), (name, res)
     for n_cluster in (2, 4):
         st = mod.multicast_step(n_cluster)
         for src in (cluster, cta):
@@ -525,10 +525,12 @@ def test_limits_variants_and_multicast_patch_compile():
 
 def test_limits_claims():
     """Chapter 8, 'What bounds step 08 at 512' (H200, one run, every kernel that computes E checked): no copies
-    saves under a microsecond at 512 and under 2% at 2048; multicast with the cluster-scope release is slower than
+    saves under 1.5 us at 512 and under 2% at 2048; multicast with the cluster-scope release is slower than
     step 08 at both sizes, with clusters of 4 the slowest; the wgmmas alone run near the TF32 peak (N = 64) and at
     about 900 FMA per clock per SM with N = 32, so a phase's wgmmas would take well under step 07's K loop at 512;
-    and 3x is not met in this run: the kernel's work takes longer than the room the launch leaves it."""
+    each of no copies, no split and no A fragments saves less than all three at once; and against the lane's
+    a @ b @ c the kernel's work takes longer than the room 3x leaves it beside the launch, even without copies,
+    split and A fragments."""
     mod, exp = _limits_experiment()
     run, rate = exp["limits"]["NVIDIA H200"], exp["rate"]["NVIDIA H200"]
     med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
@@ -547,8 +549,11 @@ def test_limits_claims():
     kloop = statistics.mean([marks["p1 K loop done"][1] - marks["p1 first data"][1],
                              marks["p2 K loop done"][1] - marks["p2 first data"][1]])
     assert wg_us < 0.6 * kloop
-    need = m["torch a@b@c"] / 3
-    assert m["08"] > need and m["08"] - m["08 returns at once"] > need - m["08 returns at once"] > 2 * wg_us
+    assert m["08"] - m["08 only the wgmmas"] > max(m["08"] - m[f"08 {v}"] for v in ("no copies", "no split", "no A fragments"))
+    lane = fusion.baseline(fusion.load("NVIDIA H200"), 512)["median_s"] * 1e6  # the chapter's baseline for the 3x
+    body, room = m["08"] - m["08 returns at once"], lane / 3 - m["08 returns at once"]
+    assert body > room > 2 * wg_us  # the verdict the chapter prints for these records: not even
+    assert m["08 only the wgmmas"] - m["08 returns at once"] > room  # without copies, split and A fragments
     errors = _log_errors(run)
     assert len(errors) == 1 + 2 + 4 + 1 + 2 and max(errors) < 2e-6
     assert (EXP / "fusion-tma" / run["log"]).read_text().count("PASS: fused/08_tile_flags") == 4

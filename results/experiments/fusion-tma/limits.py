@@ -5,8 +5,10 @@
     python results/experiments/fusion-tma/limits.py record     # the logs -> results.json["limits"], ["rate"]
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
-changed at a time: returning at once (what the launch costs), its stages never filled (no copies: wrong
-results, timed only), its four tensor-map fences left out, the maps prefetched first (both checked); then
+changed at a time: returning at once (what the launch costs), its stages never filled (no copies), no split
+of the right operand's tiles, no A fragments read from the stages, all three of those at once (only the
+wgmmas, the barriers and the waits left): wrong results, timed only; its four tensor-map fences left out, the
+maps prefetched first (both checked); then
 multicast.patch (clusters of 2 and of 4 blocks sharing the left operand's tiles by TMA multicast), with the
 stage's release arriving at cluster scope as the patch has it and at the default CTA scope, all checked (at 512 also on fusion.check's shapes).
 At 2048 (BLOCK_N 64, SPLIT_K 2, NUM_STAGES 8) step 08, without copies, and with clusters of 2. Launched in
@@ -48,9 +50,20 @@ COPIES = """        mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N
         for (int j = 0; j < BLOCK_N / 32; ++j)
             tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);
 """
+SPLIT = """#pragma unroll
+        for (int i0 = 0; i0 < BLOCK_N / 4; i0 += BATCH) {"""
+NO_SPLIT = """#pragma unroll
+        for (int i0 = 0; i0 < 0; i0 += BATCH) {"""
+A_FRAGMENTS = ("            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[kk][3], "
+               "&s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);\n")
+NO_A_FRAGMENTS = "            for (int q = 0; q < 4; ++q) raw[kk][q] = tid + kk + q;  // not read from the stage\n"
 VARIANTS = {  # name -> (substitutions, checked: does it still compute E?)
     "returns at once": ([(SMEM, "    if (M > 0) return;\n" + SMEM)], False),
     "no copies": ([(COPIES, "        mbarrier_arrive(&full[stage]);\n")], False),
+    "no split": ([(SPLIT, NO_SPLIT)], False),
+    "no A fragments": ([(A_FRAGMENTS, NO_A_FRAGMENTS)], False),
+    "only the wgmmas": ([(COPIES, "        mbarrier_arrive(&full[stage]);\n"), (SPLIT, NO_SPLIT),
+                         (A_FRAGMENTS, NO_A_FRAGMENTS)], False),
     "no map fences": ([(ACQUIRES, "")], True),
     "maps prefetched": ([(INIT, PREFETCH + INIT)], True),
 }
