@@ -490,17 +490,13 @@ def test_overlap_claims():
     assert len(errors) == 2 * sum(len(c) for c in mod.OVERLAP_CONFIGS.values()) and max(errors) < 2e-6
 
 
-def _limits_experiment():
-    return _tma_experiment("limits.py")
-
-
 def test_limits_variants_and_multicast_patch_compile():
     """limits.py's variants of step 08 still find their text, multicast.patch still applies (cluster-scope release,
     or CTA scope when asked), and every kernel compiles for sm_90a with the wgmmas asynchronous and no spills (the
     checked ones; a timed-only diagnostic may spill a little), as does the wgmma rate probe (rate.cu)."""
     from gemmlab import nvrtc
     from gemmlab.source import assemble
-    mod, _ = _limits_experiment()
+    mod, _ = _tma_experiment("limits.py")
     sources = {name: mod.variant_source(name) for name in mod.VARIANTS}
     assert "if (M > 0) return;" in sources["returns at once"] and "tma_map_acquire" not in sources["no map fences"]
     cluster, cta = mod.multicast_source(), mod.multicast_source(cta_scope=True)
@@ -510,7 +506,7 @@ def test_limits_variants_and_multicast_patch_compile():
         return
     for name, src in sources.items():  # the timed-only diagnostics may spill a little (no A fragments: 20 B with
         res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)  # the H200's NVRTC)
-        assert not res.wgmma_serialized and (res.spill_stores == 0 or not mod.VARIANTS[name][1]), (name, res)
+        assert not res.wgmma_serialized and (res.spill_stores == 0 or not mod.VARIANTS[name][2]), (name, res)
     for n_cluster in (2, 4):
         st = mod.multicast_step(n_cluster)
         for src in (cluster, cta):
@@ -529,9 +525,8 @@ def test_limits_claims():
     step 08 at both sizes, with clusters of 4 the slowest; the wgmmas alone run near the TF32 peak (N = 64) and at
     about 900 FMA per clock per SM with N = 32, so a phase's wgmmas would take well under step 07's K loop at 512;
     each of no copies, no split and no A fragments saves less than all three at once; and against the lane's
-    a @ b @ c the kernel's work takes longer than the room 3x leaves it beside the launch, even without copies,
-    split and A fragments."""
-    mod, exp = _limits_experiment()
+    a @ b @ c the kernel's work takes longer than the room 3x leaves it beside the launch."""
+    mod, exp = _tma_experiment("limits.py")
     run, rate = exp["limits"]["NVIDIA H200"], exp["rate"]["NVIDIA H200"]
     med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
     assert sorted(med) == [512, 2048] and all(len(v) == 3 for c in run["us"].values() for v in c.values())
@@ -552,8 +547,8 @@ def test_limits_claims():
     assert m["08"] - m["08 only the wgmmas"] > max(m["08"] - m[f"08 {v}"] for v in ("no copies", "no split", "no A fragments"))
     lane = fusion.baseline(fusion.load("NVIDIA H200"), 512)["median_s"] * 1e6  # the chapter's baseline for the 3x
     body, room = m["08"] - m["08 returns at once"], lane / 3 - m["08 returns at once"]
-    assert body > room > 2 * wg_us  # the verdict the chapter prints for these records: not even
-    assert m["08 only the wgmmas"] - m["08 returns at once"] > room  # without copies, split and A fragments
+    assert body > room > 2 * wg_us  # not met in these records (the chapter computes which verdict it prints)
+    assert run["clusters"] == {"2": 66, "4": 30}  # clusters of 4: 120 blocks for 128 tiles
     errors = _log_errors(run)
     assert len(errors) == 1 + 2 + 4 + 1 + 2 and max(errors) < 2e-6
     assert (EXP / "fusion-tma" / run["log"]).read_text().count("PASS: fused/08_tile_flags") == 4

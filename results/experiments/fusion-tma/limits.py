@@ -2,7 +2,7 @@
 
     python results/experiments/fusion-tma/limits.py calls > limits-<gpu>-<date>.log   # on an H100 / H200
     python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
-    python results/experiments/fusion-tma/limits.py record     # the logs -> results.json["limits"], ["rate"]
+    python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
 changed at a time: returning at once (what the launch costs), its stages never filled (no copies), no split
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import re
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import steps  # noqa: E402  (this folder's substitution helpers: replaced(), RETURNS, without_split())
+
 MULTICAST_PATCH = HERE / "multicast.patch"  # against kernels/fused/08_tile_flags.cu
 TILES_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=12)
 TILES_2048 = dict(BLOCK_N=64, SPLIT_K=2, NUM_STAGES=8)
@@ -43,54 +45,39 @@ PREFETCH = """    if (fetcher) {
         for (const TmaMap* m : {a_map, b_map, t_map, c_map}) asm volatile("prefetch.tensormap [%0];" :: "l"(m) : "memory");
     }
 """
-SMEM = "    extern __shared__ __align__(1024) unsigned char smem_raw[];\n"
 COPIES = """        mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>));
         tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
 #pragma unroll
         for (int j = 0; j < BLOCK_N / 32; ++j)
             tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);
 """
-SPLIT = """#pragma unroll
-        for (int i0 = 0; i0 < BLOCK_N / 4; i0 += BATCH) {"""
-NO_SPLIT = """#pragma unroll
-        for (int i0 = 0; i0 < 0; i0 += BATCH) {"""
 A_FRAGMENTS = ("            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[kk][3], "
                "&s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);\n")
 NO_A_FRAGMENTS = "            for (int q = 0; q < 4; ++q) raw[kk][q] = tid + kk + q;  // not read from the stage\n"
-VARIANTS = {  # name -> (substitutions, checked: does it still compute E?)
-    "returns at once": ([(SMEM, "    if (M > 0) return;\n" + SMEM)], False),
-    "no copies": ([(COPIES, "        mbarrier_arrive(&full[stage]);\n")], False),
-    "no split": ([(SPLIT, NO_SPLIT)], False),
-    "no A fragments": ([(A_FRAGMENTS, NO_A_FRAGMENTS)], False),
-    "only the wgmmas": ([(COPIES, "        mbarrier_arrive(&full[stage]);\n"), (SPLIT, NO_SPLIT),
-                         (A_FRAGMENTS, NO_A_FRAGMENTS)], False),
-    "no map fences": ([(ACQUIRES, "")], True),
-    "maps prefetched": ([(INIT, PREFETCH + INIT)], True),
+NO_COPIES = [(COPIES, "        mbarrier_arrive(&full[stage]);\n")]
+VARIANTS = {  # name -> (substitutions, without the split (steps.without_split), checked: does it still compute E?)
+    "returns at once": (steps.RETURNS, False, False),
+    "no copies": (NO_COPIES, False, False),
+    "no split": ([], True, False),
+    "no A fragments": ([(A_FRAGMENTS, NO_A_FRAGMENTS)], False, False),
+    "only the wgmmas": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS)], True, False),
+    "no map fences": ([(ACQUIRES, "")], False, True),
+    "maps prefetched": ([(INIT, PREFETCH + INIT)], False, True),
 }
-
-
-def source08() -> str:
-    from gemmlab import fusion
-    from gemmlab.source import kernel_path
-
-    return kernel_path(fusion.get("fused/08_tile_flags").file).read_text()
 
 
 def variant_source(name: str) -> str:
     """Step 08's source with VARIANTS[name] made (a ValueError if 08 no longer has the text)."""
-    text = source08()
-    for old, new in VARIANTS[name][0]:
-        if old not in text:
-            raise ValueError(f"limits.py variant {name!r}: step 08 no longer has {old.splitlines()[0]!r}")
-        text = text.replace(old, new)
-    return text
+    subs, no_split, _ = VARIANTS[name]
+    text = steps.substituted("fused/08_tile_flags", subs)
+    return steps.without_split(text) if no_split else text
 
 
 def multicast_source(cta_scope: bool = False) -> str:
     """Step 08 with multicast.patch applied (cta_scope: the stage's release arrives at the default CTA scope)."""
     from gemmlab.source import apply_patch
 
-    text = apply_patch(source08(), MULTICAST_PATCH.read_text(), "multicast.patch")
+    text = apply_patch(steps.substituted("fused/08_tile_flags", []), MULTICAST_PATCH.read_text(), "multicast.patch")
     return text.replace(CLUSTER_ARRIVE, CTA_ARRIVE) if cta_scope else text
 
 
@@ -153,7 +140,7 @@ def calls() -> None:
         out = cupy.empty((n, n), dtype=cupy.float32)
         launch["08"], err = fusion.checked_launcher(fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
         print(f"n={n} 08 {tiles}: error {err:.2e}")
-        for name, (_, checked) in VARIANTS.items():
+        for name, (_, _, checked) in VARIANTS.items():
             if n > 512 and name != "no copies":
                 continue
             k = fusion.step("fused/08_tile_flags", source=variant_source(name), **tiles)
@@ -204,34 +191,5 @@ def rate() -> None:
                   flush=True)
 
 
-RATE_LINE = re.compile(r"^rate n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
-
-
-def record() -> dict:
-    """results.json["limits"] ({N: {call: [us per round]}}) and ["rate"] (n -> groups -> FMA/clk/SM, TFLOP/s),
-    per GPU, from the newest log of each."""
-    from gemmlab import experiments
-
-    out: dict = {"limits": {}, "rate": {}}
-    for gpu, log, text in experiments.gpu_logs(HERE, "limits-*.log"):
-        us: dict = {}
-        for (n, call), v in experiments.rounds_of(text).items():
-            us.setdefault(str(n), {})[call] = v
-        out["limits"][gpu] = {"log": log.name, "us": us}
-    for gpu, log, text in experiments.gpu_logs(HERE, "rate-*.log"):
-        table: dict = {}
-        for m in RATE_LINE.finditer(text):
-            table.setdefault(m.group(1), {})[m.group(2)] = {"fma_per_clock": float(m.group(3)), "tflops": float(m.group(4))}
-        out["rate"][gpu] = {"log": log.name, "n": table}
-    return out
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "record":
-        from gemmlab import experiments
-
-        for key, value in record().items():
-            experiments.save_record(HERE, key, value)
-            print(key, {g: v["log"] for g, v in value.items()})
-    else:
-        {"calls": calls, "rate": rate}[sys.argv[1]]()
+    {"calls": calls, "rate": rate}[sys.argv[1]]()

@@ -612,7 +612,11 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap")  # each subcommand's KIND-<gpu>-<date>.log
+# each subcommand's KIND-<gpu>-<date>.log; "limits" and "rate" are limits.py's
+KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
+         "limits", "rate")
+RATE_LINE = re.compile(r"^rate n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
+CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
 def record() -> dict:
@@ -635,6 +639,13 @@ def record() -> dict:
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
+            if key == "limits":  # blocks per cluster -> how many such clusters fit at once
+                entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
+            if key == "rate":  # N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
+                entry["n"] = {}
+                for m in RATE_LINE.finditer(text):
+                    entry["n"].setdefault(m.group(1), {})[m.group(2)] = {"fma_per_clock": float(m.group(3)),
+                                                                         "tflops": float(m.group(4))}
             if key == "steps":
                 entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
                                  for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
