@@ -361,6 +361,7 @@ FUSED_STEPS.append(replace(
     FUSED_STEPS[-1], name="fused/08_tile_flags", symbol="fused_tile_flags", previous="fused/07_tma_tf32x3",
     summary="07 with a counter per tile of T in place of the grid barrier: a tile of phase 2 waits only for its "
             "row panel of T (sm_90a)"))
+
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
 
@@ -507,8 +508,9 @@ class FusedKernel:
 
     def workspace(self, xp, m: int, l: int):
         """Scratch T (M x L) and the sync words, zeroed once: the grid barrier's word (it resets itself), or
-        step 08's counter per 64 x 32 piece of T, enough for any tile (each launch leaves them at zero)."""
-        words = max(2, cdiv(m, WGMMA_TILE_M) * cdiv(l, WGMMA_TILE_K))
+        a counter per 32 x 32 piece of T, enough for step 08's tiles and for the experiments' (results/experiments/
+        fusion-tma: tiles of 32 rows x 64 columns); each launch leaves them at zero."""
+        words = max(2, cdiv(m, WGMMA_TILE_K) * cdiv(l, WGMMA_TILE_K))
         if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
             return np.empty((m, l), np.float32), np.zeros(words, np.uint32)
         key = (m, l)
