@@ -920,3 +920,42 @@ def test_operand_claims():
     assert "check register operand: PASS" in text and "check inflight: PASS" in text
     errors = dict(re.findall(r"^config n=512 (\S+).*error ([\d.e+-]+)$", text, re.M))
     assert float(errors["inflight"]) > 2 * float(errors["08"])
+
+
+def test_splitter_checks_and_compiles():
+    """limits.py handover: splitter.patch (against step 08: a fourth warpgroup splits every K tile into a ring of its
+    own) matches float64 in the emulator, edges and NaN included, with two and three consumer groups; its
+    no-split diagnostic still finds its text; both compile for sm_90a with the wgmmas asynchronous and no spills.
+    The hand-over variants of step 08 still find their text."""
+    from gemmlab import nvrtc
+    mod, _ = _tma_experiment("limits.py")
+    for split_k in (3, 2):
+        assert fusion.check(mod.splitter_kernel("cpu", BLOCK_N=32, SPLIT_K=split_k, NUM_STAGES=12), raise_on_fail=False).passed
+    assert mod.SPLITTER_CALL not in mod.splitter_source(split=False)
+    sources = [mod.steps.substituted("fused/08_tile_flags", subs) for subs in mod.HANDOVER.values()]
+    assert all(mod.WAIT not in s for s in sources[:1] + sources[2:3]) and mod.PHASE_1 not in sources[2]
+    if not nvrtc.available():
+        return
+    for split in (True, False):
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.splitter_source(split), **mod.TILES_512)
+        assert not res.wgmma_serialized and res.spill_stores == 0, (split, res)
+
+
+def test_handover_claims():
+    """Chapter 8, 'Where the call goes, phase by phase' (H200, one run, step 08 and the splitter checked): at 512
+    waiting for T costs step 08 under half a microsecond either way; each phase alone takes most of the body; taking the
+    split out saves more than a microsecond; the splitter warpgroup is slower than step 08 with two and with three
+    consumer groups, and about as fast as step 08 once its split is taken out."""
+    _, exp = _tma_experiment("limits.py")
+    run = exp["handover"]["NVIDIA H200"]
+    m = {k: statistics.median(v) for k, v in run["us"]["512"].items()}
+    assert all(len(v) == 3 for v in run["us"]["512"].values())
+    for g in ("", " graph"):
+        floor, body = m["08 returns at once" + g], m["08" + g] - m["08 returns at once" + g]
+        assert 0 <= m["08" + g] - m["08 no wait" + g] < 0.5, g
+        assert all(0.4 * body < m[f"08 phase {p} alone{g}"] - floor < 0.6 * body for p in (1, 2)), g
+        assert m["08" + g] - m["08 no split" + g] > 1.0 and m["08 only the wgmmas" + g] < m["08 no split" + g], g
+        assert m["splitter k3" + g] > m["splitter k2" + g] > m["08" + g] + 1.0, g
+        assert abs(m["splitter k3 no split" + g] - m["08" + g]) < 1.0, g
+    text = (EXP / "fusion-tma" / run["log"]).read_text()
+    assert "splitter: PASS" in text and re.search(r"^n=512 splitter k2: .*error [\d.]+e-07$", text, re.M)

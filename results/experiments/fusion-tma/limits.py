@@ -2,6 +2,7 @@
 
     python results/experiments/fusion-tma/limits.py calls > limits-<gpu>-<date>.log   # on an H100 / H200
     python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py handover > handover-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -14,6 +15,14 @@ stage's release arriving at cluster scope as the patch has it and at the default
 At 2048 (BLOCK_N 64, SPLIT_K 2, NUM_STAGES 8) step 08, without copies, and with clusters of 2. Launched in
 turn with torch `a @ b @ c`, three rounds. `rate`: the wgmmas of a K tile alone (rate.cu) on every SM,
 N = 32 and 64, one to four warpgroups per SM: FMA per clock per SM (clock64) and TFLOP/s (events).
+`handover`: how much of step 08's call at 512 the hand-over between its phases can account for. Step 08 as it
+is, with phase 2 not waiting for T (its producer fetches phase 2's first K tiles as soon as phase 1 frees their
+stages: no hand-over at all), with phase 1 alone, with phase 2 alone, returning at once, and (as in `calls`)
+without the split and with only the wgmmas: wrong results except the first, timed only. Then splitter.patch
+(against step 08): a fourth warpgroup splits every K tile's B tile into a ring of its own, so that the
+consumers only read their A fragments and multiply; checked (at 512 also on fusion.check's shapes), with
+SPLIT_K 3 and 2, and timed without its split (its waits and arrivals only). Each launched directly and from a
+CUDA graph, in turn with torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -27,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import steps  # noqa: E402  (this folder's substitution helpers: replaced(), RETURNS, without_split())
 
 MULTICAST_PATCH = HERE / "multicast.patch"  # against kernels/fused/08_tile_flags.cu
+SPLITTER_PATCH = HERE / "splitter.patch"  # against kernels/fused/08_tile_flags.cu
 TILES_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=12)
 TILES_2048 = dict(BLOCK_N=64, SPLIT_K=2, NUM_STAGES=8)
 CLUSTER_ARRIVE = "@p mbarrier.arrive.release.cluster.shared::cluster.b64"
@@ -64,6 +74,18 @@ VARIANTS = {  # name -> (substitutions, without the split (steps.without_split),
     "no map fences": ([(ACQUIRES, "")], False, True),
     "maps prefetched": ([(INIT, PREFETCH + INIT)], False, True),
 }
+
+
+# Step 08's phase 2 without its wait for the row panel of T, and each phase alone (timed only)
+WAIT = """            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T
+                wait_counters(sync + row / TILE_M * t_cols, t_cols, [&](int j) { return k_tiles_in(L - j * BLOCK_N); });
+                if (fetcher) fence_proxy_async_global();  // TMA's reads of T after what the warp acquired
+            }
+"""
+PHASE_1 = "    phase(L, K, a_map, b_map, T, true);   // phase 1: T = A * B (M x L), each tile announced when stored\n"
+PHASE_2 = "    phase(N, L, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited\n"
+HANDOVER = {"no wait": [(WAIT, "")], "phase 1 alone": [(PHASE_2, "")], "phase 2 alone": [(WAIT, ""), (PHASE_1, "")],
+            "returns at once": steps.RETURNS}
 
 
 def variant_source(name: str) -> str:
@@ -191,5 +213,60 @@ def rate() -> None:
                   flush=True)
 
 
+SPLITTER_CALL = "        split_y(stages[stage], splits[slot]);\n"  # the splitter's work on a K tile
+NUM_SPLITS = 6  # the patch's ring of split tiles
+
+
+def splitter_source(split: bool = True) -> str:
+    """Step 08 with splitter.patch applied (split=False: the splitter only waits and arrives, timed only)."""
+    from gemmlab.source import apply_patch
+
+    text = apply_patch(steps.substituted("fused/08_tile_flags", []), SPLITTER_PATCH.read_text(), "splitter.patch")
+    return text if split else steps.replaced(text, [(SPLITTER_CALL, "")], "splitter.patch")
+
+
+def splitter_kernel(backend: str | None = None, split: bool = True, **params):
+    """splitter.patch as a FusedKernel: step 08's, with a warpgroup more and NUM_SPLITS split tiles."""
+    from gemmlab import fusion
+
+    split_tile = 2 * 4 * params["BLOCK_N"] * 32
+    smem = lambda p, d=None: (fusion._tma_smem(p, d) + (NUM_SPLITS - p["SPLIT_K"]) * split_tile  # noqa: E731
+                              + 16 * NUM_SPLITS)
+    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion._tma_rules(p, smem),
+                             threads=lambda p: 128 * p["SPLIT_K"] + 160, summary="08 with a splitter warpgroup")
+    return fusion.FusedKernel(st, params, backend, source=splitter_source(split))
+
+
+def handover() -> None:
+    import cupy
+
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    n = 512
+    a, b, c, want, launch = experiments.fusion_problem(n)
+    out = cupy.empty((n, n), dtype=cupy.float32)
+    k = fusion.step("fused/08_tile_flags", **TILES_512)
+    launch["08"], err = fusion.checked_launcher(k, a, b, c, want)
+    launch["08 graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+    print(f"n={n} 08 {TILES_512}: error {err:.2e}")
+    sources = {name: steps.substituted("fused/08_tile_flags", subs) for name, subs in HANDOVER.items()}
+    sources.update({name: variant_source(name) for name in ("no split", "only the wgmmas")})
+    for name, source in sources.items():
+        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
+        launch["08 " + name] = k.launcher(a, b, c, out)
+        launch["08 " + name + " graph"] = k.launcher(a, b, c, out, graph=True)
+    print(f"splitter: {fusion.check(splitter_kernel('gpu', **TILES_512))}")
+    for split_k in (3, 2):
+        k = splitter_kernel("gpu", **{**TILES_512, "SPLIT_K": split_k})
+        launch[f"splitter k{split_k}"], err = fusion.checked_launcher(k, a, b, c, want)
+        launch[f"splitter k{split_k} graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+        print(f"n={n} splitter k{split_k}: {k.module.function.num_regs} registers, error {err:.2e}")
+    k = splitter_kernel("gpu", split=False, **TILES_512)
+    launch["splitter k3 no split"] = k.launcher(a, b, c, out)
+    launch["splitter k3 no split graph"] = k.launcher(a, b, c, out, graph=True)
+    experiments.time_rounds(launch, n, 300)
+
+
 if __name__ == "__main__":
-    {"calls": calls, "rate": rate}[sys.argv[1]]()
+    {"calls": calls, "rate": rate, "handover": handover}[sys.argv[1]]()

@@ -612,9 +612,9 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-# each subcommand's KIND-<gpu>-<date>.log; "limits" and "rate" are limits.py's, "operand" operand.py's
+# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate" and "handover" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand")
+         "limits", "rate", "operand", "handover")
 RATE_LINE = re.compile(r"^rate n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
