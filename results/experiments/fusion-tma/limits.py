@@ -17,8 +17,9 @@ turn with torch `a @ b @ c`, three rounds. `rate`: the wgmmas of a K tile alone 
 N = 32 and 64, one to four warpgroups per SM: FMA per clock per SM (clock64) and TFLOP/s (events).
 `handover`: how much of step 08's call at 512 the hand-over between its phases can account for. Step 08 as it
 is, with phase 2 not waiting for T (its producer fetches phase 2's first K tiles as soon as phase 1 frees their
-stages: no hand-over at all), with phase 1 alone, with phase 2 alone, returning at once, and (as in `calls`)
-without the split and with only the wgmmas: wrong results except the first, timed only. Then splitter.patch
+stages: no hand-over at all), with phase 1 alone, with phase 2 alone, returning at once, without the split in
+one phase, and (as in `calls`) without the split and with only the wgmmas: wrong results except the first,
+timed only. Then splitter.patch
 (against step 08): a fourth warpgroup splits every K tile's B tile into a ring of its own, so that the
 consumers only read their A fragments and multiply; checked (at 512 also on fusion.check's shapes), with
 SPLIT_K 3 and 2, and timed without its split (its waits and arrivals only). Each launched directly and from a
@@ -84,8 +85,10 @@ WAIT = """            if (producer && !first) {  // phase 2: the whole producer 
 """
 PHASE_1 = "    phase(L, K, a_map, b_map, T, true);   // phase 1: T = A * B (M x L), each tile announced when stored\n"
 PHASE_2 = "    phase(N, L, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited\n"
+SPLIT = "        split_y(s);\n"  # in gemm_tile, which phase 1 calls with its counter (`done`), phase 2 without
 HANDOVER = {"no wait": [(WAIT, "")], "phase 1 alone": [(PHASE_2, "")], "phase 2 alone": [(WAIT, ""), (PHASE_1, "")],
-            "returns at once": steps.RETURNS}
+            "returns at once": steps.RETURNS, "no split in phase 1": [(SPLIT, "        if (!done) split_y(s);\n")],
+            "no split in phase 2": [(SPLIT, "        if (done) split_y(s);\n")]}
 
 
 def variant_source(name: str) -> str:
