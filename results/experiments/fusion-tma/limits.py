@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -87,7 +88,7 @@ PHASE_1 = "    phase(L, K, a_map, b_map, T, true);   // phase 1: T = A * B (M x 
 PHASE_2 = "    phase(N, L, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited\n"
 SPLIT = "        split_y(s);\n"  # in gemm_tile, which phase 1 calls with its counter (`done`), phase 2 without
 HANDOVER = {"no wait": [(WAIT, "")], "phase 1 alone": [(PHASE_2, "")], "phase 2 alone": [(WAIT, ""), (PHASE_1, "")],
-            "returns at once": steps.RETURNS, "no split in phase 1": [(SPLIT, "        if (!done) split_y(s);\n")],
+            "no split in phase 1": [(SPLIT, "        if (!done) split_y(s);\n")],
             "no split in phase 2": [(SPLIT, "        if (done) split_y(s);\n")]}
 
 
@@ -217,7 +218,6 @@ def rate() -> None:
 
 
 SPLITTER_CALL = "        split_y(stages[stage], splits[slot]);\n"  # the splitter's work on a K tile
-NUM_SPLITS = 6  # the patch's ring of split tiles
 
 
 def splitter_source(split: bool = True) -> str:
@@ -232,44 +232,45 @@ def splitter_kernel(backend: str | None = None, split: bool = True, **params):
     """splitter.patch as a FusedKernel: step 08's, with a warpgroup more and NUM_SPLITS split tiles."""
     from gemmlab import fusion
 
-    split_tile = 2 * 4 * params["BLOCK_N"] * 32
-    smem = lambda p, d=None: (fusion._tma_smem(p, d) + (NUM_SPLITS - p["SPLIT_K"]) * split_tile  # noqa: E731
-                              + 16 * NUM_SPLITS)
+    source = splitter_source(split)
+    splits = int(re.search(r"^constexpr int NUM_SPLITS = (\d+);", source, re.M).group(1))  # the patch's ring
+
+    def smem(p, d=None):  # 08's, with the ring's split tiles in place of one per group, and their mbarriers
+        return fusion._tma_smem(p, d) + (splits - p["SPLIT_K"]) * 2 * 4 * p["BLOCK_N"] * 32 + 16 * splits
+
     st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion._tma_rules(p, smem),
                              threads=lambda p: 128 * p["SPLIT_K"] + 160, summary="08 with a splitter warpgroup")
-    return fusion.FusedKernel(st, params, backend, source=splitter_source(split))
+    return fusion.FusedKernel(st, params, backend, source=source)
+
+
+def handover_sources() -> dict:
+    """The timed-only variants of step 08 that `handover` runs: HANDOVER's, and three of VARIANTS."""
+    sources = {name: steps.substituted("fused/08_tile_flags", subs) for name, subs in HANDOVER.items()}
+    return {**sources, **{name: variant_source(name) for name in ("returns at once", "no split", "only the wgmmas")}}
 
 
 def handover() -> None:
-    import cupy
-
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
     n = 512
     a, b, c, want, launch = experiments.fusion_problem(n)
-    out = cupy.empty((n, n), dtype=cupy.float32)
-    k = fusion.step("fused/08_tile_flags", **TILES_512)
-    launch["08"], err = fusion.checked_launcher(k, a, b, c, want)
-    launch["08 graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+    err = experiments.add_launchers(launch, "08", fusion.step("fused/08_tile_flags", **TILES_512), a, b, c, want)
     print(f"n={n} 08 {TILES_512}: error {err:.2e}")
-    sources = {name: steps.substituted("fused/08_tile_flags", subs) for name, subs in HANDOVER.items()}
-    sources.update({name: variant_source(name) for name in ("no split", "only the wgmmas")})
-    for name, source in sources.items():
-        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
-        launch["08 " + name] = k.launcher(a, b, c, out)
-        launch["08 " + name + " graph"] = k.launcher(a, b, c, out, graph=True)
+    for name, source in handover_sources().items():
+        experiments.add_launchers(launch, "08 " + name, fusion.step("fused/08_tile_flags", source=source, **TILES_512), a, b, c)
     print(f"splitter: {fusion.check(splitter_kernel('gpu', **TILES_512))}")
     for split_k in (3, 2):
         k = splitter_kernel("gpu", **{**TILES_512, "SPLIT_K": split_k})
-        launch[f"splitter k{split_k}"], err = fusion.checked_launcher(k, a, b, c, want)
-        launch[f"splitter k{split_k} graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+        err = experiments.add_launchers(launch, f"splitter k{split_k}", k, a, b, c, want)
         print(f"n={n} splitter k{split_k}: {k.module.function.num_regs} registers, error {err:.2e}")
-    k = splitter_kernel("gpu", split=False, **TILES_512)
-    launch["splitter k3 no split"] = k.launcher(a, b, c, out)
-    launch["splitter k3 no split graph"] = k.launcher(a, b, c, out, graph=True)
+    experiments.add_launchers(launch, "splitter k3 no split", splitter_kernel("gpu", split=False, **TILES_512), a, b, c)
     experiments.time_rounds(launch, n, 300)
 
 
 if __name__ == "__main__":
-    {"calls": calls, "rate": rate, "handover": handover}[sys.argv[1]]()
+    COMMANDS = {"calls": calls, "rate": rate, "handover": handover}
+    if sys.argv[1:2] and sys.argv[1] in COMMANDS:
+        COMMANDS[sys.argv[1]]()
+    else:
+        sys.exit(f"usage: limits.py {{{','.join(COMMANDS)}}} (see the module's docstring)")

@@ -118,8 +118,7 @@ def main() -> None:
         for name, k in (("08", fusion.step("fused/08_tile_flags", **p08)), ("register operand", register_operand_kernel(**p_reg)),
                         ("inflight", inflight_kernel(**p08))):
             t = tag(name, p08 if name != "register operand" else p_reg)
-            calls[t], err = fusion.checked_launcher(k, a, b, c, want)
-            calls[t + " graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+            err = experiments.add_launchers(calls, t, k, a, b, c, want)
             print(f"config n={n} {t}: {k.module.function.num_regs} registers, error {err:.2e}")
         k = register_operand_kernel(subs=NO_LOADS, **p_reg)
         calls[tag("register operand no loads", p_reg)] = k.launcher(a, b, c, cupy.empty((n, n), dtype=cupy.float32))

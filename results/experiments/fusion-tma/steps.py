@@ -558,8 +558,7 @@ def overlap() -> None:
             tail = f" n{bn} k{sk} s{ns}"
             for tag, k in (("08", fusion.step("fused/08_tile_flags", **p)),
                            ("overlap", overlap_kernel(source=patched, **p))):
-                calls[tag + tail], err = fusion.checked_launcher(k, a, b, c, want)
-                calls[tag + tail + " graph"], _ = fusion.checked_launcher(k, a, b, c, want, graph=True)
+                err = experiments.add_launchers(calls, tag + tail, k, a, b, c, want)
                 print(f"{tag + tail}: {k.module.function.num_regs} registers, error {err:.2e}")
             out = cupy.empty((n, n), dtype=cupy.float32)
             for tag, k in (("08 no split", fusion.step("fused/08_tile_flags", source=without_split(src08), **p)),
