@@ -519,6 +519,27 @@ def test_limits_variants_and_multicast_patch_compile():
         assert not nvrtc.compile(probe, f"wgmma_rate<{n}, 3>", "sm_90a", label="rate").resources.wgmma_serialized
 
 
+def test_fp16_variants_compile():
+    """limits.py fp16: each of its three variants of step 08 is there with and without FP16 (the fp16 one with
+    six m64n32k16 wgmmas a K tile and the A fragments split into fp16 pairs), and all compile for sm_90a with the
+    wgmmas asynchronous and no spills, as does rate.cu with its fp16 wgmmas."""
+    from gemmlab import nvrtc
+    from gemmlab.source import assemble
+    mod, _ = _tma_experiment("limits.py")
+    sources = mod.fp16_sources()
+    assert sorted(sources) == sorted(f"{v}{s}" for v in ("as it is", "no split", "only the wgmmas") for s in ("", " fp16"))
+    for name, src in sources.items():
+        assert ("m64n32k16.f32.f16.f16" in src and "split_f16x2(" in src) == name.endswith("fp16"), name
+    if not nvrtc.available():
+        return
+    for name, src in sources.items():
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)
+        assert not res.wgmma_serialized and res.spill_stores == 0, (name, res)
+    text = (EXP / "fusion-tma" / "rate.cu").read_text().replace('#include "common.cuh"\n', '#include "common.cuh"\n' + mod.FP16_HELPERS, 1)
+    res = nvrtc.compile(assemble("kernels/fused/08_tile_flags.cu", text), "wgmma_rate<32, 3, true>", "sm_90a", label="rate").resources
+    assert not res.wgmma_serialized, res
+
+
 def test_limits_claims():
     """Chapter 8, 'What bounds step 08 at 512' (H200, one run, every kernel that computes E checked): no copies
     saves under 1.5 us at 512 and under 2% at 2048; multicast with the cluster-scope release is slower than
@@ -938,6 +959,27 @@ def test_splitter_checks_and_compiles():
     for split in (True, False):
         res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.splitter_source(split), **mod.TILES_512)
         assert not res.wgmma_serialized and res.spill_stores == 0, (split, res)
+
+
+def test_fp16_claims():
+    """Chapter 8, 'Would fp16's faster tensor pipe help?' (H200, one run): alone, the fp16 wgmmas run at about twice
+    the TF32 ones' rate; in step 08 (as it is, without the split, with only the wgmmas) they move the call by under a
+    microsecond, directly and from a graph, and make it slower without the split; the empty kernel takes as long as
+    step 08 returning at once; and in this run a @ b @ c took much longer than in the hand-over run while step 08
+    took about as long, so that the speed-up is over 3x here and under it there."""
+    _, exp = _tma_experiment("limits.py")
+    run = exp["fp16"]["NVIDIA H200"]
+    m = {k: statistics.median(v) for k, v in run["us"]["512"].items()}
+    assert all(len(v) == 3 for v in run["us"]["512"].values())
+    assert 1.8 < run["fp16"]["32"]["3"]["fma_per_clock"] / run["n"]["32"]["3"]["fma_per_clock"] < 2.2
+    for g in ("", " graph"):
+        for v, tf32 in (("as it is", "08"), ("no split", "08 no split"), ("only the wgmmas", "08 only the wgmmas")):
+            assert abs(m[f"08 {v} fp16{g}"] - m[tf32 + g]) < 1.0, (v, g)
+        assert m["08 no split fp16" + g] > m["08 no split" + g], g
+        assert abs(m["empty kernel" + g] - m["08 returns at once" + g]) < 0.3, g
+    ho = {k: statistics.median(v) for k, v in exp["handover"]["NVIDIA H200"]["us"]["512"].items()}
+    assert m["torch a@b@c"] > ho["torch a@b@c"] + 10 and abs(m["08"] - ho["08"]) < 3
+    assert m["torch a@b@c"] / m["08"] > 3 > ho["torch a@b@c"] / ho["08"]
 
 
 def test_handover_claims():

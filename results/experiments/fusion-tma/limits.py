@@ -24,6 +24,12 @@ timed only. Then splitter.patch
 consumers only read their A fragments and multiply; checked (at 512 also on fusion.check's shapes), with
 SPLIT_K 3 and 2, and timed without its split (its waits and arrivals only). Each launched directly and from a
 CUDA graph, in turn with torch `a @ b @ c`, three rounds.
+`fp16`: what halving the tensor pipe's time would buy in step 08's structure. The same as step 08, without the
+split, and with only the wgmmas, each as it is and with its three TF32 wgmmas per 8-wide slice replaced by three
+fp16 ones per 16-wide slice (FP16: m64n32k16, twice the rate, the same multiply-adds per K tile; the operands'
+bits are read as fp16 pairs, so the results are wrong: timed only); step 08 returning at once, and an empty
+kernel of one warp (the launch alone, for any kernel). Launched directly and from a CUDA graph, in turn with
+torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -90,6 +96,81 @@ SPLIT = "        split_y(s);\n"  # in gemm_tile, which phase 1 calls with its co
 HANDOVER = {"no wait": [(WAIT, "")], "phase 1 alone": [(PHASE_2, "")], "phase 2 alone": [(WAIT, ""), (PHASE_1, "")],
             "no split in phase 1": [(SPLIT, "        if (!done) split_y(s);\n")],
             "no split in phase 2": [(SPLIT, "        if (done) split_y(s);\n")]}
+
+
+# Step 08's A fragments and wgmmas in fp16: per 16-wide slice (two 8-wide ones' registers), the fragment scaled by
+# a power of two per row (its largest magnitude in the K tile to [1, 2)), split into hi + lo fp16 pairs (lo scaled
+# by 2^11 so that it stays a normal number), and three m64n32k16 fp16 wgmmas: the same multiply-adds at twice the
+# rate; the chunk is scaled back as it is added. B's tiles are read as fp16, so the results are wrong (timed only).
+A_SPLIT = """            u32 a_big[4], a_small[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(raw[kk][q]), a_big[q], a_small[q]);
+"""
+A_SPLIT_FP16 = """            if (kk % 2 == 1) continue;  // fp16: one 16-wide slice per two 8-wide ones
+            u32 a_big[4], a_small[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                split_f16x2(__uint_as_float(raw[kk][q]) * row_scale[q % 2], __uint_as_float(raw[kk + 1][q]) * row_scale[q % 2],
+                            a_big[q], a_small[q]);
+"""
+TF32_WGMMAS = """            WgmmaTf32<BLOCK_N>::mma(chunk, a_small, big, kk > 0);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, small, 1);
+            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, big, 1);
+"""
+FP16_WGMMAS = """            wgmma_m64n32k16_f16(chunk, a_small, big, kk > 0);
+            wgmma_m64n32k16_f16(chunk, a_big, small, 1);
+            wgmma_m64n32k16_f16(chunk, a_big, big, 1);
+"""
+FRAGMENTS_DONE = "        bar_sync(1 + group, NUM_THREADS);  // the split tile is whole, and nobody reads the stage any more\n"
+ROW_SCALES = """        float row_scale[2], row_unscale[2];  // rows g and g + 8: their largest magnitude in this K tile to [1, 2)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float m = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < TILE_K / 8; ++kk) m = fmaxf(m, fmaxf(fabsf(__uint_as_float(raw[kk][h])), fabsf(__uint_as_float(raw[kk][h + 2]))));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+            const u32 e = min(max((__float_as_uint(m) >> 23) & 255, 1u), 253u);
+            row_scale[h] = __uint_as_float((254u - e) << 23);
+            row_unscale[h] = __uint_as_float((e - 11u) << 23) * (1.f / 2048.f);  // and the 2^22 of hi * hi
+        }
+"""
+ACCUMULATE = "        for (int q = 0; q < ACC; ++q) acc[q] += chunk[q];\n"
+ACCUMULATE_FP16 = "        for (int q = 0; q < ACC; ++q) acc[q] = fmaf(chunk[q], row_unscale[q / 2 % 2], acc[q]);\n"
+WGMMA_DECLARATION = "template <int BLOCK_N>\nstruct WgmmaTf32;"
+FP16_HELPERS = """// x, y (scaled) = hi + lo / 2^11, each an fp16 pair (x in the low half)
+__device__ __forceinline__ void split_f16x2(float x, float y, u32& hi, u32& lo) {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(y), "f"(x));
+    float hx, hy;
+    asm("{\\n.reg .f16 l, h;\\nmov.b32 {l, h}, %2;\\ncvt.f32.f16 %0, l;\\ncvt.f32.f16 %1, h;\\n}" : "=f"(hx), "=f"(hy) : "r"(hi));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"((y - hy) * 2048.f), "f"((x - hx) * 2048.f));
+}
+
+// D (64 x 32, fp32) += A (64 x 16, fp16 pairs in registers) * B (16 x 32, fp16, K-major, 128-byte swizzled)
+__device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], const u32 (&a)[4], unsigned long long b, int scale_d) {
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %21, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},"
+                 " {%16, %17, %18, %19}, %20, p, 1, 1, 0;\\n}\\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
+}
+
+"""
+FP16 = [(A_SPLIT, A_SPLIT_FP16), (TF32_WGMMAS, FP16_WGMMAS), (FRAGMENTS_DONE, FRAGMENTS_DONE + ROW_SCALES),
+        (ACCUMULATE, ACCUMULATE_FP16), (WGMMA_DECLARATION, FP16_HELPERS + WGMMA_DECLARATION)]
+EMPTY_KERNEL = 'extern "C" __global__ void empty_kernel() {}'
+
+
+def fp16_sources() -> dict:
+    """`fp16`'s variants of step 08 (timed only): each of three as it is and with FP16 (BLOCK_N 32 only)."""
+    sources = {}
+    for name in ("as it is", "no split", "only the wgmmas"):
+        text = steps.substituted("fused/08_tile_flags", []) if name == "as it is" else variant_source(name)
+        sources[name] = text
+        sources[name + " fp16"] = steps.replaced(text, FP16, "fused/08_tile_flags")
+    return sources
 
 
 def variant_source(name: str) -> str:
@@ -186,35 +267,45 @@ def calls() -> None:
         experiments.time_rounds(launch, n, 300 if n == 512 else 50)
 
 
-def rate() -> None:
+def wgmma_rates(ns=(32, 64), groups=(1, 2, 3, 4), fp16: bool = False) -> None:
+    """rate.cu on every SM, one line per (N, warpgroups per SM): FMA per clock per SM and TFLOP/s. fp16: its
+    m64n32k16 fp16 wgmmas (the wrapper FP16_HELPERS defines, put in front) in place of the TF32 ones."""
     import cupy
     import numpy as np
 
     from gemmlab import gpu, kernel
     from gemmlab.source import assemble
 
-    dev = gpu.device()
-    print(f"gpu: {dev['name']}")
-    src, sms = assemble("kernels/fused/08_tile_flags.cu", (HERE / "rate.cu").read_text()), dev["sms"]
+    text = (HERE / "rate.cu").read_text()
+    if fp16:
+        text = text.replace('#include "common.cuh"\n', '#include "common.cuh"\n' + FP16_HELPERS, 1)
+    src, sms = assemble("kernels/fused/08_tile_flags.cu", text), gpu.device()["sms"]
     iters = 2000
-    for n in (32, 64):
-        for groups in (1, 2, 3, 4):
-            expr = f"wgmma_rate<{n}, {groups}>"
+    for n in ns:
+        for g in groups:
+            expr = f"wgmma_rate<{n}, {g}, {'true' if fp16 else 'false'}>"
             mod = kernel._module("gpu", src, expr, expr, "sm_90a")
-            out, cycles = cupy.zeros(1024, np.float32), cupy.zeros(sms * groups, np.int64)
+            out, cycles = cupy.zeros(1024, np.float32), cupy.zeros(sms * g, np.int64)
             args = [np.int32(iters), out, cycles]
             for _ in range(2):
-                mod.launch((sms, 1, 1), (128 * groups, 1, 1), args)
+                mod.launch((sms, 1, 1), (128 * g, 1, 1), args)
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             start.record()
-            mod.launch((sms, 1, 1), (128 * groups, 1, 1), args)
+            mod.launch((sms, 1, 1), (128 * g, 1, 1), args)
             end.record()
             end.synchronize()
             seconds = cupy.cuda.get_elapsed_time(start, end) / 1e3
-            fma = iters * 12 * 64 * n * 8 * groups  # per SM
+            fma = iters * 12 * 64 * n * 8 * g  # per SM
             clocks = float(cupy.median(cycles))
-            print(f"rate n={n} groups={groups}: {fma / clocks:.1f} FMA/clk/SM {2 * fma * sms / seconds / 1e12:.1f} TFLOP/s",
-                  flush=True)
+            print(f"rate{' fp16' if fp16 else ''} n={n} groups={g}: {fma / clocks:.1f} FMA/clk/SM "
+                  f"{2 * fma * sms / seconds / 1e12:.1f} TFLOP/s", flush=True)
+
+
+def rate() -> None:
+    from gemmlab import gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    wgmma_rates()
 
 
 SPLITTER_CALL = "        split_y(stages[stage], splits[slot]);\n"  # the splitter's work on a K tile
@@ -249,16 +340,27 @@ def handover_sources() -> dict:
     return {**sources, **{name: variant_source(name) for name in ("returns at once", "no split", "only the wgmmas")}}
 
 
-def handover() -> None:
+def step08_at_512(variants: dict):
+    """GPU only: the problem at 512, torch `a @ b @ c` and step 08 at TILES_512 (checked), and step 08 with each
+    of `variants` (name -> source, timed only), each launched directly and from a graph: (a, b, c, want, calls)."""
     from gemmlab import experiments, fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
-    n = 512
-    a, b, c, want, launch = experiments.fusion_problem(n)
+    a, b, c, want, launch = experiments.fusion_problem(512)
     err = experiments.add_launchers(launch, "08", fusion.step("fused/08_tile_flags", **TILES_512), a, b, c, want)
-    print(f"n={n} 08 {TILES_512}: error {err:.2e}")
-    for name, source in handover_sources().items():
-        experiments.add_launchers(launch, "08 " + name, fusion.step("fused/08_tile_flags", source=source, **TILES_512), a, b, c)
+    print(f"n=512 08 {TILES_512}: error {err:.2e}")
+    for name, source in variants.items():
+        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
+        experiments.add_launchers(launch, "08 " + name, k, a, b, c)
+        print(f"n=512 08 {name}: {k.module.function.num_regs} registers", flush=True)
+    return a, b, c, want, launch
+
+
+def handover() -> None:
+    from gemmlab import experiments, fusion
+
+    n = 512
+    a, b, c, want, launch = step08_at_512(handover_sources())
     print(f"splitter: {fusion.check(splitter_kernel('gpu', **TILES_512))}")
     for split_k in (3, 2):
         k = splitter_kernel("gpu", **{**TILES_512, "SPLIT_K": split_k})
@@ -268,8 +370,23 @@ def handover() -> None:
     experiments.time_rounds(launch, n, 300)
 
 
+def fp16() -> None:
+    import cupy
+
+    from gemmlab import experiments, gpu
+
+    variants = {name: text for name, text in fp16_sources().items() if name != "as it is"}
+    a, b, c, want, launch = step08_at_512({**variants, "returns at once": variant_source("returns at once")})
+    empty = cupy.RawKernel(EMPTY_KERNEL, "empty_kernel")
+    launch["empty kernel"] = gpu.packed_launcher(empty, "empty", (1, 1, 1), (32, 1, 1), [])
+    launch["empty kernel graph"] = gpu.graph_launcher(empty, "empty", (1, 1, 1), (32, 1, 1), [])
+    experiments.time_rounds(launch, 512, 300)
+    wgmma_rates(ns=(32,), groups=(1, 3))  # and the tensor pipe's rate for each, alone
+    wgmma_rates(ns=(32,), groups=(1, 3), fp16=True)
+
+
 if __name__ == "__main__":
-    COMMANDS = {"calls": calls, "rate": rate, "handover": handover}
+    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

@@ -613,8 +613,8 @@ def main(sizes) -> None:
 
 # each subcommand's KIND-<gpu>-<date>.log; "limits", "rate" and "handover" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand", "handover")
-RATE_LINE = re.compile(r"^rate n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
+         "limits", "rate", "operand", "handover", "fp16")
+RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
@@ -640,11 +640,10 @@ def record() -> dict:
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
-            if key == "rate":  # N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
-                entry["n"] = {}
+            if key in ("rate", "fp16"):  # [fp16] N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
                 for m in RATE_LINE.finditer(text):
-                    entry["n"].setdefault(m.group(1), {})[m.group(2)] = {"fma_per_clock": float(m.group(3)),
-                                                                         "tflops": float(m.group(4))}
+                    entry.setdefault("fp16" if m.group(1) else "n", {}).setdefault(m.group(2), {})[m.group(3)] = {
+                        "fma_per_clock": float(m.group(4)), "tflops": float(m.group(5))}
             if key == "steps":
                 entry["best"] = {m.group(1): {"n": m.group(2), "params": m.group(3)}
                                  for m in re.finditer(r"^step (\d\d) n=(\d+): (\{.*\})$", text, re.M)}
