@@ -1,5 +1,6 @@
 """The recorded experiments (results/experiments/): well-formed, their variants correct kernels, and
 the claims chapters 6, 7b and 8 make from them true of the records."""
+import collections
 import json
 import re
 import statistics
@@ -980,6 +981,31 @@ def test_fp16_claims():
     ho = {k: statistics.median(v) for k, v in exp["handover"]["NVIDIA H200"]["us"]["512"].items()}
     assert m["torch a@b@c"] > ho["torch a@b@c"] + 10 and abs(m["08"] - ho["08"]) < 3
     assert m["torch a@b@c"] / m["08"] > 3 > ho["torch a@b@c"] / ho["08"]
+
+
+def test_stalls_claims():
+    """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
+    consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named
+    places, each between a tenth and a fifth of the samples, the split and the rest still the most; with only the
+    wgmmas left their issue and wait take more and barrier 9 as much."""
+    mod, _ = _tma_experiment("stalls.py")
+    shares = {}
+    for name in ("08", "only-the-wgmmas"):
+        rows = mod.rows_of(EXP / "fusion-tma" / f"ncu-src-{name}-nvidia-h200-2026-11-25.csv.gz")
+        reasons = [h for h in rows[0] if h.startswith("stall_") and "Not Issued" not in h]
+        total = sum(mod.number(r[mod.SAMPLES]) for r in rows)
+        places = collections.Counter()
+        for i in range(len(rows)):
+            places.update(mod.places(rows, i, reasons))
+        assert 0.9 * total < sum(places.values()) <= total and total > 1000  # a few samples have no reason column
+        shares[name] = {k: v / total for k, v in places.items()}
+    s08, only = shares["08"], shares["only-the-wgmmas"]
+    named = sorted((v, k) for k, v in s08.items() if not k.startswith("the rest"))
+    assert {k for _, k in named[-2:]} == {"consumers wait for a full stage", "groups hand over their sums (barrier 9)"}
+    assert all(0.1 < v < 0.2 for v, _ in named[-2:]) and s08["the rest (split, addresses, epilogue, producer)"] > 0.4
+    for k in ("wgmmas issued", "wait for the wgmmas"):
+        assert only[k] > s08[k], k
+    assert abs(only["groups hand over their sums (barrier 9)"] - s08["groups hand over their sums (barrier 9)"]) < 0.02
 
 
 def test_handover_claims():
