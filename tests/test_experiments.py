@@ -515,20 +515,19 @@ def test_limits_variants_and_multicast_patch_compile():
                 p = st.resolve({**tiles, "CLUSTER": n_cluster})
                 res = nvrtc.compile(assemble(st.file, src), st.name_expression(p), st.target("sm_90"), label="multicast").resources
                 assert not res.wgmma_serialized and res.spill_stores <= 8, (n_cluster, tiles, res)  # n64: 8 B, once
-    probe = assemble("kernels/fused/08_tile_flags.cu", (EXP / "fusion-tma" / "rate.cu").read_text())
+    probe = mod.rate_source()
     for n in (32, 64):
         assert not nvrtc.compile(probe, f"wgmma_rate<{n}, 3>", "sm_90a", label="rate").resources.wgmma_serialized
 
 
 def test_fp16_variants_compile():
-    """limits.py fp16: each of its three variants of step 08 is there with and without FP16 (the fp16 one with
+    """limits.py fp16: step 08 and two of its variants are there with FP16 (the variants also without; the fp16 ones with
     six m64n32k16 wgmmas a K tile and the A fragments split into fp16 pairs), and all compile for sm_90a with the
     wgmmas asynchronous and no spills, as does rate.cu with its fp16 wgmmas."""
     from gemmlab import nvrtc
-    from gemmlab.source import assemble
     mod, _ = _tma_experiment("limits.py")
     sources = mod.fp16_sources()
-    assert sorted(sources) == sorted(f"{v}{s}" for v in ("as it is", "no split", "only the wgmmas") for s in ("", " fp16"))
+    assert sorted(sources) == ["as it is fp16", "no split", "no split fp16", "only the wgmmas", "only the wgmmas fp16"]
     for name, src in sources.items():
         assert ("m64n32k16.f32.f16.f16" in src and "split_f16x2(" in src) == name.endswith("fp16"), name
     if not nvrtc.available():
@@ -536,8 +535,7 @@ def test_fp16_variants_compile():
     for name, src in sources.items():
         res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)
         assert not res.wgmma_serialized and res.spill_stores == 0, (name, res)
-    text = (EXP / "fusion-tma" / "rate.cu").read_text().replace('#include "common.cuh"\n', '#include "common.cuh"\n' + mod.FP16_HELPERS, 1)
-    res = nvrtc.compile(assemble("kernels/fused/08_tile_flags.cu", text), "wgmma_rate<32, 3, true>", "sm_90a", label="rate").resources
+    res = nvrtc.compile(mod.rate_source(fp16=True), "wgmma_rate<32, 3, true>", "sm_90a", label="rate").resources
     assert not res.wgmma_serialized, res
 
 

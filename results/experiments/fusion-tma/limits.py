@@ -164,12 +164,12 @@ EMPTY_KERNEL = 'extern "C" __global__ void empty_kernel() {}'
 
 
 def fp16_sources() -> dict:
-    """`fp16`'s variants of step 08 (timed only): each of three as it is and with FP16 (BLOCK_N 32 only)."""
-    sources = {}
-    for name in ("as it is", "no split", "only the wgmmas"):
-        text = steps.substituted("fused/08_tile_flags", []) if name == "as it is" else variant_source(name)
-        sources[name] = text
-        sources[name + " fp16"] = steps.replaced(text, FP16, "fused/08_tile_flags")
+    """`fp16`'s variants of step 08 (timed only; BLOCK_N 32): step 08 with FP16, and two of VARIANTS without and
+    with it."""
+    sources = {"as it is fp16": steps.substituted("fused/08_tile_flags", FP16)}
+    for name in ("no split", "only the wgmmas"):
+        sources[name] = variant_source(name)
+        sources[name + " fp16"] = steps.replaced(sources[name], FP16, "fused/08_tile_flags")
     return sources
 
 
@@ -182,9 +182,7 @@ def variant_source(name: str) -> str:
 
 def multicast_source(cta_scope: bool = False) -> str:
     """Step 08 with multicast.patch applied (cta_scope: the stage's release arrives at the default CTA scope)."""
-    from gemmlab.source import apply_patch
-
-    text = apply_patch(steps.substituted("fused/08_tile_flags", []), MULTICAST_PATCH.read_text(), "multicast.patch")
+    text = steps.patched("fused/08_tile_flags", MULTICAST_PATCH)
     return text.replace(CLUSTER_ARRIVE, CTA_ARRIVE) if cta_scope else text
 
 
@@ -267,19 +265,25 @@ def calls() -> None:
         experiments.time_rounds(launch, n, 300 if n == 512 else 50)
 
 
-def wgmma_rates(ns=(32, 64), groups=(1, 2, 3, 4), fp16: bool = False) -> None:
-    """rate.cu on every SM, one line per (N, warpgroups per SM): FMA per clock per SM and TFLOP/s. fp16: its
-    m64n32k16 fp16 wgmmas (the wrapper FP16_HELPERS defines, put in front) in place of the TF32 ones."""
-    import cupy
-    import numpy as np
-
-    from gemmlab import gpu, kernel
+def rate_source(fp16: bool = False) -> str:
+    """rate.cu assembled with common.cuh; fp16: with FP16_HELPERS (its m64n32k16 fp16 wgmma) put in front."""
     from gemmlab.source import assemble
 
     text = (HERE / "rate.cu").read_text()
     if fp16:
         text = text.replace('#include "common.cuh"\n', '#include "common.cuh"\n' + FP16_HELPERS, 1)
-    src, sms = assemble("kernels/fused/08_tile_flags.cu", text), gpu.device()["sms"]
+    return assemble("kernels/fused/08_tile_flags.cu", text)
+
+
+def wgmma_rates(ns=(32, 64), groups=(1, 2, 3, 4), fp16: bool = False) -> None:
+    """rate.cu on every SM, one line per (N, warpgroups per SM): FMA per clock per SM and TFLOP/s. fp16: its
+    m64n32k16 fp16 wgmmas in place of the TF32 ones (N = 32 only)."""
+    import cupy
+    import numpy as np
+
+    from gemmlab import gpu, kernel
+
+    src, sms = rate_source(fp16), gpu.device()["sms"]
     iters = 2000
     for n in ns:
         for g in groups:
@@ -313,9 +317,7 @@ SPLITTER_CALL = "        split_y(stages[stage], splits[slot]);\n"  # the splitte
 
 def splitter_source(split: bool = True) -> str:
     """Step 08 with splitter.patch applied (split=False: the splitter only waits and arrives, timed only)."""
-    from gemmlab.source import apply_patch
-
-    text = apply_patch(steps.substituted("fused/08_tile_flags", []), SPLITTER_PATCH.read_text(), "splitter.patch")
+    text = steps.patched("fused/08_tile_flags", SPLITTER_PATCH)
     return text if split else steps.replaced(text, [(SPLITTER_CALL, "")], "splitter.patch")
 
 
@@ -375,8 +377,7 @@ def fp16() -> None:
 
     from gemmlab import experiments, gpu
 
-    variants = {name: text for name, text in fp16_sources().items() if name != "as it is"}
-    a, b, c, want, launch = step08_at_512({**variants, "returns at once": variant_source("returns at once")})
+    a, b, c, want, launch = step08_at_512({**fp16_sources(), "returns at once": variant_source("returns at once")})
     empty = cupy.RawKernel(EMPTY_KERNEL, "empty_kernel")
     launch["empty kernel"] = gpu.packed_launcher(empty, "empty", (1, 1, 1), (32, 1, 1), [])
     launch["empty kernel graph"] = gpu.graph_launcher(empty, "empty", (1, 1, 1), (32, 1, 1), [])

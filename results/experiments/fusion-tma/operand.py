@@ -55,11 +55,7 @@ def _maps(backend, a, b, c, t, tile):
 
 def register_operand_source() -> str:
     """Step 08's source with register_operand.patch applied (a ValueError if 08 changed where the patch touches it)."""
-    from gemmlab import fusion
-    from gemmlab.source import apply_patch, kernel_path
-
-    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(),
-                       REGISTER_OPERAND_PATCH.read_text(), "register_operand.patch")
+    return steps.patched("fused/08_tile_flags", REGISTER_OPERAND_PATCH)
 
 
 def register_operand_step():
@@ -86,11 +82,7 @@ def register_operand_kernel(backend: str | None = None, subs=(), **params):
 
 def inflight_source() -> str:
     """Step 08's source with inflight.patch applied (a ValueError if 08 changed where the patch touches it)."""
-    from gemmlab import fusion
-    from gemmlab.source import apply_patch, kernel_path
-
-    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), INFLIGHT_PATCH.read_text(),
-                       "inflight.patch")
+    return steps.patched("fused/08_tile_flags", INFLIGHT_PATCH)
 
 
 def inflight_kernel(backend: str | None = None, **params):

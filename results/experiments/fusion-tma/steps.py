@@ -261,6 +261,13 @@ def substituted(step: str, subs) -> str:
     return replaced(kernel_path(fusion.get(step).file).read_text(), subs, step)
 
 
+def patched(step: str, patch: Path) -> str:
+    """`step`'s source with the patch file `patch` applied (a ValueError if the step changed where it touches)."""
+    from gemmlab.source import apply_patch
+
+    return apply_patch(substituted(step, []), patch.read_text(), patch.name)
+
+
 def patched07(subs) -> str:
     return substituted("fused/07_tma_tf32x3", subs)
 
@@ -389,11 +396,7 @@ def transposed_step():
 
 def transposed_source() -> str:
     """Step 07's source with transposed.patch applied (a ValueError if 07 changed where the patch touches it)."""
-    from gemmlab import fusion
-    from gemmlab.source import apply_patch, kernel_path
-
-    return apply_patch(kernel_path(fusion.get("fused/07_tma_tf32x3").file).read_text(), TRANSPOSED_PATCH.read_text(),
-                       "transposed.patch")
+    return patched("fused/07_tma_tf32x3", TRANSPOSED_PATCH)
 
 
 def transposed_kernel(backend: str | None = None, subs=(), **params):
@@ -472,11 +475,7 @@ PERKTILE_PATCH = HERE / "perktile.patch"  # against kernels/fused/08_tile_flags.
 
 def perktile_source() -> str:
     """Step 08 as first tried (perktile.patch): the one producer thread takes each K tile's counter in turn."""
-    from gemmlab import fusion
-    from gemmlab.source import apply_patch, kernel_path
-
-    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), PERKTILE_PATCH.read_text(),
-                       "perktile.patch")
+    return patched("fused/08_tile_flags", PERKTILE_PATCH)
 
 
 def flags() -> None:
@@ -515,11 +514,7 @@ def without_split(text: str) -> str:
 def overlap_source() -> str:
     """Step 08 with overlap.patch applied: two split tiles per group, the next K tile split while this one's
     wgmmas run (a ValueError if 08 changed where the patch touches it)."""
-    from gemmlab import fusion
-    from gemmlab.source import apply_patch, kernel_path
-
-    return apply_patch(kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), OVERLAP_PATCH.read_text(),
-                       "overlap.patch")
+    return patched("fused/08_tile_flags", OVERLAP_PATCH)
 
 
 def overlap_step():
@@ -547,23 +542,22 @@ def overlap() -> None:
     import cupy
 
     from gemmlab import experiments, fusion, gpu
-    from gemmlab.source import kernel_path
 
     print(f"gpu: {gpu.device()['name']}")
-    src08, patched = kernel_path(fusion.get("fused/08_tile_flags").file).read_text(), overlap_source()
+    src08, src_overlap = substituted("fused/08_tile_flags", []), overlap_source()
     for n, confs in OVERLAP_CONFIGS.items():
         a, b, c, want, calls = experiments.fusion_problem(n)
         for bn, sk, ns in confs:
             p = dict(BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
             tail = f" n{bn} k{sk} s{ns}"
             for tag, k in (("08", fusion.step("fused/08_tile_flags", **p)),
-                           ("overlap", overlap_kernel(source=patched, **p))):
+                           ("overlap", overlap_kernel(source=src_overlap, **p))):
                 err = experiments.add_launchers(calls, tag + tail, k, a, b, c, want)
                 print(f"{tag + tail}: {k.module.function.num_regs} registers, error {err:.2e}")
             out = cupy.empty((n, n), dtype=cupy.float32)
             for tag, k in (("08 no split", fusion.step("fused/08_tile_flags", source=without_split(src08), **p)),
-                           ("overlap no split", overlap_kernel(source=without_split(patched), **p)),
-                           ("overlap no fence", overlap_kernel(source=patched.replace(FENCE, ""), **p))):
+                           ("overlap no split", overlap_kernel(source=without_split(src_overlap), **p)),
+                           ("overlap no fence", overlap_kernel(source=src_overlap.replace(FENCE, ""), **p))):
                 calls[tag + tail] = k.launcher(a, b, c, out)
         experiments.time_rounds(calls, n, REPEATS[n])
 
