@@ -981,6 +981,55 @@ def test_fp16_claims():
     assert m["torch a@b@c"] / m["08"] > 3 > ho["torch a@b@c"] / ho["08"]
 
 
+def test_ordered_variant_compiles():
+    """limits.py ordered: step 08 with its groups taking turns at the tensor pipe has one wait (bar.sync) before each
+    K tile's wgmmas and one arrival (bar.arrive) after them, each on barrier 11 + a K tile's index modulo SPLIT_K, and
+    compiles for sm_90a with the wgmmas asynchronous and no spills at every tiling it was timed at; with the ring's
+    marks too."""
+    from gemmlab import nvrtc
+    mod, _ = _tma_experiment("limits.py")
+    src = mod.ordered_source()
+    assert src.count('"bar.sync %0, %1;" :: "r"(11 + kt % SPLIT_K)') == 1
+    assert src.count('"bar.arrive %0, %1;" :: "r"(11 + (kt + 1) % SPLIT_K)') == 1
+    assert src.index("bar.sync %0") < src.index("WgmmaTf32<BLOCK_N>::mma(") < src.index("bar.arrive %0")
+    if not nvrtc.available():
+        return
+    tilings = {cfg for configs in mod.ORDERED_CONFIGS.values() for cfg in configs}
+    for marks in (False, True):
+        for bn, sk, ns in sorted(tilings):
+            if marks and (bn, sk, ns) != tuple(mod.TILES_512.values()):
+                continue
+            res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.ordered_source(marks),
+                                   BLOCK_N=bn, SPLIT_K=sk, NUM_STAGES=ns)
+            assert not res.wgmma_serialized and res.spill_stores == 0, (marks, bn, sk, ns, res)
+
+
+def test_ordered_claims():
+    """results/experiments/fusion-tma, 'Do step 08's consumer groups get in each other's way?' and chapter 8 (H200,
+    one run, every kernel checked): in step 08 consecutive groups start their split a third of a group's K tile apart;
+    taking turns makes the split shorter, the wgmmas' part (with the wait for the turn) and the K tile longer, and the
+    call no faster at 512 and 2048 with 08's tiles (at 1024 within half a microsecond), slower with two or four groups;
+    a K tile's parts add up to about 0.16 us less than its period, and a K tile every third of that period is about
+    6 TB/s over the 128 blocks."""
+    _, exp = _tma_experiment("limits.py")
+    run = exp["ordered"]["NVIDIA H200"]
+    (lag, period), (_, period_o) = run["stagger"]["08"], run["stagger"]["ordered"]
+    assert abs(lag - period / 3) < 0.02 and period_o > period
+    p08, pord = run["parts"]["08"], run["parts"]["ordered"]
+    assert pord["split of B"] < p08["split of B"] and pord["wgmmas issued"] > p08["wgmmas issued"]
+    assert abs(period - p08["tile, in all"] - 0.16) < 0.02
+    assert 5.5e12 < 4 * 32 * 96 * 128 / (period / 3 * 1e-6) < 6.5e12  # a 12 KB stage per SM every lag, 128 blocks
+    m = {n: {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
+    assert all(len(v) == 3 for calls in run["us"].values() for v in calls.values())
+    change = {(n, tag): m[n]["ordered " + tag] - m[n]["08 " + tag] for n in m for tag in
+              (k[len("08 "):] for k in m[n] if k.startswith("08 ") and not k.endswith(" graph"))}
+    assert 0 < change["512", "n32 k3 s12"] < 0.5 and 0 < change["512", "n32 k2 s12"] < change["512", "n32 k4 s12"]
+    assert change["512", "n32 k4 s12"] > 0.8 and abs(change["1024", "n64 k2 s8"]) < 0.5
+    assert change["2048", "n64 k2 s8"] > 0 and change["1024", "n32 k3 s8"] > 0
+    assert [round(change[k], 1) for k in (("512", "n32 k3 s12"), ("512", "n32 k2 s12"), ("512", "n32 k4 s12"),
+                                          ("1024", "n64 k2 s8"))] == [0.2, 0.4, 1.1, -0.4]
+    assert round(change["2048", "n64 k2 s8"]) == 7 and round(100 * change["2048", "n64 k2 s8"] / m["2048"]["08 n64 k2 s8"], 1) == 1.7
+
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
     consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named

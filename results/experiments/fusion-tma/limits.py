@@ -3,6 +3,7 @@
     python results/experiments/fusion-tma/limits.py calls > limits-<gpu>-<date>.log   # on an H100 / H200
     python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py handover > handover-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py ordered > ordered-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -30,6 +31,13 @@ fp16 ones per 16-wide slice (FP16: m64n32k16, twice the rate, the same multiply-
 bits are read as fp16 pairs, so the results are wrong: timed only); step 08 returning at once, and an empty
 kernel of one warp (the launch alone, for any kernel). Launched directly and from a CUDA graph, in turn with
 torch `a @ b @ c`, three rounds.
+`ordered`: are step 08's consumer groups slowed by all multiplying at once? The groups start together and do the
+same work, so they may stay in step: all splitting (the tensor pipe idle), then all issuing wgmmas (sharing it).
+ORDERED makes them take turns: K tile kt's wgmmas are issued only after K tile kt - 1's were (named barrier
+11 + kt % SPLIT_K, between consecutive groups). Checked on fusion.check's shapes (SPLIT_K 3 and 4); at 512 the ring's
+marks (steps.RING_MARKS) of both at 08's tiles: each part's median, and how far apart consecutive groups start their
+split in a round; then both checked at full size and launched directly and from a CUDA graph at 08's tiles and others
+(ORDERED_CONFIGS), in turn with torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -342,6 +350,48 @@ def handover_sources() -> dict:
     return {**sources, **{name: variant_source(name) for name in ("returns at once", "no split", "only the wgmmas")}}
 
 
+# `ordered`: K tile kt's wgmmas wait until K tile kt - 1's are issued. Barrier 11 + kt % SPLIT_K joins the group that
+# takes K tile kt - 1 (bar.arrive once it has issued them) and the one that takes kt (bar.sync before its own); each
+# arrival has its wait, so none is left over at a tile's end. Named barriers 11..14: SPLIT_K 2 to 4.
+TURN_WAIT_AT = ("#pragma unroll\n        for (int kk = 0; kk < TILE_K / 8; ++kk) {  "
+                "// three wgmmas per 8-wide slice, small terms first, as in 06\n")
+TURN_WAIT = """        static_assert(SPLIT_K >= 2 && SPLIT_K <= 4, "the turns take named barriers 11 .. 10 + SPLIT_K");
+        if (kt > 0)  // K tile kt - 1's wgmmas are issued: this group's turn at the tensor pipe
+            asm volatile("bar.sync %0, %1;" :: "r"(11 + kt % SPLIT_K), "r"(256) : "memory");
+"""
+TURN_PASS_AT = "            WgmmaTf32<BLOCK_N>::mma(chunk, a_big, big, 1);\n        }\n"
+TURN_PASS = """        if (kt + 1 < ktiles)  // K tile kt + 1's turn
+            asm volatile("bar.arrive %0, %1;" :: "r"(11 + (kt + 1) % SPLIT_K), "r"(256) : "memory");
+"""
+ORDERED = [(TURN_WAIT_AT, TURN_WAIT + TURN_WAIT_AT), (TURN_PASS_AT, TURN_PASS_AT + TURN_PASS)]
+ORDERED_CONFIGS = {512: [(32, 3, 12), (32, 2, 12), (32, 4, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)]}
+
+
+def ordered_source(marks: bool = False) -> str:
+    """Step 08 with ORDERED (and the ring's marks)."""
+    return steps.substituted("fused/08_tile_flags", (steps.RING_MARKS if marks else []) + ORDERED)
+
+
+def ring_stagger(variant: str, k, a, b, c, runs: int = 20) -> None:
+    """For step 08 or a variant with the ring's marks: how far apart (us) consecutive groups start their split of B
+    in the same round (K tiles r * SPLIT_K + g of a phase), the median over blocks, launches and rounds but each
+    phase's first; and each group's time from one K tile to its next. Printed as "stagger VARIANT: ..." lines."""
+    import numpy as np
+
+    n, sk = a.shape[0], k.params["SPLIT_K"]
+    per_phase = n // 32
+    launch, cfg = steps.marked(k, a, b, c, "g_ring", (1024, 8, 64))
+    x = np.stack([launch()[:cfg.grid[0], :, :2 * per_phase] for _ in range(runs + 5)][5:])  # runs x blocks x marks x steps
+    lags, periods = [], []
+    for phase0 in (0, per_phase):
+        for r in range(1, per_phase // sk):
+            s = phase0 + r * sk
+            lags.append(np.diff(x[:, :, 1, s:s + sk], axis=2))  # split starts of groups 0 .. SPLIT_K - 1
+            periods.append(x[:, :, 0, s:s + sk] - x[:, :, 0, s - sk:s])
+    lag, period = np.median(np.concatenate(lags, axis=2)) / 1e3, np.median(np.concatenate(periods, axis=2)) / 1e3
+    print(f"stagger {variant}: {lag:.3f} us between consecutive groups' splits, {period:.3f} us a group's K tile")
+
+
 def step08_at_512(variants: dict):
     """GPU only: the problem at 512, torch `a @ b @ c` and step 08 at TILES_512 (checked), and step 08 with each
     of `variants` (name -> source, timed only), each launched directly and from a graph: (a, b, c, want, calls)."""
@@ -386,8 +436,32 @@ def fp16() -> None:
     wgmma_rates(ns=(32,), groups=(1, 3), fp16=True)
 
 
+def ordered() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    for split_k in (3, 4):
+        print(f"ordered k{split_k}: {fusion.check(fusion.step('fused/08_tile_flags', source=ordered_source(), **{**TILES_512, 'SPLIT_K': split_k}))}")
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    for variant, source in (("08", steps.substituted("fused/08_tile_flags", steps.RING_MARKS)),
+                            ("ordered", ordered_source(marks=True))):
+        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
+        steps.ring_parts(variant, k, a, b, c, want)
+        ring_stagger(variant, k, a, b, c)
+    for n, configs in ORDERED_CONFIGS.items():
+        a, b, c, want, launch = experiments.fusion_problem(n)
+        for bn, split_k, stages in configs:
+            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
+            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
+            k = fusion.step("fused/08_tile_flags", source=ordered_source(), **tiles)
+            err = experiments.add_launchers(launch, "ordered " + tag, k, a, b, c, want)
+            print(f"n={n} {tag}: 08 error {e08:.2e}; ordered {k.module.function.num_regs} registers, error {err:.2e}",
+                  flush=True)
+        experiments.time_rounds(launch, n, 300 if n < 2048 else 100)
+
+
 if __name__ == "__main__":
-    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16}
+    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

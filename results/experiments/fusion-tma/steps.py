@@ -605,10 +605,13 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate" and "handover" are limits.py's, "operand" operand.py's
+# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16" and "ordered" are limits.py's,
+# "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand", "handover", "fp16")
+         "limits", "rate", "operand", "handover", "fp16", "ordered")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
+STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
+                          re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
@@ -628,10 +631,12 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key in ("ring", "transposed"):  # variant -> part of a K tile's work -> us
+            if key in ("ring", "transposed", "ordered"):  # variant -> part of a K tile's work -> us
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
+            if key == "ordered":  # variant -> [us between consecutive groups' splits, us a group's K tile]
+                entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
             if key in ("rate", "fp16"):  # [fp16] N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
