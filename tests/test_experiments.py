@@ -1009,8 +1009,9 @@ def test_ordered_claims():
     one run, every kernel checked): in step 08 consecutive groups start their split a third of a group's K tile apart;
     taking turns makes the split shorter, the wgmmas' part (with the wait for the turn) and the K tile longer, and the
     call no faster at 512 and 2048 with 08's tiles (at 1024 within half a microsecond), slower with two or four groups;
-    a K tile's parts add up to about 0.16 us less than its period, and a K tile every third of that period is about
-    6 TB/s over the 128 blocks."""
+    a K tile's parts add up to about 0.16 us less than its period, a K tile every third of that period is about
+    6 TB/s over the 128 blocks, and those waits add up to about 1.7 us of a call at 512, over a microsecond more than
+    leaving out every copy saved."""
     _, exp = _tma_experiment("limits.py")
     run = exp["ordered"]["NVIDIA H200"]
     (lag, period), (_, period_o) = run["stagger"]["08"], run["stagger"]["ordered"]
@@ -1019,6 +1020,9 @@ def test_ordered_claims():
     assert pord["split of B"] < p08["split of B"] and pord["wgmmas issued"] > p08["wgmmas issued"]
     assert abs(period - p08["tile, in all"] - 0.16) < 0.02
     assert 5.5e12 < 4 * 32 * 96 * 128 / (period / 3 * 1e-6) < 6.5e12  # a 12 KB stage per SM every lag, 128 blocks
+    waits = (period - p08["tile, in all"]) * 16 / 3 * 2  # a group's K tiles in both phases at 512
+    lim = {k: statistics.median(v) for k, v in exp["limits"]["NVIDIA H200"]["us"]["512"].items()}
+    assert round(waits, 1) == 1.7 and waits > lim["08"] - lim["08 no copies"] + 1
     m = {n: {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
     assert all(len(v) == 3 for calls in run["us"].values() for v in calls.values())
     change = {(n, tag): m[n]["ordered " + tag] - m[n]["08 " + tag] for n in m for tag in
