@@ -4,6 +4,7 @@
     python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py handover > handover-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py ordered > ordered-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py marks > marks-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -38,6 +39,9 @@ ORDERED makes them take turns: K tile kt's wgmmas are issued only after K tile k
 marks (steps.RING_MARKS) of both at 08's tiles: each part's median, and how far apart consecutive groups start their
 split in a round; then both checked at full size and launched directly and from a CUDA graph at 08's tiles and others
 (ORDERED_CONFIGS), in turn with torch `a @ b @ c`, three rounds.
+`marks`: the ring's marks (steps.RING_MARKS) in step 08 at its 512 tiles as it is (checked) and in three of the
+timed-only VARIANTS (no copies, no split, only the wgmmas): each part's median and ring_stagger()'s two figures, to
+see where a K tile's time goes when one thing is taken out.
 """
 from __future__ import annotations
 
@@ -367,6 +371,19 @@ ORDERED = [(TURN_WAIT_AT, TURN_WAIT + TURN_WAIT_AT), (TURN_PASS_AT, TURN_PASS_AT
 ORDERED_CONFIGS = {512: [(32, 3, 12), (32, 2, 12), (32, 4, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)]}
 
 
+def marked_variant_source(name: str) -> str:
+    """Step 08 with the ring's marks and VARIANTS[name] (name "08": as it is)."""
+    text = steps.substituted("fused/08_tile_flags", steps.RING_MARKS)
+    if name == "08":
+        return text
+    subs, no_split, _ = VARIANTS[name]
+    text = steps.replaced(text, subs, "fused/08_tile_flags")
+    return steps.without_split(text) if no_split else text
+
+
+MARKED_VARIANTS = ("08", "no copies", "no split", "only the wgmmas")
+
+
 def ordered_source(marks: bool = False) -> str:
     """Step 08 with ORDERED (and the ring's marks)."""
     return steps.substituted("fused/08_tile_flags", (steps.RING_MARKS if marks else []) + ORDERED)
@@ -460,8 +477,20 @@ def ordered() -> None:
         experiments.time_rounds(launch, n, 300 if n < 2048 else 100)
 
 
+
+def marks() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    for name in MARKED_VARIANTS:
+        k = fusion.step("fused/08_tile_flags", source=marked_variant_source(name), **TILES_512)
+        steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
+        ring_stagger(name, k, a, b, c)
+
+
 if __name__ == "__main__":
-    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered}
+    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

@@ -315,9 +315,9 @@ def ring(n: int = 512, runs: int = 20) -> None:
 
 
 def ring_parts(variant: str, k, a, b, c, want, runs: int = 20) -> None:
-    """Check `k` (a fused kernel whose source has the RING marks), then print the median time of each part
-    of a consumer group's K tile (RING_PARTS), over blocks, launches and every K tile but each phase's first
-    SPLIT_K, as "part VARIANT: PART  US" lines."""
+    """Check `k` (a fused kernel whose source has the RING marks; want=None: a timed-only variant, not checked),
+    then print the median time of each part of a consumer group's K tile (RING_PARTS), over blocks, launches and
+    every K tile but each phase's first SPLIT_K, as "part VARIANT: PART  US" lines."""
     import numpy as np
 
     from gemmlab import fusion
@@ -325,11 +325,11 @@ def ring_parts(variant: str, k, a, b, c, want, runs: int = 20) -> None:
     n, sk = a.shape[0], k.params["SPLIT_K"]
     per_phase = n // 32
     steady = [s for s in range(2 * per_phase) if s % per_phase >= sk]
-    _, err = fusion.checked_launcher(k, a, b, c, want)
+    checked = f"error {fusion.checked_launcher(k, a, b, c, want)[1]:.2e}" if want is not None else "timed only"
     launch, cfg = marked(k, a, b, c, "g_ring", (1024, 8, 64))
     x = np.stack([launch()[:cfg.grid[0], :len(RING_PARTS) + 1, :2 * per_phase] for _ in range(runs + 5)][5:])
     part = np.diff(x, axis=2)[:, :, :, steady] / 1e3  # runs x blocks x 6 parts x steps, us
-    print(f"ring {variant}: {k.params}, {cfg.grid[0]} blocks, error {err:.2e}; us per K tile (median "
+    print(f"ring {variant}: {k.params}, {cfg.grid[0]} blocks, {checked}; us per K tile (median "
           f"over blocks, launches and the {len(steady)} K tiles after each phase's first {sk})")
     for i, name in enumerate(RING_PARTS):
         print(f"part {variant}: {name:18s} {np.median(part[:, :, i, :]):6.3f}")
@@ -605,10 +605,10 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16" and "ordered" are limits.py's,
-# "operand" operand.py's
+# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered" and "marks" are
+# limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand", "handover", "fp16", "ordered")
+         "limits", "rate", "operand", "handover", "fp16", "ordered", "marks")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
@@ -631,11 +631,11 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key in ("ring", "transposed", "ordered"):  # variant -> part of a K tile's work -> us
+            if key in ("ring", "transposed", "ordered", "marks"):  # variant -> part of a K tile's work -> us
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
-            if key == "ordered":  # variant -> [us between consecutive groups' splits, us a group's K tile]
+            if key in ("ordered", "marks"):  # variant -> [us between consecutive groups' splits, us a group's K tile]
                 entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
