@@ -1021,23 +1021,23 @@ def test_ordered_claims():
     assert all(len(v) == 3 for calls in run["us"].values() for v in calls.values())
     change = {(n, tag): m[n]["ordered " + tag] - m[n]["08 " + tag] for n in m for tag in
               (k[len("08 "):] for k in m[n] if k.startswith("08 ") and not k.endswith(" graph"))}
-    assert 0 < change["512", "n32 k3 s12"] < 0.5 and 0 < change["512", "n32 k2 s12"] < change["512", "n32 k4 s12"]
-    assert change["512", "n32 k4 s12"] > 0.8 and abs(change["1024", "n64 k2 s8"]) < 0.5
-    assert change["2048", "n64 k2 s8"] > 0 and change["1024", "n32 k3 s8"] > 0
     assert [round(change[k], 1) for k in (("512", "n32 k3 s12"), ("512", "n32 k2 s12"), ("512", "n32 k4 s12"),
                                           ("1024", "n64 k2 s8"))] == [0.2, 0.4, 1.1, -0.4]
-    assert round(change["2048", "n64 k2 s8"]) == 7 and round(100 * change["2048", "n64 k2 s8"] / m["2048"]["08 n64 k2 s8"], 1) == 1.7
+    at_2048 = change["2048", "n64 k2 s8"]
+    assert round(at_2048) == 7 and round(100 * at_2048 / m["2048"]["08 n64 k2 s8"], 1) == 1.7
+    assert change["1024", "n32 k3 s8"] > 0
+
 
 def test_marks_claims():
     """results/experiments/fusion-tma, 'Where a K tile's time goes with one thing taken out', and chapter 8 (H200, one
     run, step 08 checked): the marked variants are step 08 and three of the timed-only ones; without the copies the
     parts of a K tile take as long, the groups' splits start less than half as far apart and a K tile is longer; with
-    only the wgmmas they start within the timer's step; the gap between a K tile's parts and its period is 0.15 to
-    0.25 us in every variant; and step 08's figures agree with the ordered run's."""
+    only the wgmmas they start within the timer's step; the gap between a K tile's parts and its period is 0.16 to
+    0.22 us in every variant; and step 08's figures agree with the ordered run's."""
     mod, exp = _tma_experiment("limits.py")
     assert mod.MARKED_VARIANTS == ("08", "no copies", "no split", "only the wgmmas")
     for name in mod.MARKED_VARIANTS:
-        src = mod.marked_variant_source(name)
+        src = mod.variant_source(name, marks=True)
         assert src.count("RING(") == 8 and ("tma_load_2d(stages" in src) == (name not in ("no copies", "only the wgmmas"))
     run = exp["marks"]["NVIDIA H200"]
     parts, stagger = run["parts"], run["stagger"]
@@ -1045,10 +1045,10 @@ def test_marks_claims():
     assert parts["no copies"]["tile, in all"] == parts["08"]["tile, in all"]
     assert stagger["no copies"][0] < stagger["08"][0] / 2 and stagger["no copies"][1] > stagger["08"][1]
     assert stagger["only the wgmmas"][0] <= 0.032
-    for name in mod.MARKED_VARIANTS:
-        assert 0.15 <= stagger[name][1] - parts[name]["tile, in all"] <= 0.25, name
     assert [round(stagger[v][1] - parts[v]["tile, in all"], 2) for v in mod.MARKED_VARIANTS] == [0.16, 0.19, 0.22, 0.16]
-    assert parts["08"] == exp["ordered"]["NVIDIA H200"]["parts"]["08"] and stagger["08"] == exp["ordered"]["NVIDIA H200"]["stagger"]["08"]
+    ordered = exp["ordered"]["NVIDIA H200"]
+    assert parts["08"] == ordered["parts"]["08"] and stagger["08"] == ordered["stagger"]["08"]
+
 
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the

@@ -185,10 +185,11 @@ def fp16_sources() -> dict:
     return sources
 
 
-def variant_source(name: str) -> str:
-    """Step 08's source with VARIANTS[name] made (a ValueError if 08 no longer has the text)."""
-    subs, no_split, _ = VARIANTS[name]
-    text = steps.substituted("fused/08_tile_flags", subs)
+def variant_source(name: str, marks: bool = False) -> str:
+    """Step 08's source with VARIANTS[name] made (name "08": as it is; marks: with the ring's marks,
+    steps.RING_MARKS, too); a ValueError if 08 no longer has the text."""
+    subs, no_split, _ = VARIANTS[name] if name != "08" else ([], False, True)
+    text = steps.substituted("fused/08_tile_flags", (steps.RING_MARKS if marks else []) + subs)
     return steps.without_split(text) if no_split else text
 
 
@@ -371,17 +372,7 @@ ORDERED = [(TURN_WAIT_AT, TURN_WAIT + TURN_WAIT_AT), (TURN_PASS_AT, TURN_PASS_AT
 ORDERED_CONFIGS = {512: [(32, 3, 12), (32, 2, 12), (32, 4, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)]}
 
 
-def marked_variant_source(name: str) -> str:
-    """Step 08 with the ring's marks and VARIANTS[name] (name "08": as it is)."""
-    text = steps.substituted("fused/08_tile_flags", steps.RING_MARKS)
-    if name == "08":
-        return text
-    subs, no_split, _ = VARIANTS[name]
-    text = steps.replaced(text, subs, "fused/08_tile_flags")
-    return steps.without_split(text) if no_split else text
-
-
-MARKED_VARIANTS = ("08", "no copies", "no split", "only the wgmmas")
+MARKED_VARIANTS = ("08", "no copies", "no split", "only the wgmmas")  # `marks`' variants (VARIANTS' names)
 
 
 def ordered_source(marks: bool = False) -> str:
@@ -407,6 +398,18 @@ def ring_stagger(variant: str, k, a, b, c, runs: int = 20) -> None:
             periods.append(x[:, :, 0, s:s + sk] - x[:, :, 0, s - sk:s])
     lag, period = np.median(np.concatenate(lags, axis=2)) / 1e3, np.median(np.concatenate(periods, axis=2)) / 1e3
     print(f"stagger {variant}: {lag:.3f} us between consecutive groups' splits, {period:.3f} us a group's K tile")
+
+
+def ring_at_512(sources: dict) -> None:
+    """GPU only: for each name -> (source with the ring's marks, checked?) at step 08's 512 tiles, steps.ring_parts()
+    (checking it first if asked) and ring_stagger()."""
+    from gemmlab import experiments, fusion
+
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    for name, (source, checked) in sources.items():
+        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
+        steps.ring_parts(name, k, a, b, c, want if checked else None)
+        ring_stagger(name, k, a, b, c)
 
 
 def step08_at_512(variants: dict):
@@ -458,13 +461,9 @@ def ordered() -> None:
 
     print(f"gpu: {gpu.device()['name']}")
     for split_k in (3, 4):
-        print(f"ordered k{split_k}: {fusion.check(fusion.step('fused/08_tile_flags', source=ordered_source(), **{**TILES_512, 'SPLIT_K': split_k}))}")
-    a, b, c, want, _ = experiments.fusion_problem(512)
-    for variant, source in (("08", steps.substituted("fused/08_tile_flags", steps.RING_MARKS)),
-                            ("ordered", ordered_source(marks=True))):
-        k = fusion.step("fused/08_tile_flags", source=source, **TILES_512)
-        steps.ring_parts(variant, k, a, b, c, want)
-        ring_stagger(variant, k, a, b, c)
+        k = fusion.step("fused/08_tile_flags", source=ordered_source(), **{**TILES_512, "SPLIT_K": split_k})
+        print(f"ordered k{split_k}: {fusion.check(k)}")
+    ring_at_512({"08": (variant_source("08", marks=True), True), "ordered": (ordered_source(marks=True), True)})
     for n, configs in ORDERED_CONFIGS.items():
         a, b, c, want, launch = experiments.fusion_problem(n)
         for bn, split_k, stages in configs:
@@ -477,16 +476,11 @@ def ordered() -> None:
         experiments.time_rounds(launch, n, 300 if n < 2048 else 100)
 
 
-
 def marks() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import gpu
 
     print(f"gpu: {gpu.device()['name']}")
-    a, b, c, want, _ = experiments.fusion_problem(512)
-    for name in MARKED_VARIANTS:
-        k = fusion.step("fused/08_tile_flags", source=marked_variant_source(name), **TILES_512)
-        steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
-        ring_stagger(name, k, a, b, c)
+    ring_at_512({name: (variant_source(name, marks=True), name == "08") for name in MARKED_VARIANTS})
 
 
 if __name__ == "__main__":
