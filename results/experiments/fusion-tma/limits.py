@@ -5,6 +5,7 @@
     python results/experiments/fusion-tma/limits.py handover > handover-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py ordered > ordered-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py marks > marks-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py waits > waits-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -42,6 +43,13 @@ split in a round; then both checked at full size and launched directly and from 
 `marks`: the ring's marks (steps.RING_MARKS) in step 08 at its 512 tiles as it is (checked) and in three of the
 timed-only VARIANTS (no copies, no split, only the wgmmas): each part's median and ring_stagger()'s two figures, to
 see where a K tile's time goes when one thing is taken out.
+`waits`: where the gap between a K tile's parts and its period goes. With the ring's marks and WAIT_MARKS (one more
+mark before the consumers' wait for a full stage, three in the producer's loop) in step 08 at its 512 tiles (checked)
+and in four timed-only variants (no copies; only the wgmmas; that without the hand-over; that without the ring's
+four synchronisations, NO_RING), per phase: the time from the end of a K tile's wgmmas to the loop's top, the wait
+for a full stage, how long before the consumer came its copies were issued, and the producer's loop. Then step 08
+with its producer sleeping 50, 100 and 200 ns a K tile (SLOWED, checked), with the marks, and every variant launched
+directly and from a CUDA graph, in turn with torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -85,23 +93,32 @@ A_FRAGMENTS = ("            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[
                "&s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);\n")
 NO_A_FRAGMENTS = "            for (int q = 0; q < 4; ++q) raw[kk][q] = tid + kk + q;  // not read from the stage\n"
 NO_COPIES = [(COPIES, "        mbarrier_arrive(&full[stage]);\n")]
+# The ring's four synchronisations taken out, after NO_COPIES: the consumers neither wait for a stage nor free it,
+# and the producer neither waits for a free stage nor arrives on a full one. No mbarrier left in the K loop.
+NO_RING = [("mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);", ""),
+           ("if (tid == 0) mbarrier_arrive(&empty[stage]);", ""),
+           ("mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);", ""),
+           ("        mbarrier_arrive(&full[stage]);\n", "")]
+# Step 08's phase 2 without its wait for the row panel of T (timed only: the hand-over left out)
+WAIT = """            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T
+                wait_counters(sync + row / TILE_M * t_cols, t_cols, [&](int j) { return k_tiles_in(L - j * BLOCK_N); });
+                if (fetcher) fence_proxy_async_global();  // TMA's reads of T after what the warp acquired
+            }
+"""
 VARIANTS = {  # name -> (substitutions, without the split (steps.without_split), checked: does it still compute E?)
     "returns at once": (steps.RETURNS, False, False),
     "no copies": (NO_COPIES, False, False),
     "no split": ([], True, False),
     "no A fragments": ([(A_FRAGMENTS, NO_A_FRAGMENTS)], False, False),
     "only the wgmmas": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS)], True, False),
+    "only the wgmmas, no hand-over": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS), (WAIT, "")], True, False),
+    "only the wgmmas, no ring": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS)] + NO_RING, True, False),
     "no map fences": ([(ACQUIRES, "")], False, True),
     "maps prefetched": ([(INIT, PREFETCH + INIT)], False, True),
 }
 
 
-# Step 08's phase 2 without its wait for the row panel of T, and each phase alone (timed only)
-WAIT = """            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T
-                wait_counters(sync + row / TILE_M * t_cols, t_cols, [&](int j) { return k_tiles_in(L - j * BLOCK_N); });
-                if (fetcher) fence_proxy_async_global();  // TMA's reads of T after what the warp acquired
-            }
-"""
+# Each phase of step 08 alone (timed only)
 PHASE_1 = "    phase(L, K, a_map, b_map, T, true);   // phase 1: T = A * B (M x L), each tile announced when stored\n"
 PHASE_2 = "    phase(N, L, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited\n"
 SPLIT = "        split_y(s);\n"  # in gemm_tile, which phase 1 calls with its counter (`done`), phase 2 without
@@ -185,11 +202,12 @@ def fp16_sources() -> dict:
     return sources
 
 
-def variant_source(name: str, marks: bool = False) -> str:
+def variant_source(name: str, marks: bool = False, waits: bool = False) -> str:
     """Step 08's source with VARIANTS[name] made (name "08": as it is; marks: with the ring's marks,
-    steps.RING_MARKS, too); a ValueError if 08 no longer has the text."""
+    steps.RING_MARKS, too; waits: and WAIT_MARKS); a ValueError if 08 no longer has the text."""
     subs, no_split, _ = VARIANTS[name] if name != "08" else ([], False, True)
-    text = steps.substituted("fused/08_tile_flags", (steps.RING_MARKS if marks else []) + subs)
+    marked = (steps.RING_MARKS if marks or waits else []) + (WAIT_MARKS if waits else [])
+    text = steps.substituted("fused/08_tile_flags", marked + subs)
     return steps.without_split(text) if no_split else text
 
 
@@ -374,6 +392,38 @@ ORDERED_CONFIGS = {512: [(32, 3, 12), (32, 2, 12), (32, 4, 12)], 1024: [(64, 2, 
 
 MARKED_VARIANTS = ("08", "no copies", "no split", "only the wgmmas")  # `marks`' variants (VARIANTS' names)
 
+# `waits`, after steps.RING_MARKS: RING(7) before a consumer's wait for a full stage (RING(0) is after it), and the
+# producer's marks, FETCH(i) in g_fetch[block][i][step]: before its wait for a free stage (0), after it (1), and after
+# its copies were issued, or its arrival made in the variants without copies (2).
+FULL_WAIT = "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n        RING(0);\n"
+EMPTY_WAIT = ("        mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);  "
+              "// its last K tile was read (at once the first time)\n")
+FETCH_END = "    }\n}\n\ntemplate <int BLOCK_N, int SPLIT_K, int NUM_STAGES>\n__global__"
+WAIT_MARKS = [
+    ("#define RING(i)", "__device__ unsigned long long g_fetch[1024][4][64];\n"
+     '#define FETCH(i) do { unsigned long long now; asm volatile("mov.u64 %0, %globaltimer;" : "=l"(now)); '
+     "g_fetch[blockIdx.x][i][step] = now; } while (0)\n#define RING(i)"),
+    (FULL_WAIT, "        RING(7);\n" + FULL_WAIT),
+    (EMPTY_WAIT, "        FETCH(0);\n" + EMPTY_WAIT + "        FETCH(1);\n"),
+    (FETCH_END, "        FETCH(2);\n" + FETCH_END),
+]
+# Is the producer what paces the K loop? Its thread sleeps for NS nanoseconds before each K tile's wait for a free
+# stage (checked: the results do not change; a sleeping warp takes no issue slots from the consumers on its scheduler,
+# as a spin would). If the consumers wait for it, the call grows by the added time per K tile times the 32 K tiles a
+# block fetches. With WAIT_MARKS the sleep counts in the producer's wait for a free stage.
+SLOWED = [(EMPTY_WAIT, "        __nanosleep(NS);  // the producer slowed\n" + EMPTY_WAIT)]
+SLOWED_NS = (50, 100, 200)
+
+
+def slowed_source(ns: int, waits: bool = False) -> str:
+    """Step 08 with its producer sleeping `ns` nanoseconds before each K tile's wait for a free stage (waits: with
+    WAIT_MARKS)."""
+    marks = steps.RING_MARKS + WAIT_MARKS if waits else []
+    return steps.substituted("fused/08_tile_flags", marks + [(old, new.replace("NS", str(ns))) for old, new in SLOWED])
+
+
+WAITED_VARIANTS = ("08", "no copies", "only the wgmmas", "only the wgmmas, no hand-over", "only the wgmmas, no ring")  # `waits`' variants
+
 
 def ordered_source(marks: bool = False) -> str:
     """Step 08 with ORDERED (and the ring's marks)."""
@@ -476,6 +526,60 @@ def ordered() -> None:
         experiments.time_rounds(launch, n, 300 if n < 2048 else 100)
 
 
+def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
+    """For step 08 or a variant with WAIT_MARKS at 512, per phase: where the time between the end of a K tile's wgmmas
+    and the next K tile past its wait for a full stage goes, and how far ahead of the consumers the producer is.
+    Medians and means (us) over launches, blocks and the phase's K tiles but the first SPLIT_K, printed as
+    "wait VARIANT: WHAT  PHASE 1 MEDIAN MEAN  PHASE 2 MEDIAN MEAN" lines."""
+    import numpy as np
+
+    n, sk = a.shape[0], k.params["SPLIT_K"]
+    per_phase = n // 32
+    launch, cfg = steps.marked_arrays(k, a, b, c, {"g_ring": (1024, 8, 64), "g_fetch": (1024, 4, 64)})
+    got = [launch() for _ in range(runs + 5)][5:]
+    ring = np.stack([g["g_ring"][:cfg.grid[0], :, :2 * per_phase] for g in got])  # runs x blocks x marks x steps, ns
+    fetch = np.stack([g["g_fetch"][:cfg.grid[0], :3, :2 * per_phase] for g in got])
+    start = ring[:, :, 0, :1, None].copy()  # each block's first pass of a full stage: the times from it, in us
+    ring, fetch = (ring - start) / 1e3, (fetch - start) / 1e3
+    waited = ring[:, :, 0] - ring[:, :, 7]
+    figures = {
+        "a group's K tile, one to the next": lambda s: ring[:, :, 0, s] - ring[:, :, 0, s - sk],
+        "wgmmas done to the loop's top": lambda s: ring[:, :, 7, s] - ring[:, :, 6, s - sk],
+        "wait for a full stage": lambda s: waited[:, :, s],
+        "share of K tiles that wait 64 ns or more": lambda s: waited[:, :, s] >= 0.064,
+        "copies issued before the consumer came": lambda s: ring[:, :, 7, s] - fetch[:, :, 2, s],
+        "copies issued to the consumer past its wait": lambda s: ring[:, :, 0, s] - fetch[:, :, 2, s],
+        "the same, where it waited 64 ns or more": lambda s: (ring[:, :, 0, s] - fetch[:, :, 2, s])[waited[:, :, s] >= 0.064],
+        "producer's wait for a free stage": lambda s: fetch[:, :, 1, s] - fetch[:, :, 0, s],
+        "producer's issue": lambda s: fetch[:, :, 2, s] - fetch[:, :, 1, s],
+        "producer, one K tile to the next": lambda s: fetch[:, :, 0, s] - fetch[:, :, 0, s - 1],
+    }
+    print(f"waits {variant}: {k.params}, {cfg.grid[0]} blocks; us (phase 1 median, mean; phase 2 median, mean)")
+    for what, f in figures.items():
+        xs = [f(np.arange(p * per_phase + sk, (p + 1) * per_phase)) for p in (0, 1)]
+        cols = " ".join(f"{np.median(x) if x.size else np.nan:7.3f} {np.mean(x) if x.size else np.nan:7.3f}" for x in xs)
+        print(f"wait {variant}: {what:44s} {cols}")
+
+
+def waits() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    for name in WAITED_VARIANTS:
+        k = fusion.step("fused/08_tile_flags", source=variant_source(name, waits=True), **TILES_512)
+        steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
+        ring_waits(name, k, a, b, c)
+    for ns in SLOWED_NS:  # how much later the producer's K tiles come
+        ring_waits(f"producer sleeps {ns}", fusion.step("fused/08_tile_flags", source=slowed_source(ns, True), **TILES_512), a, b, c)
+    _, _, _, _, launch = step08_at_512({name: variant_source(name) for name in WAITED_VARIANTS[1:]})
+    for ns in SLOWED_NS:
+        k = fusion.step("fused/08_tile_flags", source=slowed_source(ns), **TILES_512)
+        err = experiments.add_launchers(launch, f"producer sleeps {ns}", k, a, b, c, want)
+        print(f"n=512 08 producer sleeps {ns} ns: error {err:.2e}", flush=True)
+    experiments.time_rounds(launch, 512, 300)
+
+
 def marks() -> None:
     from gemmlab import gpu
 
@@ -484,7 +588,8 @@ def marks() -> None:
 
 
 if __name__ == "__main__":
-    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks}
+    COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
+                "waits": waits}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

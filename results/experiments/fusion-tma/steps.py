@@ -276,6 +276,13 @@ def marked(k, a, b, c, marks: str, shape: tuple):
     """(launch, launch config) for FusedKernel `k` whose source writes the __device__ array `marks`:
     launch() runs it once on a, b, c, waits, and returns that array as int64 (compiled here, through
     CuPy's RawModule, to reach the array; `shape`: its declared shape)."""
+    launch, cfg = marked_arrays(k, a, b, c, {marks: shape})
+    return (lambda: launch()[marks]), cfg
+
+
+def marked_arrays(k, a, b, c, arrays: dict):
+    """marked() for a source that writes several __device__ arrays (name -> declared shape): launch() returns
+    {name: array as int64}."""
     import tempfile
 
     import cupy
@@ -283,20 +290,21 @@ def marked(k, a, b, c, marks: str, shape: tuple):
 
     from gemmlab import nvrtc
 
-    art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label=marks)
-    path = Path(tempfile.mkdtemp()) / f"{marks}.cubin"
+    label = "+".join(arrays)
+    art = nvrtc.compile(k.source, k.name_expression, k.step.target("sm_90a"), label=label)
+    path = Path(tempfile.mkdtemp()) / "marked.cubin"
     path.write_bytes(art.cubin)
     mod = cupy.RawModule(path=str(path))
-    fn, ptr = mod.get_function(art.lowered_name), mod.get_global(marks)
+    fn = mod.get_function(art.lowered_name)
     n = a.shape[0]
     cfg, args = k.launch_args(a, b, c, cupy.empty((n, c.shape[1]), dtype=cupy.float32))
     fn.max_dynamic_shared_size_bytes = cfg.shared_bytes
-    out = cupy.ndarray(shape, dtype=cupy.uint64, memptr=ptr)
+    out = {name: cupy.ndarray(shape, dtype=cupy.uint64, memptr=mod.get_global(name)) for name, shape in arrays.items()}
 
     def launch():
         fn(cfg.grid, cfg.block, tuple(args), shared_mem=cfg.shared_bytes)
         cupy.cuda.Device().synchronize()
-        return out.get().astype(np.int64)
+        return {name: x.get().astype(np.int64) for name, x in out.items()}
 
     return launch, cfg
 
@@ -605,13 +613,14 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered" and "marks" are
+# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered", "marks" and "waits" are
 # limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand", "handover", "fp16", "ordered", "marks")
+         "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
+WAIT_LINE = re.compile(r"^wait ([^:]+): (.+?) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+)$", re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
@@ -631,12 +640,16 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key in ("ring", "transposed", "ordered", "marks"):  # variant -> part of a K tile's work -> us
+            if key in ("ring", "transposed", "ordered", "marks", "waits"):  # variant -> part of a K tile's work -> us
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
             if key in ("ordered", "marks"):  # variant -> [us between consecutive groups' splits, us a group's K tile]
                 entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
+            if key == "waits":  # variant -> figure -> [phase 1 median, mean, phase 2 median, mean], us (or a share)
+                entry["waits"] = {}
+                for m in WAIT_LINE.finditer(text):
+                    entry["waits"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in range(3, 7)]
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
             if key in ("rate", "fp16"):  # [fp16] N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
