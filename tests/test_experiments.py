@@ -1050,6 +1050,61 @@ def test_marks_claims():
     assert parts["08"] == ordered["parts"]["08"] and stagger["08"] == ordered["stagger"]["08"]
 
 
+
+def test_waits_variants_compile():
+    """limits.py waits: the marks and the variants find their text; no ring leaves no mbarrier wait or arrival in the K
+    loops; the producer sleeps before its wait for a free stage; every source compiles for sm_90a with no spills and
+    the wgmmas asynchronous."""
+    from gemmlab import nvrtc
+    mod, _ = _tma_experiment("limits.py")
+    sources = {name: mod.variant_source(name, waits=True) for name in mod.WAITED_VARIANTS}
+    for name, src in sources.items():
+        assert src.count("RING(") == 9 and src.count("FETCH(") == 4, name
+    no_ring = sources["only the wgmmas, no ring"]
+    assert "mbarrier_wait(" not in no_ring.split("__global__")[0] and "mbarrier_arrive(" not in no_ring
+    sources.update({f"sleeps {ns}": mod.slowed_source(ns, waits) for ns in mod.SLOWED_NS for waits in (False, True)})
+    slept = sources["sleeps 50"]
+    assert slept.index("__nanosleep(50);") < slept.index("mbarrier_wait(&empty[stage]") < slept.index("tma_load_2d(stages")
+    if not nvrtc.available():
+        return
+    for name, src in sources.items():
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)
+        assert not res.wgmma_serialized and res.spill_stores == 0, (name, res)
+
+
+def test_waits_claims():
+    """results/experiments/fusion-tma, 'Where the gap in each K tile goes', and chapter 8 (H200, one run, step 08 and
+    its slowed producer checked): the end of the wgmmas to the loop's top and the full wait make up the 0.16 us gap;
+    the wait reads 0.064 us without copies although the producer arrived 0.7 us or more before, 0.032 with no wait at
+    all; no ring saves 1.06 / 0.90 us; in step 08's phase 2 the copies go out 0.096 us before the consumer comes and
+    land 0.224 after; the producer's K tile is about the consumers' (a group's over three); a sleeping producer is
+    overtaken and the call grows 0.9, 1.0 and 1.7 us; and these marks lengthen a K tile against the ring's alone."""
+    mod, exp = _tma_experiment("limits.py")
+    run = exp["waits"]["NVIDIA H200"]
+    w = run["waits"]
+    assert sorted(w) == sorted(list(mod.WAITED_VARIANTS) + [f"producer sleeps {ns}" for ns in mod.SLOWED_NS])
+    top, wait = w["08"]["wgmmas done to the loop's top"], w["08"]["wait for a full stage"]
+    gap = exp["marks"]["NVIDIA H200"]["stagger"]["08"][1] - exp["marks"]["NVIDIA H200"]["parts"]["08"]["tile, in all"]
+    assert round(top[0] + wait[0], 3) == round(gap, 3) == 0.16 and [top[0], top[2], wait[0], wait[2]] == [0.096, 0.064, 0.064, 0.096]
+    assert [w["08"]["wait for a full stage"][3], *w["08"]["share of K tiles that wait 64 ns or more"][1::2]] == [0.148, 0.764, 0.951]
+    nc = w["no copies"]
+    assert nc["wait for a full stage"][::2] == [0.064, 0.064] and min(nc["copies issued before the consumer came"][::2]) > 0.7
+    assert w["only the wgmmas, no ring"]["wait for a full stage"][::2] == [0.032, 0.032]
+    m = {k: statistics.median(v) for k, v in run["us"]["512"].items()}
+    assert all(len(v) == 3 for v in run["us"]["512"].values())
+    ring = [m["08 only the wgmmas, no hand-over" + g] - m["08 only the wgmmas, no ring" + g] for g in ("", " graph")]
+    assert [round(x, 2) for x in ring] == [1.06, 0.90]
+    assert [w["08"][k][2] for k in ("copies issued before the consumer came", "copies issued to the consumer past its wait")] == [0.096, 0.224]
+    group = w["08"]["a group's K tile, one to the next"]
+    producer = w["08"]["producer, one K tile to the next"]
+    assert [producer[1], producer[3], w["08"]["producer's issue"][0]] == [0.262, 0.278, 0.16]
+    assert abs(producer[1] - group[1] / 3) < 0.01 and abs(producer[3] - group[3] / 3) < 0.01
+    slept = [w[f"producer sleeps {ns}"] for ns in mod.SLOWED_NS]
+    assert all(s["copies issued before the consumer came"][0] < -0.2 for s in slept)
+    assert [round(m[f"producer sleeps {ns}"] - m["08"], 1) for ns in mod.SLOWED_NS] == [0.9, 1.0, 1.7]
+    assert group[0] == 0.8 > exp["marks"]["NVIDIA H200"]["stagger"]["08"][1] == 0.768
+    assert nc["producer, one K tile to the next"][0] == 0.16 and round(m["08"] - m["08 no copies"], 1) == 1.3
+
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
     consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named
