@@ -1105,6 +1105,39 @@ def test_waits_claims():
     assert group[0] == 0.8 > exp["marks"]["NVIDIA H200"]["stagger"]["08"][1] == 0.768
     assert nc["producer, one K tile to the next"][0] == 0.16 and round(m["08"] - m["08 no copies"], 1) == 1.3
 
+
+def test_producers_variant():
+    """limits.py producers: step 08 with a producer warp per operand expects two arrivals a stage, waits for T only
+    in the left operand's fetcher, computes E on the emulator (structured, off-grid and NaN shapes), and compiles for
+    sm_90a at 08's tiles for 512 and 2048 with no spills and the wgmmas asynchronous."""
+    from gemmlab import nvrtc
+    mod, _ = _tma_experiment("limits.py")
+    k = mod.producers_kernel("cpu", **mod.TILES_512)
+    assert "mbarrier_init(&full[s], 2)" in k.source and "threadIdx.x < SPLIT_K * 128 + 32) {" in k.source
+    assert k.step.threads(k.params) == 3 * 128 + 64
+    assert fusion.check(k).passed
+    if not nvrtc.available():
+        return
+    for tiles in (mod.TILES_512, mod.TILES_2048):
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.producers_kernel("cpu", **tiles).source, **tiles)
+        assert not res.wgmma_serialized and res.spill_stores == 0, (tiles, res)
+
+
+def test_producers_claims():
+    """results/experiments/fusion-tma, 'A producer warp per operand', and chapter 8 (H200, one run, every kernel
+    checked): the ring's marks are step 08's; the call moves by 0.0 / -0.3 us at 512, +0.5 / +0.4 and +1.2 / +0.9 us
+    at 1024, +1.4% at 2048 and +1.7% at 4096."""
+    _, exp = _tma_experiment("limits.py")
+    run = exp["producers"]["NVIDIA H200"]
+    assert run["parts"]["producers"] == run["parts"]["08"] and run["stagger"]["producers"] == run["stagger"]["08"]
+    assert run["stagger"]["08"] == [0.256, 0.768]
+    assert all(len(v) == 3 for calls in run["us"].values() for v in calls.values())
+    m = {n: {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
+    two = lambda n, tag, g="": m[n]["producers " + tag + g] - m[n]["08 " + tag + g]  # noqa: E731
+    assert [round(two(n, tag, g), 1) for n, tag in (("512", "n32 k3 s12"), ("1024", "n64 k2 s8"), ("1024", "n32 k3 s8"))
+            for g in ("", " graph")] == [0.0, -0.3, 0.5, 0.4, 1.2, 0.9]
+    assert [round(100 * two(n, "n64 k2 s8") / m[n]["08 n64 k2 s8"], 1) for n in ("2048", "4096")] == [1.4, 1.7]
+
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
     consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named

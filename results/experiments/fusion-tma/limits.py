@@ -6,6 +6,7 @@
     python results/experiments/fusion-tma/limits.py ordered > ordered-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py marks > marks-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py waits > waits-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py producers > producers-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -50,6 +51,9 @@ four synchronisations, NO_RING), per phase: the time from the end of a K tile's 
 for a full stage, how long before the consumer came its copies were issued, and the producer's loop. Then step 08
 with its producer sleeping 50, 100 and 200 ns a K tile (SLOWED, checked), with the marks, and every variant launched
 directly and from a CUDA graph, in turn with torch `a @ b @ c`, three rounds.
+`producers`: step 08 with a producer warp per operand (PRODUCERS), checked on fusion.check's shapes; the ring's marks
+of both at 512; then both checked at full size and launched directly and from a CUDA graph from 512 to 4096
+(PRODUCERS_CONFIGS), in turn with torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -422,6 +426,45 @@ def slowed_source(ns: int, waits: bool = False) -> str:
     return steps.substituted("fused/08_tile_flags", marks + [(old, new.replace("NS", str(ns))) for old, new in SLOWED])
 
 
+# `producers`: since the producer has no time to spare, give it a second warp. Warp SPLIT_K * 4 fetches the left
+# operand's tile of each K tile, warp SPLIT_K * 4 + 1 the right operand's; each arrives on the full barrier (now
+# expecting two arrivals) with its own bytes. Only the left operand's fetcher waits for T in phase 2: C does not
+# depend on it, so its tiles go out during the hand-over. The two warps sit on different schedulers.
+TWO_FETCHERS = "    const bool fetcher = threadIdx.x == SPLIT_K * 128;  // the producer warp's one working lane\n"
+PRODUCERS = [
+    ("__launch_bounds__(SPLIT_K * 128 + 32, 1)", "__launch_bounds__(SPLIT_K * 128 + 64, 1)"),
+    (TWO_FETCHERS, "    const bool fetcher = threadIdx.x == SPLIT_K * 128 || threadIdx.x == SPLIT_K * 128 + 32;  "
+                   "// lane 0 of each producer warp\n"),
+    ("            mbarrier_init(&full[s], 1);   // the producer's arrive_expect_tx, plus the bytes\n",
+     "            mbarrier_init(&full[s], 2);   // each fetcher's arrive_expect_tx, plus the bytes\n"),
+    ("            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T\n",
+     "            if (producer && !first && threadIdx.x < SPLIT_K * 128 + 32) {  // phase 2: T's fetcher waits for T\n"),
+    (COPIES, """        if (threadIdx.x % 64 == 0) {  // the left operand's fetcher
+            mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>::x));
+            tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
+        } else {  // the right operand's
+            mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>::y));
+#pragma unroll
+            for (int j = 0; j < BLOCK_N / 32; ++j)
+                tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);
+        }
+"""),
+]
+
+
+def producers_kernel(backend: str | None = None, marks: bool = False, **params):
+    """Step 08 with PRODUCERS (marks: and the ring's marks): a FusedKernel with a second producer warp."""
+    from gemmlab import fusion
+
+    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), threads=lambda p: 128 * p["SPLIT_K"] + 64,
+                             summary="08 with a producer warp per operand")
+    source = steps.substituted("fused/08_tile_flags", (steps.RING_MARKS if marks else []) + PRODUCERS)
+    return fusion.FusedKernel(st, params, backend, source=source)
+
+
+PRODUCERS_CONFIGS = {512: [(32, 3, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)], 4096: [(64, 2, 8)]}
+
+
 WAITED_VARIANTS = ("08", "no copies", "only the wgmmas", "only the wgmmas, no hand-over", "only the wgmmas, no ring")  # `waits`' variants
 
 
@@ -580,6 +623,28 @@ def waits() -> None:
     experiments.time_rounds(launch, 512, 300)
 
 
+def producers() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    print(f"producers: {fusion.check(producers_kernel('gpu', **TILES_512))}")
+    ring_at_512({"08": (variant_source("08", marks=True), True)})
+    a, b, c, want, _ = experiments.fusion_problem(512)
+    k = producers_kernel("gpu", marks=True, **TILES_512)
+    steps.ring_parts("producers", k, a, b, c, want)
+    ring_stagger("producers", k, a, b, c)
+    for n, configs in PRODUCERS_CONFIGS.items():
+        a, b, c, want, launch = experiments.fusion_problem(n)
+        for bn, split_k, stages in configs:
+            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
+            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
+            k = producers_kernel("gpu", **tiles)
+            err = experiments.add_launchers(launch, "producers " + tag, k, a, b, c, want)
+            print(f"n={n} {tag}: 08 error {e08:.2e}; producers {k.module.function.num_regs} registers, error {err:.2e}",
+                  flush=True)
+        experiments.time_rounds(launch, n, {512: 300, 1024: 300, 2048: 100, 4096: 20}[n])
+
+
 def marks() -> None:
     from gemmlab import gpu
 
@@ -589,7 +654,7 @@ def marks() -> None:
 
 if __name__ == "__main__":
     COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
-                "waits": waits}
+                "waits": waits, "producers": producers}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:
