@@ -1138,6 +1138,33 @@ def test_producers_claims():
             for g in ("", " graph")] == [0.0, -0.3, 0.5, 0.4, 1.2, 0.9]
     assert [round(100 * two(n, "n64 k2 s8") / m[n]["08 n64 k2 s8"], 1) for n in ("2048", "4096")] == [1.4, 1.7]
 
+
+def test_early_variant_and_claims():
+    """limits.py early: a group's first K tile waits at the loop's top, the others after the previous K tile's wgmmas
+    are committed; it computes E on the emulator and compiles for sm_90a with no spills and the wgmmas asynchronous.
+    'Waiting for the next stage while the wgmmas run' (H200, one run, every kernel checked): the wgmmas' end and the K
+    tile grow, and the call moves by +0.2 / +0.3 us at 512, +0.4 / +0.5 and -0.3 / -0.4 us at 1024, +0.4% at 2048
+    and 4096."""
+    from gemmlab import nvrtc
+    mod, exp = _tma_experiment("limits.py")
+    src = mod.steps.substituted("fused/08_tile_flags", mod.EARLY)
+    assert src.index("if (kt == group) mbarrier_wait(&full[stage]") < src.index("wgmma_commit();") < src.index(
+        "mbarrier_wait(&full[(step + SPLIT_K) % NUM_STAGES]") < src.index("wgmma_wait<0>();")
+    assert fusion.check(fusion.step("fused/08_tile_flags", backend="cpu", source=src, **mod.TILES_512)).passed
+    if nvrtc.available():
+        res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)
+        assert not res.wgmma_serialized and res.spill_stores == 0, res
+    run = exp["early"]["NVIDIA H200"]
+    assert run["stagger"]["08"] == [0.256, 0.768] and run["stagger"]["early"][1] == 0.832
+    assert [run["parts"][v]["wgmmas done"] for v in ("08", "early")] == [0.032, 0.128]
+    assert all(len(v) == 3 for calls in run["us"].values() for v in calls.values())
+    m = {n: {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
+    moved = lambda n, tag, g="": m[n]["early " + tag + g] - m[n]["08 " + tag + g]  # noqa: E731
+    assert [round(moved(n, tag, g), 1) for n, tag in (("512", "n32 k3 s12"), ("1024", "n64 k2 s8"), ("1024", "n32 k3 s8"))
+            for g in ("", " graph")] == [0.2, 0.3, 0.4, 0.5, -0.3, -0.4]
+    assert [round(100 * moved(n, "n64 k2 s8") / m[n]["08 n64 k2 s8"], 1) for n in ("2048", "4096")] == [0.4, 0.4]
+    assert m["1024"]["early n32 k3 s8"] - m["1024"]["08 n64 k2 s8"] > 15
+
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
     consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named

@@ -7,6 +7,7 @@
     python results/experiments/fusion-tma/limits.py marks > marks-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py waits > waits-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py producers > producers-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py early > early-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -54,6 +55,8 @@ directly and from a CUDA graph, in turn with torch `a @ b @ c`, three rounds.
 `producers`: step 08 with a producer warp per operand (PRODUCERS), checked on fusion.check's shapes; the ring's marks
 of both at 512; then both checked at full size and launched directly and from a CUDA graph from 512 to 4096
 (PRODUCERS_CONFIGS), in turn with torch `a @ b @ c`, three rounds.
+`early`: step 08 with each group's wait for its next K tile's stage moved to while this K tile's wgmmas run (EARLY),
+checked on fusion.check's shapes (SPLIT_K 3 and 2); the ring's marks of both at 512; then timed as `producers`.
 """
 from __future__ import annotations
 
@@ -623,6 +626,24 @@ def waits() -> None:
     experiments.time_rounds(launch, 512, 300)
 
 
+def against_08(label: str, make, configs: dict) -> None:
+    """GPU only: for each N and tiles (BLOCK_N, SPLIT_K, NUM_STAGES) in `configs`, step 08 and make(**tiles) (a
+    FusedKernel on the GPU), both checked at full size and launched directly and from a CUDA graph, in turn with torch
+    `a @ b @ c`, three rounds; the variant's calls are named LABEL TILES."""
+    from gemmlab import experiments, fusion
+
+    for n, tilings in configs.items():
+        a, b, c, want, launch = experiments.fusion_problem(n)
+        for bn, split_k, stages in tilings:
+            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
+            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
+            k = make(**tiles)
+            err = experiments.add_launchers(launch, f"{label} {tag}", k, a, b, c, want)
+            print(f"n={n} {tag}: 08 error {e08:.2e}; {label} {k.module.function.num_regs} registers, error {err:.2e}",
+                  flush=True)
+        experiments.time_rounds(launch, n, {512: 300, 1024: 300, 2048: 100, 4096: 20}[n])
+
+
 def producers() -> None:
     from gemmlab import experiments, fusion, gpu
 
@@ -633,16 +654,35 @@ def producers() -> None:
     k = producers_kernel("gpu", marks=True, **TILES_512)
     steps.ring_parts("producers", k, a, b, c, want)
     ring_stagger("producers", k, a, b, c)
-    for n, configs in PRODUCERS_CONFIGS.items():
-        a, b, c, want, launch = experiments.fusion_problem(n)
-        for bn, split_k, stages in configs:
-            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
-            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
-            k = producers_kernel("gpu", **tiles)
-            err = experiments.add_launchers(launch, "producers " + tag, k, a, b, c, want)
-            print(f"n={n} {tag}: 08 error {e08:.2e}; producers {k.module.function.num_regs} registers, error {err:.2e}",
-                  flush=True)
-        experiments.time_rounds(launch, n, {512: 300, 1024: 300, 2048: 100, 4096: 20}[n])
+    against_08("producers", lambda **tiles: producers_kernel("gpu", **tiles), PRODUCERS_CONFIGS)
+
+
+# `early`: a group waits for its next K tile's stage while this K tile's wgmmas run (after their commit, before the
+# wait for them), so that the wait's own cost, which `waits` found even when the stage is long full, overlaps them.
+FULL_WAIT_LINE = "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
+EARLY = [
+    (FULL_WAIT_LINE, "        if (kt == group) mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  "
+                     "// the first K tile has landed (the others: below)\n"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n",
+     """        wgmma_commit();
+        if (kt + SPLIT_K < ktiles)  // the group's next K tile has landed, waited for while these wgmmas run
+            mbarrier_wait(&full[(step + SPLIT_K) % NUM_STAGES], ((step + SPLIT_K) / NUM_STAGES) & 1);
+        wgmma_wait<0>();
+"""),
+]
+
+
+def early() -> None:
+    from gemmlab import fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    source = steps.substituted("fused/08_tile_flags", EARLY)
+    for split_k in (3, 2):
+        k = fusion.step("fused/08_tile_flags", source=source, **{**TILES_512, "SPLIT_K": split_k})
+        print(f"early k{split_k}: {fusion.check(k)}")
+    ring_at_512({"08": (variant_source("08", marks=True), True),
+                 "early": (steps.substituted("fused/08_tile_flags", steps.RING_MARKS + EARLY), True)})
+    against_08("early", lambda **tiles: fusion.step("fused/08_tile_flags", source=source, **tiles), PRODUCERS_CONFIGS)
 
 
 def marks() -> None:
@@ -654,7 +694,7 @@ def marks() -> None:
 
 if __name__ == "__main__":
     COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
-                "waits": waits, "producers": producers}
+                "waits": waits, "producers": producers, "early": early}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

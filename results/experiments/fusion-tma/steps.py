@@ -613,10 +613,11 @@ def main(sizes) -> None:
         experiments.time_rounds(calls, n, REPEATS[n])
 
 
-# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered", "marks", "waits" and
-# "producers" are limits.py's, "operand" operand.py's
+# each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered", "marks", "waits",
+# "producers" and "early" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
-         "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers")
+         "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers",
+         "early")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
@@ -640,11 +641,11 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers"):  # variant -> part of a K tile -> us
+            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers", "early"):  # variant -> part -> us
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
-            if key in ("ordered", "marks", "producers"):  # variant -> [us between groups' splits, us a group's K tile]
+            if key in ("ordered", "marks", "producers", "early"):  # variant -> [us between groups' splits, us a group's K tile]
                 entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
             if key == "waits":  # variant -> figure -> [phase 1 median, mean, phase 2 median, mean], us (or a share)
                 entry["waits"] = {}
