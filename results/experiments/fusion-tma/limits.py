@@ -16,7 +16,8 @@ of the right operand's tiles, no A fragments read from the stages, all three of 
 wgmmas, the barriers and the waits left): wrong results, timed only; its four tensor-map fences left out, the
 maps prefetched first (both checked); then
 multicast.patch (clusters of 2 and of 4 blocks sharing the left operand's tiles by TMA multicast), with the
-stage's release arriving at cluster scope as the patch has it and at the default CTA scope, all checked (at 512 also on fusion.check's shapes).
+stage's release arriving at cluster scope as the patch has it and at the default CTA scope, all checked (at 512
+also on fusion.check's shapes).
 At 2048 (BLOCK_N 64, SPLIT_K 2, NUM_STAGES 8) step 08, without copies, and with clusters of 2. Launched in
 turn with torch `a @ b @ c`, three rounds. `rate`: the wgmmas of a K tile alone (rate.cu) on every SM,
 N = 32 and 64, one to four warpgroups per SM: FMA per clock per SM (clock64) and TFLOP/s (events).
@@ -50,11 +51,11 @@ mark before the consumers' wait for a full stage, three in the producer's loop) 
 and in four timed-only variants (no copies; only the wgmmas; that without the hand-over; that without the ring's
 four synchronisations, NO_RING), per phase: the time from the end of a K tile's wgmmas to the loop's top, the wait
 for a full stage, how long before the consumer came its copies were issued, and the producer's loop. Then step 08
-with its producer sleeping 50, 100 and 200 ns a K tile (SLOWED, checked), with the marks, and every variant launched
+with its producer sleeping 50, 100 and 200 ns a K tile (SLEEP, checked), with the marks, and every variant launched
 directly and from a CUDA graph, in turn with torch `a @ b @ c`, three rounds.
 `producers`: step 08 with a producer warp per operand (PRODUCERS), checked on fusion.check's shapes; the ring's marks
 of both at 512; then both checked at full size and launched directly and from a CUDA graph from 512 to 4096
-(PRODUCERS_CONFIGS), in turn with torch `a @ b @ c`, three rounds.
+(CONFIGS_TO_4096), in turn with torch `a @ b @ c`, three rounds.
 `early`: step 08 with each group's wait for its next K tile's stage moved to while this K tile's wgmmas run (EARLY),
 checked on fusion.check's shapes (SPLIT_K 3 and 2); the ring's marks of both at 512; then timed as `producers`.
 """
@@ -100,11 +101,12 @@ A_FRAGMENTS = ("            ldmatrix_x4(raw[kk][0], raw[kk][1], raw[kk][2], raw[
                "&s.x[swizzled(warp_row + lane_id % 16, kk * 8 + lane_id / 16 * 4)]);\n")
 NO_A_FRAGMENTS = "            for (int q = 0; q < 4; ++q) raw[kk][q] = tid + kk + q;  // not read from the stage\n"
 NO_COPIES = [(COPIES, "        mbarrier_arrive(&full[stage]);\n")]
+FULL_WAIT_LINE = "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
+EMPTY_WAIT = ("        mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);  "
+              "// its last K tile was read (at once the first time)\n")
 # The ring's four synchronisations taken out, after NO_COPIES: the consumers neither wait for a stage nor free it,
 # and the producer neither waits for a free stage nor arrives on a full one. No mbarrier left in the K loop.
-NO_RING = [("mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);", ""),
-           ("if (tid == 0) mbarrier_arrive(&empty[stage]);", ""),
-           ("mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);", ""),
+NO_RING = [(FULL_WAIT_LINE, ""), ("if (tid == 0) mbarrier_arrive(&empty[stage]);", ""), (EMPTY_WAIT, ""),
            ("        mbarrier_arrive(&full[stage]);\n", "")]
 # Step 08's phase 2 without its wait for the row panel of T (timed only: the hand-over left out)
 WAIT = """            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T
@@ -402,9 +404,7 @@ MARKED_VARIANTS = ("08", "no copies", "no split", "only the wgmmas")  # `marks`'
 # `waits`, after steps.RING_MARKS: RING(7) before a consumer's wait for a full stage (RING(0) is after it), and the
 # producer's marks, FETCH(i) in g_fetch[block][i][step]: before its wait for a free stage (0), after it (1), and after
 # its copies were issued, or its arrival made in the variants without copies (2).
-FULL_WAIT = "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n        RING(0);\n"
-EMPTY_WAIT = ("        mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);  "
-              "// its last K tile was read (at once the first time)\n")
+FULL_WAIT = FULL_WAIT_LINE + "        RING(0);\n"  # as steps.RING_MARKS leaves it
 FETCH_END = "    }\n}\n\ntemplate <int BLOCK_N, int SPLIT_K, int NUM_STAGES>\n__global__"
 WAIT_MARKS = [
     ("#define RING(i)", "__device__ unsigned long long g_fetch[1024][4][64];\n"
@@ -418,7 +418,7 @@ WAIT_MARKS = [
 # stage (checked: the results do not change; a sleeping warp takes no issue slots from the consumers on its scheduler,
 # as a spin would). If the consumers wait for it, the call grows by the added time per K tile times the 32 K tiles a
 # block fetches. With WAIT_MARKS the sleep counts in the producer's wait for a free stage.
-SLOWED = [(EMPTY_WAIT, "        __nanosleep(NS);  // the producer slowed\n" + EMPTY_WAIT)]
+SLEEP = "        __nanosleep({ns});  // the producer slowed\n"
 SLOWED_NS = (50, 100, 200)
 
 
@@ -426,7 +426,7 @@ def slowed_source(ns: int, waits: bool = False) -> str:
     """Step 08 with its producer sleeping `ns` nanoseconds before each K tile's wait for a free stage (waits: with
     WAIT_MARKS)."""
     marks = steps.RING_MARKS + WAIT_MARKS if waits else []
-    return steps.substituted("fused/08_tile_flags", marks + [(old, new.replace("NS", str(ns))) for old, new in SLOWED])
+    return steps.substituted("fused/08_tile_flags", marks + [(EMPTY_WAIT, SLEEP.format(ns=ns) + EMPTY_WAIT)])
 
 
 # `producers`: since the producer has no time to spare, give it a second warp. Warp SPLIT_K * 4 fetches the left
@@ -441,7 +441,8 @@ PRODUCERS = [
     ("            mbarrier_init(&full[s], 1);   // the producer's arrive_expect_tx, plus the bytes\n",
      "            mbarrier_init(&full[s], 2);   // each fetcher's arrive_expect_tx, plus the bytes\n"),
     ("            if (producer && !first) {  // phase 2: the whole producer warp waits for the row panel of T\n",
-     "            if (producer && !first && threadIdx.x < SPLIT_K * 128 + 32) {  // phase 2: T's fetcher waits for T\n"),
+     "            if (producer && !first && threadIdx.x < SPLIT_K * 128 + 32) {  "
+     "// phase 2: T's fetcher waits for T\n"),
     (COPIES, """        if (threadIdx.x % 64 == 0) {  // the left operand's fetcher
             mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>::x));
             tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
@@ -465,10 +466,12 @@ def producers_kernel(backend: str | None = None, marks: bool = False, **params):
     return fusion.FusedKernel(st, params, backend, source=source)
 
 
-PRODUCERS_CONFIGS = {512: [(32, 3, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)], 4096: [(64, 2, 8)]}
+CONFIGS_TO_4096 = {  # `producers`' and `early`'s tilings per N: step 08's and one more at 1024
+    512: [(32, 3, 12)], 1024: [(64, 2, 8), (32, 3, 8)], 2048: [(64, 2, 8)], 4096: [(64, 2, 8)]}
 
 
-WAITED_VARIANTS = ("08", "no copies", "only the wgmmas", "only the wgmmas, no hand-over", "only the wgmmas, no ring")  # `waits`' variants
+WAITED_VARIANTS = ("08", "no copies", "only the wgmmas", "only the wgmmas, no hand-over",  # `waits`' variants
+                   "only the wgmmas, no ring")
 
 
 def ordered_source(marks: bool = False) -> str:
@@ -485,7 +488,8 @@ def ring_stagger(variant: str, k, a, b, c, runs: int = 20) -> None:
     n, sk = a.shape[0], k.params["SPLIT_K"]
     per_phase = n // 32
     launch, cfg = steps.marked(k, a, b, c, "g_ring", (1024, 8, 64))
-    x = np.stack([launch()[:cfg.grid[0], :, :2 * per_phase] for _ in range(runs + 5)][5:])  # runs x blocks x marks x steps
+    # runs x blocks x marks x steps
+    x = np.stack([launch()[:cfg.grid[0], :, :2 * per_phase] for _ in range(runs + 5)][5:])
     lags, periods = [], []
     for phase0 in (0, per_phase):
         for r in range(1, per_phase // sk):
@@ -524,6 +528,25 @@ def step08_at_512(variants: dict):
     return a, b, c, want, launch
 
 
+def against_08(label: str, make, configs: dict) -> None:
+    """GPU only: for each N and tiles (BLOCK_N, SPLIT_K, NUM_STAGES) in `configs`, step 08 and make(**tiles) (a
+    FusedKernel on the GPU), both checked at full size and launched directly and from a CUDA graph, in turn with torch
+    `a @ b @ c`, three rounds; the variant's calls are named LABEL TILES."""
+    from gemmlab import experiments, fusion
+
+    for n, tilings in configs.items():
+        a, b, c, want, launch = experiments.fusion_problem(n)
+        for bn, split_k, stages in tilings:
+            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
+            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c,
+                                            want)
+            k = make(**tiles)
+            err = experiments.add_launchers(launch, f"{label} {tag}", k, a, b, c, want)
+            print(f"n={n} {tag}: 08 error {e08:.2e}; {label} {k.module.function.num_regs} registers, error {err:.2e}",
+                  flush=True)
+        experiments.time_rounds(launch, n, {512: 300, 1024: 300, 2048: 100, 4096: 20}[n])
+
+
 def handover() -> None:
     from gemmlab import experiments, fusion
 
@@ -553,23 +576,15 @@ def fp16() -> None:
 
 
 def ordered() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
 
     print(f"gpu: {gpu.device()['name']}")
     for split_k in (3, 4):
         k = fusion.step("fused/08_tile_flags", source=ordered_source(), **{**TILES_512, "SPLIT_K": split_k})
         print(f"ordered k{split_k}: {fusion.check(k)}")
     ring_at_512({"08": (variant_source("08", marks=True), True), "ordered": (ordered_source(marks=True), True)})
-    for n, configs in ORDERED_CONFIGS.items():
-        a, b, c, want, launch = experiments.fusion_problem(n)
-        for bn, split_k, stages in configs:
-            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
-            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
-            k = fusion.step("fused/08_tile_flags", source=ordered_source(), **tiles)
-            err = experiments.add_launchers(launch, "ordered " + tag, k, a, b, c, want)
-            print(f"n={n} {tag}: 08 error {e08:.2e}; ordered {k.module.function.num_regs} registers, error {err:.2e}",
-                  flush=True)
-        experiments.time_rounds(launch, n, 300 if n < 2048 else 100)
+    against_08("ordered", lambda **tiles: fusion.step("fused/08_tile_flags", source=ordered_source(), **tiles),
+               ORDERED_CONFIGS)
 
 
 def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
@@ -595,7 +610,8 @@ def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
         "share of K tiles that wait 64 ns or more": lambda s: waited[:, :, s] >= 0.064,
         "copies issued before the consumer came": lambda s: ring[:, :, 7, s] - fetch[:, :, 2, s],
         "copies issued to the consumer past its wait": lambda s: ring[:, :, 0, s] - fetch[:, :, 2, s],
-        "the same, where it waited 64 ns or more": lambda s: (ring[:, :, 0, s] - fetch[:, :, 2, s])[waited[:, :, s] >= 0.064],
+        "the same, where it waited 64 ns or more":
+            lambda s: (ring[:, :, 0, s] - fetch[:, :, 2, s])[waited[:, :, s] >= 0.064],
         "producer's wait for a free stage": lambda s: fetch[:, :, 1, s] - fetch[:, :, 0, s],
         "producer's issue": lambda s: fetch[:, :, 2, s] - fetch[:, :, 1, s],
         "producer, one K tile to the next": lambda s: fetch[:, :, 0, s] - fetch[:, :, 0, s - 1],
@@ -603,7 +619,7 @@ def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
     print(f"waits {variant}: {k.params}, {cfg.grid[0]} blocks; us (phase 1 median, mean; phase 2 median, mean)")
     for what, f in figures.items():
         xs = [f(np.arange(p * per_phase + sk, (p + 1) * per_phase)) for p in (0, 1)]
-        cols = " ".join(f"{np.median(x) if x.size else np.nan:7.3f} {np.mean(x) if x.size else np.nan:7.3f}" for x in xs)
+        cols = " ".join(f"{np.median(x):7.3f} {np.mean(x):7.3f}" for x in xs)
         print(f"wait {variant}: {what:44s} {cols}")
 
 
@@ -617,31 +633,14 @@ def waits() -> None:
         steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
         ring_waits(name, k, a, b, c)
     for ns in SLOWED_NS:  # how much later the producer's K tiles come
-        ring_waits(f"producer sleeps {ns}", fusion.step("fused/08_tile_flags", source=slowed_source(ns, True), **TILES_512), a, b, c)
+        k = fusion.step("fused/08_tile_flags", source=slowed_source(ns, waits=True), **TILES_512)
+        ring_waits(f"producer sleeps {ns}", k, a, b, c)
     _, _, _, _, launch = step08_at_512({name: variant_source(name) for name in WAITED_VARIANTS[1:]})
     for ns in SLOWED_NS:
         k = fusion.step("fused/08_tile_flags", source=slowed_source(ns), **TILES_512)
         err = experiments.add_launchers(launch, f"producer sleeps {ns}", k, a, b, c, want)
         print(f"n=512 08 producer sleeps {ns} ns: error {err:.2e}", flush=True)
     experiments.time_rounds(launch, 512, 300)
-
-
-def against_08(label: str, make, configs: dict) -> None:
-    """GPU only: for each N and tiles (BLOCK_N, SPLIT_K, NUM_STAGES) in `configs`, step 08 and make(**tiles) (a
-    FusedKernel on the GPU), both checked at full size and launched directly and from a CUDA graph, in turn with torch
-    `a @ b @ c`, three rounds; the variant's calls are named LABEL TILES."""
-    from gemmlab import experiments, fusion
-
-    for n, tilings in configs.items():
-        a, b, c, want, launch = experiments.fusion_problem(n)
-        for bn, split_k, stages in tilings:
-            tiles, tag = dict(BLOCK_N=bn, SPLIT_K=split_k, NUM_STAGES=stages), f"n{bn} k{split_k} s{stages}"
-            e08 = experiments.add_launchers(launch, "08 " + tag, fusion.step("fused/08_tile_flags", **tiles), a, b, c, want)
-            k = make(**tiles)
-            err = experiments.add_launchers(launch, f"{label} {tag}", k, a, b, c, want)
-            print(f"n={n} {tag}: 08 error {e08:.2e}; {label} {k.module.function.num_regs} registers, error {err:.2e}",
-                  flush=True)
-        experiments.time_rounds(launch, n, {512: 300, 1024: 300, 2048: 100, 4096: 20}[n])
 
 
 def producers() -> None:
@@ -654,12 +653,11 @@ def producers() -> None:
     k = producers_kernel("gpu", marks=True, **TILES_512)
     steps.ring_parts("producers", k, a, b, c, want)
     ring_stagger("producers", k, a, b, c)
-    against_08("producers", lambda **tiles: producers_kernel("gpu", **tiles), PRODUCERS_CONFIGS)
+    against_08("producers", lambda **tiles: producers_kernel("gpu", **tiles), CONFIGS_TO_4096)
 
 
 # `early`: a group waits for its next K tile's stage while this K tile's wgmmas run (after their commit, before the
 # wait for them), so that the wait's own cost, which `waits` found even when the stage is long full, overlaps them.
-FULL_WAIT_LINE = "        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed\n"
 EARLY = [
     (FULL_WAIT_LINE, "        if (kt == group) mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  "
                      "// the first K tile has landed (the others: below)\n"),
@@ -682,7 +680,7 @@ def early() -> None:
         print(f"early k{split_k}: {fusion.check(k)}")
     ring_at_512({"08": (variant_source("08", marks=True), True),
                  "early": (steps.substituted("fused/08_tile_flags", steps.RING_MARKS + EARLY), True)})
-    against_08("early", lambda **tiles: fusion.step("fused/08_tile_flags", source=source, **tiles), PRODUCERS_CONFIGS)
+    against_08("early", lambda **tiles: fusion.step("fused/08_tile_flags", source=source, **tiles), CONFIGS_TO_4096)
 
 
 def marks() -> None:

@@ -3,8 +3,9 @@
 // GROUPS warpgroups per block each issue, per iteration, 4 slices x 3 wgmma m64nNk8 tf32 (A in registers,
 // B from a 128-byte-swizzled shared tile, big and small parts as in 08), commit, and wait for
 // them, as 08 does at the end of each K tile. FP16 (N = 32; `limits.py fp16` puts its wgmma_m64n32k16_f16
-// in front): 2 slices x 3 wgmma m64n32k16 fp16, the same multiply-adds in half the instructions. No loads, no split, no barriers: the tensor pipe's rate for
-// these instructions. Thread 0 of each group writes the cycles (clock64) its loop took.
+// in front): 2 slices x 3 wgmma m64n32k16 fp16, the same multiply-adds in half the instructions. No loads,
+// no split, no barriers: the tensor pipe's rate for these instructions. Thread 0 of each group writes
+// the cycles (clock64) its loop took.
 template <int N, int GROUPS, bool FP16 = false>
 __global__ void __launch_bounds__(GROUPS * 128, 1) wgmma_rate(int iters, float* out, long long* cycles) {
     __shared__ __align__(1024) u32 big[N * 32];

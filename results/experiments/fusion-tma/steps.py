@@ -641,11 +641,13 @@ def record() -> dict:
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
-            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers", "early"):  # variant -> part -> us
+            # variant -> part of a K tile's work -> us
+            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers", "early"):
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
-            if key in ("ordered", "marks", "producers", "early"):  # variant -> [us between groups' splits, us a group's K tile]
+            # variant -> [us between consecutive groups' splits, us a group's K tile]
+            if key in ("ordered", "marks", "producers", "early"):
                 entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
             if key == "waits":  # variant -> figure -> [phase 1 median, mean, phase 2 median, mean], us (or a share)
                 entry["waits"] = {}
