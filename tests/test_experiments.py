@@ -1170,6 +1170,41 @@ def test_early_variant_and_claims():
     assert [round(100 * moved(n, "n64 k2 s8") / m[n]["08 n64 k2 s8"], 1) for n in ("2048", "4096")] == [0.4, 0.4]
     assert m["1024"]["early n32 k3 s8"] - m["1024"]["08 n64 k2 s8"] > 15
 
+def test_wide_variants_and_claims():
+    """limits.py wide: phase 1 alone keeps phase 1's call and drops phase 2's; the wide tiles compile for sm_90a with
+    the wgmmas asynchronous, and only SPLIT_K 3 at 64 columns spills. 'Wider tiles over half the K tiles' (H200, one
+    run, phase 1 checked): BLOCK_N 64 over half the K tiles takes 0.6 / 0.6 us off phase 1, as much without the
+    split, 0.2 / 0.3 us with only the wgmmas; SPLIT_K 3 is 2.7 us slower; twice the saving leaves step 08's lane
+    call above 3x's."""
+    from gemmlab import nvrtc
+    mod, exp = _tma_experiment("limits.py")
+    for subs, no_split in mod.WIDE_VARIANTS.values():
+        src = mod.phase1_source(subs, no_split)
+        assert mod.PHASE_1 in src and mod.PHASE_2 not in src and (mod.steps.SPLIT_LOOP_START in src) != no_split
+    if nvrtc.available():
+        for label, _, (bn, split_k, stages) in mod.WIDE_CONFIGS:
+            res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.phase1_source([], False), BLOCK_N=bn,
+                                   SPLIT_K=split_k, NUM_STAGES=stages)
+            assert not res.wgmma_serialized and (res.spill_stores > 0) == (bn == 64 and split_k == 3), (label, res)
+    run = exp["wide"]["NVIDIA H200"]
+    assert all(len(v) == 3 for v in run["us"]["512"].values())
+    m = {k: statistics.median(v) for k, v in run["us"]["512"].items()}
+    saved = lambda what="", g="": (m[f"phase 1 K512 n32 k3 s12{what}{g}"]  # noqa: E731
+                                   - m[f"phase 1 K256 n64 k2 s8{what}{g}"])
+    assert [round(saved(w, g), 1) for w in ("", " no split", " only the wgmmas") for g in ("", " graph")] == [
+        0.6, 0.6, 0.6, 0.6, 0.2, 0.3]
+    assert round(m["phase 1 K256 n64 k3 s8"] - m["phase 1 K512 n32 k3 s12"], 1) == 2.7
+    recs = fusion.load("NVIDIA H200")
+    lane = fusion.baseline(recs, 512)["median_s"] * 1e6
+    call = fusion.lookup(recs, "fused/08_tile_flags", 512)["median_s"] * 1e6
+    assert (round(call, 1), round(lane / 3, 1)) == (19.0, 15.1) and call - 2 * saved() > lane / 3
+    limits_08 = statistics.median(exp["limits"]["NVIDIA H200"]["us"]["512"]["08"])  # the chapter's call
+    assert limits_08 - 2 * saved() > lane / 3
+    text = (EXP / "fusion-tma" / run["log"]).read_text()
+    errors = [float(e) for e in re.findall(r"error of T ([\d.e+-]+)$", text, re.M)]
+    assert len(errors) == len(mod.WIDE_CONFIGS) and max(errors) < 1e-6
+
+
 def test_stalls_claims():
     """results/experiments/fusion-tma, 'Where step 08's warps wait at 512' (one sampled launch on an H200): the
     consumers' waits for a full stage and barrier 9 (the groups' uneven share of K tiles) are the two largest named

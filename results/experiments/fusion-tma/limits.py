@@ -8,6 +8,7 @@
     python results/experiments/fusion-tma/limits.py waits > waits-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py producers > producers-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py early > early-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py wide > wide-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -58,6 +59,13 @@ of both at 512; then both checked at full size and launched directly and from a 
 (CONFIGS_TO_4096), in turn with torch `a @ b @ c`, three rounds.
 `early`: step 08 with each group's wait for its next K tile's stage moved to while this K tile's wgmmas run (EARLY),
 checked on fusion.check's shapes (SPLIT_K 3 and 2); the ring's marks of both at 512; then timed as `producers`.
+
+`wide`: would wider tiles over a shorter K make a phase cheaper? (Then a cluster of blocks could split K and add
+up through distributed shared memory.) Phase 1 alone, at 512 with 08's tiles (BLOCK_N 32, 16 K tiles), and on
+M = 1024, K = 256 with BLOCK_N 64 (SPLIT_K 2 and 3): the same 128 blocks and multiply-adds per block, half the K
+tiles, twice as wide. Each checked (T against A B in float64), and timed without the split, with only the wgmmas, and
+returning at once; launched directly and from a CUDA graph, in turn, three rounds. No reduction across blocks is
+timed: this bounds what the idea could save.
 """
 from __future__ import annotations
 
@@ -683,6 +691,50 @@ def early() -> None:
     against_08("early", lambda **tiles: fusion.step("fused/08_tile_flags", source=source, **tiles), CONFIGS_TO_4096)
 
 
+# `wide`: phase 1 alone at 512 with 08's tiles, and on a shape with half the K tiles and tiles twice as wide (the same
+# 128 blocks and multiply-adds per block). (label, (M, K, L, N), (BLOCK_N, SPLIT_K, NUM_STAGES)).
+WIDE_CONFIGS = [("K512", (512, 512, 512, 512), (32, 3, 12)), ("K256", (1024, 256, 512, 512), (64, 2, 8)),
+                ("K256", (1024, 256, 512, 512), (64, 3, 8))]
+WIDE_VARIANTS = {"": ([], False), " no split": ([], True),  # name suffix -> (substitutions, without the split)
+                 " only the wgmmas": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS)], True)}
+
+
+def phase1_source(subs: list, no_split: bool) -> str:
+    """Step 08's source with phase 2 left out and `subs` made (no_split: steps.without_split too)."""
+    text = steps.substituted("fused/08_tile_flags", [(PHASE_2, "")] + subs)
+    return steps.without_split(text) if no_split else text
+
+
+def wide() -> None:
+    import cupy
+    import numpy as np
+
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    calls = {}
+    for label, dims, (bn, split_k, stages) in WIDE_CONFIGS:
+        m, k, l, n = dims
+        a, b, c = (cupy.asarray(x) for x in fusion.make_inputs("uniform", m, k, l, n))
+        tag = f"{label} n{bn} k{split_k} s{stages}"
+        for suffix, (subs, no_split) in WIDE_VARIANTS.items():
+            kern = fusion.step("fused/08_tile_flags", source=phase1_source(subs, no_split), BLOCK_N=bn,
+                               SPLIT_K=split_k, NUM_STAGES=stages)
+            experiments.add_launchers(calls, f"phase 1 {tag}{suffix}", kern, a, b, c)
+            if not suffix:  # phase 1 as it is computes T = A B: check it
+                t = kern.workspace(cupy, m, l)[0]
+                want = a.astype(np.float64) @ b.astype(np.float64)
+                err = float(cupy.abs(t - want).max() / cupy.abs(want).max())
+                if not err < 1e-5:
+                    raise SystemExit(f"phase 1 {tag}: T's max error {err:.3g} of max |T|")
+                print(f"phase 1 {tag}: grid {kern.launch_config(dims).grid[0]}, {kern.resources()}, "
+                      f"error of T {err:.2e}", flush=True)
+        kern = fusion.step("fused/08_tile_flags", source=variant_source("returns at once"), BLOCK_N=bn,
+                           SPLIT_K=split_k, NUM_STAGES=stages)
+        experiments.add_launchers(calls, f"returns at once {tag}", kern, a, b, c)
+    experiments.time_rounds(calls, 512, 300)
+
+
 def marks() -> None:
     from gemmlab import gpu
 
@@ -692,7 +744,7 @@ def marks() -> None:
 
 if __name__ == "__main__":
     COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
-                "waits": waits, "producers": producers, "early": early}
+                "waits": waits, "producers": producers, "early": early, "wide": wide}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

@@ -614,10 +614,10 @@ def main(sizes) -> None:
 
 
 # each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered", "marks", "waits",
-# "producers" and "early" are limits.py's, "operand" operand.py's
+# "producers", "early" and "wide" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
          "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers",
-         "early")
+         "early", "wide")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
