@@ -361,6 +361,7 @@ FUSED_STEPS.append(replace(
     FUSED_STEPS[-1], name="fused/08_tile_flags", symbol="fused_tile_flags", previous="fused/07_tma_tf32x3",
     summary="07 with a counter per tile of T in place of the grid barrier: a tile of phase 2 waits only for its "
             "row panel of T (sm_90a)"))
+
 _BY_NAME = {s.name: s for s in FUSED_STEPS}
 
 

@@ -1178,12 +1178,12 @@ def test_wide_variants_and_claims():
     call above 3x's."""
     from gemmlab import nvrtc
     mod, exp = _tma_experiment("limits.py")
-    for subs, no_split in mod.WIDE_VARIANTS.values():
-        src = mod.phase1_source(subs, no_split)
+    for name in mod.WIDE_VARIANTS:
+        src, no_split = mod.phase1_source(name), name != "08" and mod.VARIANTS[name][1]
         assert mod.PHASE_1 in src and mod.PHASE_2 not in src and (mod.steps.SPLIT_LOOP_START in src) != no_split
     if nvrtc.available():
         for label, _, (bn, split_k, stages) in mod.WIDE_CONFIGS:
-            res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.phase1_source([], False), BLOCK_N=bn,
+            res = fusion.resources("fused/08_tile_flags", "sm_90", source=mod.phase1_source("08"), BLOCK_N=bn,
                                    SPLIT_K=split_k, NUM_STAGES=stages)
             assert not res.wgmma_serialized and (res.spill_stores > 0) == (bn == 64 and split_k == 3), (label, res)
     run = exp["wide"]["NVIDIA H200"]

@@ -219,12 +219,13 @@ def fp16_sources() -> dict:
     return sources
 
 
-def variant_source(name: str, marks: bool = False, waits: bool = False) -> str:
+def variant_source(name: str, marks: bool = False, waits: bool = False, extra: list = ()) -> str:
     """Step 08's source with VARIANTS[name] made (name "08": as it is; marks: with the ring's marks,
-    steps.RING_MARKS, too; waits: and WAIT_MARKS); a ValueError if 08 no longer has the text."""
+    steps.RING_MARKS, too; waits: and WAIT_MARKS; extra: more substitutions first); a ValueError if 08 no longer
+    has the text."""
     subs, no_split, _ = VARIANTS[name] if name != "08" else ([], False, True)
     marked = (steps.RING_MARKS if marks or waits else []) + (WAIT_MARKS if waits else [])
-    text = steps.substituted("fused/08_tile_flags", marked + subs)
+    text = steps.substituted("fused/08_tile_flags", marked + list(extra) + subs)
     return steps.without_split(text) if no_split else text
 
 
@@ -695,14 +696,12 @@ def early() -> None:
 # 128 blocks and multiply-adds per block). (label, (M, K, L, N), (BLOCK_N, SPLIT_K, NUM_STAGES)).
 WIDE_CONFIGS = [("K512", (512, 512, 512, 512), (32, 3, 12)), ("K256", (1024, 256, 512, 512), (64, 2, 8)),
                 ("K256", (1024, 256, 512, 512), (64, 3, 8))]
-WIDE_VARIANTS = {"": ([], False), " no split": ([], True),  # name suffix -> (substitutions, without the split)
-                 " only the wgmmas": (NO_COPIES + [(A_FRAGMENTS, NO_A_FRAGMENTS)], True)}
+WIDE_VARIANTS = ("08", "no split", "only the wgmmas")  # VARIANTS' names, each with phase 2 left out
 
 
-def phase1_source(subs: list, no_split: bool) -> str:
-    """Step 08's source with phase 2 left out and `subs` made (no_split: steps.without_split too)."""
-    text = steps.substituted("fused/08_tile_flags", [(PHASE_2, "")] + subs)
-    return steps.without_split(text) if no_split else text
+def phase1_source(name: str) -> str:
+    """Step 08's source with phase 2 left out and VARIANTS[name] made (name "08": nothing more)."""
+    return variant_source(name, extra=[(PHASE_2, "")])
 
 
 def wide() -> None:
@@ -710,6 +709,7 @@ def wide() -> None:
     import numpy as np
 
     from gemmlab import experiments, fusion, gpu
+    from gemmlab.errors import VerificationError
 
     print(f"gpu: {gpu.device()['name']}")
     calls = {}
@@ -717,16 +717,16 @@ def wide() -> None:
         m, k, l, n = dims
         a, b, c = (cupy.asarray(x) for x in fusion.make_inputs("uniform", m, k, l, n))
         tag = f"{label} n{bn} k{split_k} s{stages}"
-        for suffix, (subs, no_split) in WIDE_VARIANTS.items():
-            kern = fusion.step("fused/08_tile_flags", source=phase1_source(subs, no_split), BLOCK_N=bn,
-                               SPLIT_K=split_k, NUM_STAGES=stages)
-            experiments.add_launchers(calls, f"phase 1 {tag}{suffix}", kern, a, b, c)
-            if not suffix:  # phase 1 as it is computes T = A B: check it
+        for name in WIDE_VARIANTS:
+            kern = fusion.step("fused/08_tile_flags", source=phase1_source(name), BLOCK_N=bn, SPLIT_K=split_k,
+                               NUM_STAGES=stages)
+            experiments.add_launchers(calls, f"phase 1 {tag}" + ("" if name == "08" else " " + name), kern, a, b, c)
+            if name == "08":  # phase 1 as it is computes T = A B: check it
                 t = kern.workspace(cupy, m, l)[0]
                 want = a.astype(np.float64) @ b.astype(np.float64)
                 err = float(cupy.abs(t - want).max() / cupy.abs(want).max())
                 if not err < 1e-5:
-                    raise SystemExit(f"phase 1 {tag}: T's max error {err:.3g} of max |T|")
+                    raise VerificationError(f"phase 1 {tag}: T's max error {err:.3g} of max |T|: not timed")
                 print(f"phase 1 {tag}: grid {kern.launch_config(dims).grid[0]}, {kern.resources()}, "
                       f"error of T {err:.2e}", flush=True)
         kern = fusion.step("fused/08_tile_flags", source=variant_source("returns at once"), BLOCK_N=bn,
