@@ -633,10 +633,9 @@ def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
 
 
 def waits() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import experiments, fusion
 
-    print(f"gpu: {gpu.device()['name']}")
-    a, b, c, want, _ = experiments.fusion_problem(512)
+    a, b, c, want, launch = step08_at_512({name: variant_source(name) for name in WAITED_VARIANTS[1:]})
     for name in WAITED_VARIANTS:
         k = fusion.step("fused/08_tile_flags", source=variant_source(name, waits=True), **TILES_512)
         steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
@@ -644,7 +643,6 @@ def waits() -> None:
     for ns in SLOWED_NS:  # how much later the producer's K tiles come
         k = fusion.step("fused/08_tile_flags", source=slowed_source(ns, waits=True), **TILES_512)
         ring_waits(f"producer sleeps {ns}", k, a, b, c)
-    _, _, _, _, launch = step08_at_512({name: variant_source(name) for name in WAITED_VARIANTS[1:]})
     for ns in SLOWED_NS:
         k = fusion.step("fused/08_tile_flags", source=slowed_source(ns), **TILES_512)
         err = experiments.add_launchers(launch, f"producer sleeps {ns}", k, a, b, c, want)
