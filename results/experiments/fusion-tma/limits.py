@@ -1,4 +1,4 @@
-"""What bounds fused step 08 at N = 512: the launch, the loads, the tensor pipe? (chapter 8)
+"""What bounds fused step 08 at N = 512: the launch, the loads, the tensor pipe? (chapter 8b)
 
     python results/experiments/fusion-tma/limits.py calls > limits-<gpu>-<date>.log   # on an H100 / H200
     python results/experiments/fusion-tma/limits.py rate > rate-<gpu>-<date>.log
@@ -640,10 +640,9 @@ def waits() -> None:
         k = fusion.step("fused/08_tile_flags", source=variant_source(name, waits=True), **TILES_512)
         steps.ring_parts(name, k, a, b, c, want if name == "08" else None)
         ring_waits(name, k, a, b, c)
-    for ns in SLOWED_NS:  # how much later the producer's K tiles come
+    for ns in SLOWED_NS:  # how much later the producer's K tiles come (marked), and its call (checked)
         k = fusion.step("fused/08_tile_flags", source=slowed_source(ns, waits=True), **TILES_512)
         ring_waits(f"producer sleeps {ns}", k, a, b, c)
-    for ns in SLOWED_NS:
         k = fusion.step("fused/08_tile_flags", source=slowed_source(ns), **TILES_512)
         err = experiments.add_launchers(launch, f"producer sleeps {ns}", k, a, b, c, want)
         print(f"n=512 08 producer sleeps {ns} ns: error {err:.2e}", flush=True)
