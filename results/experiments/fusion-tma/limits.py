@@ -9,6 +9,7 @@
     python results/experiments/fusion-tma/limits.py producers > producers-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py early > early-<gpu>-<date>.log
     python results/experiments/fusion-tma/limits.py wide > wide-<gpu>-<date>.log
+    python results/experiments/fusion-tma/limits.py presplit > presplit-<gpu>-<date>.log
     python results/experiments/fusion-tma/steps.py record      # the logs -> results.json["limits"], ["rate"], ...
 
 `calls`: step 08 at its tiles for 512 (BLOCK_N 32, SPLIT_K 3, NUM_STAGES 12) as it is, and with one thing
@@ -66,6 +67,19 @@ M = 1024, K = 256 with BLOCK_N 64 (SPLIT_K 2 and 3): the same 128 blocks and mul
 tiles, twice as wide. Each checked (T against A B in float64), and timed without the split, with only the wgmmas, and
 returning at once; launched directly and from a CUDA graph, in turn, three rounds. No reduction across blocks is
 timed: this bounds what the idea could save.
+
+`presplit`: chapter 8's proposal to split B and C once, up front, instead of in every block's K loop. presplit.patch
+(against step 08): at the start every consumer warp of the grid splits a share of C (and of B with PRESPLIT_B) into
+two K-major copies in global memory, big and small, as the wgmmas read them; each block then counts itself on a
+word, and the producer waits for every block before the first phase that reads the copies. TMA brings a K tile's
+big and small halves (twice the right operand's bytes), and the consumers only read their A fragments and multiply,
+releasing the stage after their wgmmas; eleven stages instead of twelve make room. Checked on fusion.check's shapes
+(also with B split) and at full size; at 512 against step 08 with 12 and 11 stages, and the diagnostics of
+PRESPLIT_VARIANTS: split but unread, read but nothing split (and with the stage released before the wgmmas), step
+08's path in this kernel ("raw"), and that with the right operand's bytes twice; thread 0 of each block marks the
+end of the split, of phase 1 and of the block (PRESPLIT_MARKS, and the same marks in step 08). Then checked and
+timed against step 08 from 1024 to 4096 (PRESPLIT_CONFIGS). Launched directly and from a CUDA graph, in turn with
+torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -75,12 +89,15 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import steps  # noqa: E402  (this folder's substitution helpers: replaced(), RETURNS, without_split())
 
 MULTICAST_PATCH = HERE / "multicast.patch"  # against kernels/fused/08_tile_flags.cu
 SPLITTER_PATCH = HERE / "splitter.patch"  # against kernels/fused/08_tile_flags.cu
+PRESPLIT_PATCH = HERE / "presplit.patch"  # against kernels/fused/08_tile_flags.cu
 TILES_512 = dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=12)
 TILES_2048 = dict(BLOCK_N=64, SPLIT_K=2, NUM_STAGES=8)
 CLUSTER_ARRIVE = "@p mbarrier.arrive.release.cluster.shared::cluster.b64"
@@ -732,6 +749,141 @@ def wide() -> None:
     experiments.time_rounds(calls, 512, 300)
 
 
+# `presplit`: the right operand split once, up front, by the whole grid, into copies K-major as the wgmmas read
+# them; TMA then brings a K tile's big and small halves, and the consumers only read their A fragments and multiply.
+# Phase 2 reads C split; phase 1 reads B split too with PRESPLIT_B.
+PRESPLIT_B = "constexpr bool PRESPLIT_B = false;"
+
+
+def presplit_source(split_b: bool = False) -> str:
+    """Step 08 with presplit.patch applied; split_b: phase 1 reads B split up front too."""
+    text = steps.patched("fused/08_tile_flags", PRESPLIT_PATCH)
+    return steps.replaced(text, [(PRESPLIT_B, PRESPLIT_B.replace("false", "true"))], "presplit.patch") if split_b else text
+
+
+def presplit_kernel(backend: str | None = None, split_b: bool = False, source: str | None = None, **params):
+    """presplit.patch as a FusedKernel (`source`: a variant of its source): step 08's, its stages holding a
+    right-operand tile twice (big and small), and five arguments more: the split copies of B and C (zeroed once: rows
+    past L and N stay zero, what TMA reads for a tile's missing columns), two words that count the blocks past the
+    split, and the copies' maps."""
+    from gemmlab import fusion, tma
+    from gemmlab.fusion import cdiv
+
+    def smem(p, d=None):  # 08's, with each stage's right-operand tile twice as large
+        return fusion._tma_smem(p, d) + p["NUM_STAGES"] * 4 * fusion.WGMMA_TILE_K * p["BLOCK_N"]
+
+    class Presplit(fusion.FusedKernel):
+        def launch_args(self, a, b, c, e, grid=None):
+            cfg, args = super().launch_args(a, b, c, e, grid)
+            xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+            (k, l), n, bn = b.shape, c.shape[1], self.params["BLOCK_N"]
+            key = (xp.__name__, k, l, n)
+            if key != getattr(self, "_split_key", None) or xp is np:
+                self._split_key = key
+                self._split = (xp.zeros((2 * cdiv(l, bn) * bn, k), np.float32),
+                               xp.zeros((2 * cdiv(n, bn) * bn, l), np.float32), xp.zeros(2, np.uint32))
+            bs, cs, ready = self._split
+            maps = [tma.tensor_map(self.backend, x, index, bn, fusion.WGMMA_TILE_K) for x, index in ((bs, 14), (cs, 15))]
+            return cfg, args + [bs, cs, ready] + maps
+
+    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion._tma_rules(p, smem),
+                             summary="08 with B and C split once, up front")
+    return Presplit(st, params, backend, source=source or presplit_source(split_b))
+
+
+# (label, substitutions in presplit.patch's source, checked): where the call's time goes
+PRESPLIT_PHASE_2 = "    phase(true, N, L, t_map, c_map, E, false, cs_map, n_padded);"
+NOT_READ = [(PRESPLIT_PHASE_2, PRESPLIT_PHASE_2.replace("(true,", "(false,"))]  # phase 2 splits C itself, as step 08
+NOT_SPLIT = [("        split_up_front(C, L, N, n_padded, c_split, warp, warps);\n", "")]  # nothing split up front
+PRESPLIT_VARIANTS = [
+    ("split, unread", NOT_READ, True),
+    ("read, unsplit", NOT_SPLIT, False),
+    # the split tile's stage released before its wgmmas, as step 08 releases a raw one (may race)
+    ("read, unsplit, released early", NOT_SPLIT + [
+        ("        if (!PRE) {\n            bar_sync(1 + group, NUM_THREADS);  // the split tile is whole",
+         "        {\n            bar_sync(1 + group, NUM_THREADS);  // the split tile is whole"),
+        ("        if (PRE) {\n            bar_sync(1 + group, NUM_THREADS);  // the group's wgmmas",
+         "        if (false) {\n            bar_sync(1 + group, NUM_THREADS);  // the group's wgmmas")], False),
+    ("raw", NOT_READ + NOT_SPLIT, True),  # step 08's path in this kernel: its larger stages and counters only
+    ("raw, twice the bytes", NOT_READ + NOT_SPLIT + [  # and each K tile brings the right operand twice, unread
+        ("4 * TILE_M * TILE_K + (PRE ? 2 : 1) * 4 * BLOCK_N * TILE_K;", "4 * TILE_M * TILE_K + 2 * 4 * BLOCK_N * TILE_K;"),
+        ("                tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);\n",
+         "                tma_load_2d(stages[stage].y[j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);\n"
+         "#pragma unroll\n            for (int j = 0; j < BLOCK_N / 32; ++j)\n"
+         "                tma_load_2d(stages[stage].y[BLOCK_N / 32 + j], y_map, block_col + 32 * j, kt * TILE_K, &full[stage]);\n")],
+     True),
+]
+
+
+def presplit() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    for split_b in (False, True):
+        for tiles in ({**TILES_512, "NUM_STAGES": 11}, {**TILES_2048, "NUM_STAGES": 6}):
+            print(f"presplit{' B and C' * split_b}: {fusion.check(presplit_kernel('gpu', split_b, **tiles))}", flush=True)
+    a, b, c, want, launch = experiments.fusion_problem(512)
+    tiles = {**TILES_512, "NUM_STAGES": 11}
+    for stages in (12, 11):
+        err = experiments.add_launchers(launch, f"08 s{stages}", fusion.step("fused/08_tile_flags", **{**tiles, "NUM_STAGES": stages}),
+                                        a, b, c, want)
+        print(f"n=512 08 s{stages}: error {err:.2e}")
+    for split_b in (False, True):
+        k = presplit_kernel("gpu", split_b, **tiles)
+        name = "presplit" + " B and C" * split_b
+        err = experiments.add_launchers(launch, name, k, a, b, c, want)
+        print(f"n=512 {name}: {k.module.function.num_regs} registers, error {err:.2e}", flush=True)
+    for label, subs, checked in PRESPLIT_VARIANTS:
+        k = presplit_kernel("gpu", source=steps.replaced(presplit_source(), subs, "presplit.patch"), **tiles)
+        err = experiments.add_launchers(launch, f"presplit {label}", k, a, b, c, want if checked else None)
+        print(f"n=512 presplit {label}: {k.module.function.num_regs} registers"
+              + (f", error {err:.2e}" if checked else ", timed only"), flush=True)
+    split_marks("08", fusion.step("fused/08_tile_flags", source=steps.substituted("fused/08_tile_flags", STEP_08_MARKS),
+                                  **tiles), a, b, c)
+    for label, subs in [("as it is", []), ("split, unread", NOT_READ), ("raw", NOT_READ + NOT_SPLIT)]:
+        source = steps.replaced(presplit_source(), PRESPLIT_MARKS + subs, "presplit.patch")
+        split_marks(label, presplit_kernel("gpu", source=source, **tiles), a, b, c)
+    experiments.time_rounds(launch, 512, 300)
+    against_08("presplit", lambda **tiles: presplit_kernel("gpu", **tiles), PRESPLIT_CONFIGS)
+
+
+# Thread 0 of each block writes %globaltimer before the split up front (0), after the consumers' barrier that ends it
+# (1), when its tiles of phase 1 are stored (2) and when the block is done (3); in step 08, all but (1).
+MARK_DEFINE = ('#include "common.cuh"\n', '#include "common.cuh"\n__device__ unsigned long long g_split[1024][4];\n'
+               '#define MARK(i) do { if (threadIdx.x == 0) { unsigned long long now; '
+               'asm volatile("mov.u64 %0, %globaltimer;" : "=l"(now)); g_split[blockIdx.x][i] = now; } } while (0)\n')
+PRESPLIT_MARKS = [
+    MARK_DEFINE,
+    ("    if (!producer) {\n        // block b's warp", "    MARK(0);\n    if (!producer) {\n        // block b's warp"),
+    ("        if (threadIdx.x == 0) atom_add_release_gpu(&ready[0], 1);\n",
+     "        MARK(1);\n        if (threadIdx.x == 0) atom_add_release_gpu(&ready[0], 1);\n"),
+    ("l_padded);  // phase 1: T = A * B\n", "l_padded);  // phase 1: T = A * B\n    MARK(2);\n"),
+    ("    if (fetcher) await_split(ready, seen);", "    if (fetcher) await_split(ready, seen);\n    __syncthreads();\n    MARK(3);"),
+]
+STEP_08_MARKS = [
+    MARK_DEFINE,
+    ("    __syncthreads();\n\n    u32 step = 0;", "    __syncthreads();\n    MARK(0);\n\n    u32 step = 0;"),
+    ("each tile announced when stored\n", "each tile announced when stored\n    MARK(2);\n"),
+    ("each K tile of T awaited\n", "each K tile of T awaited\n    __syncthreads();\n    MARK(3);\n"),
+]
+SPLIT_MARKS = {1: "split done", 2: "phase 1 done", 3: "end"}
+
+
+def split_marks(label: str, k, a, b, c, runs: int = 20) -> None:
+    """The marks of PRESPLIT_MARKS (or STEP_08_MARKS) in FusedKernel `k`: us from the first block's start to each, min /
+    median / max over blocks (medians of `runs` launches)."""
+    launch, cfg = steps.marked(k, a, b, c, "g_split", (1024, 4))
+    x = np.stack([launch()[:cfg.grid[0]] for _ in range(runs + 5)][5:]).astype(np.float64)
+    x = (x - x[:, :, :1].min(axis=1, keepdims=True)) / 1e3
+    for i, what in SPLIT_MARKS.items():
+        if (x[:, :, i] > -1e6).all():  # a mark the kernel does not write stays 0: far before the start
+            t = np.median(x[:, :, i], axis=0)
+            print(f"split {label}: {what:12s} {t.min():6.2f} {np.median(t):6.2f} {t.max():6.2f}")
+
+
+PRESPLIT_CONFIGS = {1024: [(64, 2, 6), (32, 3, 10)], 2048: [(64, 2, 6)], 4096: [(64, 2, 6)]}
+
+
 def marks() -> None:
     from gemmlab import gpu
 
@@ -741,7 +893,7 @@ def marks() -> None:
 
 if __name__ == "__main__":
     COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
-                "waits": waits, "producers": producers, "early": early, "wide": wide}
+                "waits": waits, "producers": producers, "early": early, "wide": wide, "presplit": presplit}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

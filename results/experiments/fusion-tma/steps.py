@@ -617,11 +617,12 @@ def main(sizes) -> None:
 # "producers", "early" and "wide" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
          "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers",
-         "early", "wide")
+         "early", "wide", "presplit")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
 WAIT_LINE = re.compile(r"^wait ([^:]+): (.+?) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+)$", re.M)
+SPLIT_MARK_LINE = re.compile(r"^split ([^:]+): (split done|phase 1 done|end) +([\d.]+) +([\d.]+) +([\d.]+)$", re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
@@ -655,6 +656,10 @@ def record() -> dict:
                     entry["waits"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in range(3, 7)]
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
+            if key == "presplit":  # variant -> mark -> [min, median, max] over blocks, us from the first block's start
+                entry["marks"] = {}
+                for m in SPLIT_MARK_LINE.finditer(text):
+                    entry["marks"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in (3, 4, 5)]
             if key in ("rate", "fp16"):  # [fp16] N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
                 for m in RATE_LINE.finditer(text):
                     entry.setdefault("fp16" if m.group(1) else "n", {}).setdefault(m.group(2), {})[m.group(3)] = {
