@@ -83,3 +83,14 @@ def test_glue_keys_are_unique(path):
     keys = [k for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"  # a cell may set
             for k in set(re.findall(r"""\bglue\(\s*["'](\w+)["']""", cell.source))]           # one in two branches
     assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_figures_are_stored(path):
+    """A cell that draws with plt.show() keeps its figure among its stored outputs: the book is built from them
+    (execute_notebooks: off), so a figure the executing kernel did not capture (a notebook without the inline backend,
+    run with MPLBACKEND=Agg) would be missing from the site without any error."""
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "code" and "plt.show()" in cell.source:
+            assert any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])), \
+                f"{path.name} cell {i} draws a figure but stores none: run the chapter with its inline backend"
