@@ -77,7 +77,7 @@ releasing the stage after their wgmmas; eleven stages instead of twelve make roo
 (also with B split) and at full size; at 512 against step 08 with 12 and 11 stages, and the diagnostics of
 PRESPLIT_VARIANTS: split but unread, read but nothing split (and with the stage released before the wgmmas), step
 08's path in this kernel ("raw"), and that with the right operand's bytes twice; thread 0 of each block marks the
-end of the split, of phase 1 and of the block (PRESPLIT_MARKS, and the same marks in step 08). Then checked and
+end of the split, of phase 1 and of the block (PRESPLIT_MARKS, steps.block_marks; the same marks in step 08). Then checked and
 timed against step 08 from 1024 to 4096 (PRESPLIT_CONFIGS). Launched directly and from a CUDA graph, in turn with
 torch `a @ b @ c`, three rounds.
 """
@@ -720,7 +720,6 @@ def phase1_source(name: str) -> str:
 
 def wide() -> None:
     import cupy
-    import numpy as np
 
     from gemmlab import experiments, fusion, gpu
     from gemmlab.errors import VerificationError
@@ -825,9 +824,8 @@ def presplit() -> None:
     a, b, c, want, launch = experiments.fusion_problem(512)
     tiles = {**TILES_512, "NUM_STAGES": 11}
     for stages in (12, 11):
-        err = experiments.add_launchers(launch, f"08 s{stages}", fusion.step("fused/08_tile_flags", **{**tiles, "NUM_STAGES": stages}),
-                                        a, b, c, want)
-        print(f"n=512 08 s{stages}: error {err:.2e}")
+        k = fusion.step("fused/08_tile_flags", **{**tiles, "NUM_STAGES": stages})
+        print(f"n=512 08 s{stages}: error {experiments.add_launchers(launch, f'08 s{stages}', k, a, b, c, want):.2e}")
     for split_b in (False, True):
         k = presplit_kernel("gpu", split_b, **tiles)
         name = "presplit" + " B and C" * split_b
@@ -838,47 +836,28 @@ def presplit() -> None:
         err = experiments.add_launchers(launch, f"presplit {label}", k, a, b, c, want if checked else None)
         print(f"n=512 presplit {label}: {k.module.function.num_regs} registers"
               + (f", error {err:.2e}" if checked else ", timed only"), flush=True)
-    split_marks("08", fusion.step("fused/08_tile_flags", source=steps.substituted("fused/08_tile_flags", STEP_08_MARKS),
-                                  **tiles), a, b, c)
+    marked_08 = fusion.step("fused/08_tile_flags", source=steps.substituted("fused/08_tile_flags", STEP_08_MARKS), **tiles)
+    steps.block_marks("08", marked_08, a, b, c, {i: SPLIT_MARKS[i] for i in (0, 2, 3)})
     for label, subs in [("as it is", []), ("split, unread", NOT_READ), ("raw", NOT_READ + NOT_SPLIT)]:
         source = steps.replaced(presplit_source(), PRESPLIT_MARKS + subs, "presplit.patch")
-        split_marks(label, presplit_kernel("gpu", source=source, **tiles), a, b, c)
+        steps.block_marks(label, presplit_kernel("gpu", source=source, **tiles), a, b, c, SPLIT_MARKS)
     experiments.time_rounds(launch, 512, 300)
     against_08("presplit", lambda **tiles: presplit_kernel("gpu", **tiles), PRESPLIT_CONFIGS)
 
 
-# Thread 0 of each block writes %globaltimer before the split up front (0), after the consumers' barrier that ends it
-# (1), when its tiles of phase 1 are stored (2) and when the block is done (3); in step 08, all but (1).
-MARK_DEFINE = ('#include "common.cuh"\n', '#include "common.cuh"\n__device__ unsigned long long g_split[1024][4];\n'
-               '#define MARK(i) do { if (threadIdx.x == 0) { unsigned long long now; '
-               'asm volatile("mov.u64 %0, %globaltimer;" : "=l"(now)); g_split[blockIdx.x][i] = now; } } while (0)\n')
-PRESPLIT_MARKS = [
-    MARK_DEFINE,
-    ("    if (!producer) {\n        // block b's warp", "    MARK(0);\n    if (!producer) {\n        // block b's warp"),
+# steps.TIMELINE_MARKS' MARK(i) (its first two: the macro, and MARK(0) at the kernel's start), and thread 0 of each
+# block marks the end of the split up front (1), of its tiles of phase 1 (2) and of the block (3); step 08 all but (1).
+SPLIT_MARKS = {0: "start", 1: "split done", 2: "phase 1 done", 3: "end"}
+PRESPLIT_MARKS = steps.TIMELINE_MARKS[:2] + [
     ("        if (threadIdx.x == 0) atom_add_release_gpu(&ready[0], 1);\n",
      "        MARK(1);\n        if (threadIdx.x == 0) atom_add_release_gpu(&ready[0], 1);\n"),
     ("l_padded);  // phase 1: T = A * B\n", "l_padded);  // phase 1: T = A * B\n    MARK(2);\n"),
     ("    if (fetcher) await_split(ready, seen);", "    if (fetcher) await_split(ready, seen);\n    __syncthreads();\n    MARK(3);"),
 ]
-STEP_08_MARKS = [
-    MARK_DEFINE,
-    ("    __syncthreads();\n\n    u32 step = 0;", "    __syncthreads();\n    MARK(0);\n\n    u32 step = 0;"),
+STEP_08_MARKS = steps.TIMELINE_MARKS[:2] + [
     ("each tile announced when stored\n", "each tile announced when stored\n    MARK(2);\n"),
     ("each K tile of T awaited\n", "each K tile of T awaited\n    __syncthreads();\n    MARK(3);\n"),
 ]
-SPLIT_MARKS = {1: "split done", 2: "phase 1 done", 3: "end"}
-
-
-def split_marks(label: str, k, a, b, c, runs: int = 20) -> None:
-    """The marks of PRESPLIT_MARKS (or STEP_08_MARKS) in FusedKernel `k`: us from the first block's start to each, min /
-    median / max over blocks (medians of `runs` launches)."""
-    launch, cfg = steps.marked(k, a, b, c, "g_split", (1024, 4))
-    x = np.stack([launch()[:cfg.grid[0]] for _ in range(runs + 5)][5:]).astype(np.float64)
-    x = (x - x[:, :, :1].min(axis=1, keepdims=True)) / 1e3
-    for i, what in SPLIT_MARKS.items():
-        if (x[:, :, i] > -1e6).all():  # a mark the kernel does not write stays 0: far before the start
-            t = np.median(x[:, :, i], axis=0)
-            print(f"split {label}: {what:12s} {t.min():6.2f} {np.median(t):6.2f} {t.max():6.2f}")
 
 
 PRESPLIT_CONFIGS = {1024: [(64, 2, 6), (32, 3, 10)], 2048: [(64, 2, 6)], 4096: [(64, 2, 6)]}

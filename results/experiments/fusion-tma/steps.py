@@ -439,10 +439,30 @@ def transposed() -> None:
                                                           NUM_STAGES=8), a, b, c, want)
 
 
+def block_marks(variant: str, k, a, b, c, names: dict, runs: int = 40) -> None:
+    """For FusedKernel `k`, whose source has TIMELINE_MARKS' MARK(i) (MARK(0) at the kernel's start): print, per mark
+    i in `names` (i -> name), its time in us from the first block's start, min, median and max over blocks (each the
+    median of `runs` launches), as the "mark VARIANT: NAME" lines that record() reads."""
+    import numpy as np
+
+    launch, cfg = marked(k, a, b, c, "g_marks", (1024, 16))
+    rel = []
+    for r in range(runs + 5):
+        m = launch()[:cfg.grid[0]]
+        if r >= 5:  # ns from the first block's start
+            rel.append((m - m[:, 0].min()) / 1e3)
+    rel = np.stack(rel)
+    print(f"{variant}: {cfg.grid[0]} blocks; us from the first block's start: min, median, max over blocks "
+          f"(median of {runs} launches)")
+    for i, name in names.items():
+        x = rel[:, :, i]
+        print(f"mark {variant}: {name:16s} {np.median(x.min(1)):7.2f} {np.median(np.median(x, 1)):7.2f} "
+              f"{np.median(x.max(1)):7.2f}")
+
+
 def timeline(n: int = 512, runs: int = 40) -> None:
     """Step 07's marks per block over `runs` launches, then the event time of the call and of an empty one."""
     import cupy
-    import numpy as np
 
     from gemmlab import experiments, fusion, gpu
 
@@ -453,19 +473,7 @@ def timeline(n: int = 512, runs: int = 40) -> None:
         if not subs:
             _, err = fusion.checked_launcher(k, a, b, c, want)  # the marked kernel still computes E
             print(f"marked step 07 {TIMELINE_512}: error {err:.2e}")
-        launch, cfg = marked(k, a, b, c, "g_marks", (1024, 16))
-        rel = []
-        for r in range(runs + 5):
-            m = launch()[:cfg.grid[0], :len(MARKS)]
-            if r >= 5:  # ns from the first block's start
-                rel.append((m - m[:, 0].min()) / 1e3)
-        rel = np.stack(rel)
-        print(f"{variant}: {cfg.grid[0]} blocks; us from the first block's start: min, median, max over blocks "
-              f"(median of {runs} launches)")
-        for i, name in enumerate(MARKS):
-            x = rel[:, :, i]
-            print(f"mark {variant}: {name:16s} {np.median(x.min(1)):7.2f} {np.median(np.median(x, 1)):7.2f} "
-                  f"{np.median(x.max(1)):7.2f}")
+        block_marks(variant, k, a, b, c, dict(enumerate(MARKS)), runs)
     del calls["torch a@b@c"]
     calls["07 as it is"], _ = fusion.checked_launcher(fusion.step("fused/07_tma_tf32x3", **TIMELINE_512), a, b, c, want)
     k0 = fusion.step("fused/07_tma_tf32x3", source=patched07(RETURNS), **TIMELINE_512)
@@ -622,7 +630,6 @@ RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
 WAIT_LINE = re.compile(r"^wait ([^:]+): (.+?) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+) +(-?[\d.]+)$", re.M)
-SPLIT_MARK_LINE = re.compile(r"^split ([^:]+): (split done|phase 1 done|end) +([\d.]+) +([\d.]+) +([\d.]+)$", re.M)
 CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", re.M)
 
 
@@ -637,7 +644,7 @@ def record() -> dict:
             for (n, call), v in experiments.rounds_of(text).items():
                 us.setdefault(str(n), {})[call] = v
             entry = {"log": log.name, "us": us}
-            if key == "timeline":  # variant -> mark -> [min, median, max] over blocks, us from the first block's start
+            if key in ("timeline", "presplit"):  # variant -> mark -> [min, median, max] over blocks, us from the start
                 entry["blocks"] = int(re.search(r"^as it is: (\d+) blocks", text, re.M).group(1))
                 entry["marks"] = {}
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
@@ -656,10 +663,6 @@ def record() -> dict:
                     entry["waits"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in range(3, 7)]
             if key == "limits":  # blocks per cluster -> how many such clusters fit at once
                 entry["clusters"] = {m.group(1): int(m.group(2)) for m in CLUSTERS_LINE.finditer(text)}
-            if key == "presplit":  # variant -> mark -> [min, median, max] over blocks, us from the first block's start
-                entry["marks"] = {}
-                for m in SPLIT_MARK_LINE.finditer(text):
-                    entry["marks"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in (3, 4, 5)]
             if key in ("rate", "fp16"):  # [fp16] N -> warpgroups per SM -> FMA per clock per SM, TFLOP/s
                 for m in RATE_LINE.finditer(text):
                     entry.setdefault("fp16" if m.group(1) else "n", {}).setdefault(m.group(2), {})[m.group(3)] = {
