@@ -1,4 +1,7 @@
 """The runtime on the CPU: registry, compile-only analysis, verify(), bad inputs, command line."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -44,6 +47,29 @@ def test_short_names_resolve():
 
 
 # --- compile-only analysis: every step fits a T4 --------------------------------------------
+def spills_in_a_fresh_process(name: str, arch: str) -> int:
+    """Spill stores of step `name` for `arch`, compiled first thing in a new Python process.
+
+    NVRTC's optimizer is not deterministic within a process: compiling sgemm/10 for sm_80 200 times
+    in one process (cache cleared) gave 7 different PTX texts. One of them (a float4 shared load
+    partly replaced by a scalar load) makes ptxas spill 44 bytes at the kernel's 128-register cap;
+    3 compiles in 650 spilled. A process's first compile gave the same PTX 64 times out of 64, so
+    that is the one a step is held to when a later compile spills."""
+    code = (f"import gemmlab; r = gemmlab.instance({name!r}).resources({arch!r}); "
+            "print(r.spill_stores + r.spill_loads)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=gemmlab.source.REPO)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[-1])
+
+
+def assert_no_spills(name: str, arch: str, r) -> None:
+    if r.spills:
+        again = spills_in_a_fresh_process(name, arch)
+        assert again == 0, f"{name} spills on {arch} even in a fresh process: {r}"
+        print(f"note: {name} spilled {r.spill_stores} B on {arch} in this process, none in a fresh one "
+              "(NVRTC's output varies between compiles in one process)")
+
+
 @pytest.mark.parametrize("name", STEP_NAMES)
 def test_every_step_fits_a_t4_or_says_it_needs_a_newer_arch(name):
     step = registry.get(name)
@@ -51,8 +77,7 @@ def test_every_step_fits_a_t4_or_says_it_needs_a_newer_arch(name):
     if step.min_arch > 75:  # cp.async, m16n8k16: a clear ArchError on sm_75, and no spills where it runs
         with pytest.raises(errors.ArchError, match=f"sm_{step.min_arch}"):
             inst.resources("sm_75")
-        r = inst.resources(f"sm_{step.min_arch}")
-        assert not r.spills, r
+        assert_no_spills(name, f"sm_{step.min_arch}", inst.resources(f"sm_{step.min_arch}"))
         return
     r = inst.resources("sm_75")
     launch = step.launch(1024, 1024, 1024, inst.params)
@@ -60,7 +85,7 @@ def test_every_step_fits_a_t4_or_says_it_needs_a_newer_arch(name):
     # The T4 check is made with the pinned NVRTC (requirements.txt); other releases allocate
     # registers differently (NVRTC 13.0 spills 68 bytes in step 08), so they only report.
     if nvrtc.version() == PINNED_NVRTC:
-        assert not r.spills, r
+        assert_no_spills(name, "sm_75", r)
     elif r.spills:
         print(f"note: {name} spills {r.spill_stores} B on sm_75 with NVRTC {nvrtc.version()}")
     assert r.shared_bytes + launch.shared_bytes <= nvrtc.T4_SHARED_LIMIT, r
