@@ -80,6 +80,11 @@ PRESPLIT_VARIANTS: split but unread, read but nothing split (and with the stage 
 end of the split, of phase 1 and of the block (PRESPLIT_MARKS, steps.block_marks; the same marks in step 08). Then checked and
 timed against step 08 from 1024 to 4096 (PRESPLIT_CONFIGS). Launched directly and from a CUDA graph, in turn with
 torch `a @ b @ c`, three rounds.
+`readsplit`: why phase 2 reading C split saves less than phase 2 without its split. The ring's marks and WAIT_MARKS'
+in step 08, in step 08 without phase 2's split, and in presplit.patch on step 08's path ("raw"), reading C split with
+nothing split up front (timed only) and as it is (READSPLIT_RING_MARKS): per phase, the parts of a consumer group's K
+tile (steps.ring_parts), the waits between K tiles and each phase's K loops whole (ring_waits). Then the same kernels
+unmarked, launched directly and from a CUDA graph, in turn with torch `a @ b @ c`, three rounds.
 """
 from __future__ import annotations
 
@@ -647,6 +652,11 @@ def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
         xs = [f(np.arange(p * per_phase + sk, (p + 1) * per_phase)) for p in (0, 1)]
         cols = " ".join(f"{np.median(x):7.3f} {np.mean(x):7.3f}" for x in xs)
         print(f"wait {variant}: {what:44s} {cols}")
+    # and each phase's K loops whole, every K tile counted: a block's first full stage to its last wgmmas done
+    spans = [ring[:, :, 6, p * per_phase:(p + 1) * per_phase].max(axis=2)
+             - ring[:, :, 0, p * per_phase:(p + 1) * per_phase].min(axis=2) for p in (0, 1)]
+    cols = " ".join(f"{np.median(x):7.3f} {np.mean(x):7.3f}" for x in spans)
+    print(f"wait {variant}: {'K loops, first full stage to last wgmmas':44s} {cols}")
 
 
 def waits() -> None:
@@ -863,6 +873,65 @@ STEP_08_MARKS = steps.TIMELINE_MARKS[:2] + [
 PRESPLIT_CONFIGS = {1024: [(64, 2, 6), (32, 3, 10)], 2048: [(64, 2, 6)], 4096: [(64, 2, 6)]}
 
 
+# `readsplit` (8b's exercise 4): why phase 2 reading C split saves so little. The ring's marks (steps.RING_MARKS'
+# parts, WAIT_MARKS' loop top and producer marks) in presplit.patch's consumer loop, on both paths: each part of a
+# K tile, and the waits between K tiles, phase by phase, for step 08's path in the patched kernel ("raw"), for C
+# read split with nothing split up front (timed only) and for the patch as it is. Phase 1 takes step 08's path in
+# all three, so it is the control. On the split path a mark stands where the barrier or split it follows would be.
+READSPLIT_RING_MARKS = [
+    steps.RING_MARKS[0], WAIT_MARKS[0],
+    (FULL_WAIT_LINE + "        if (!PRE) {  // else Y's tile came split: the wgmmas read it in the stage\n"
+     "            bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`\n"
+     "            split_y(s);\n        }\n",
+     "        RING(7);\n" + FULL_WAIT_LINE + "        RING(0);\n        if (!PRE) bar_sync(1 + group, NUM_THREADS);\n"
+     "        RING(1);\n        if (!PRE) split_y(s);\n        RING(2);\n"),
+    ("        if (!PRE) {\n            bar_sync(1 + group, NUM_THREADS);  // the split tile is whole",
+     "        RING(3);\n        if (!PRE) {\n            bar_sync(1 + group, NUM_THREADS);  // the split tile is whole"),
+    ("            if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it\n        }\n",
+     "            if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it\n        }\n        RING(4);\n"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n",
+     "        RING(5);\n        wgmma_commit();\n        wgmma_wait<0>();\n        RING(6);\n"),
+    (EMPTY_WAIT, "        FETCH(0);\n" + EMPTY_WAIT + "        FETCH(1);\n"),
+    ("        }\n    }\n}\n\n// Y (inner x cols, row-major) split once",
+     "        }\n        FETCH(2);\n    }\n}\n\n// Y (inner x cols, row-major) split once"),
+]
+READSPLIT_VARIANTS = [("raw", NOT_READ + NOT_SPLIT, True), ("read, unsplit", NOT_SPLIT, False), ("as it is", [], True)]
+
+
+def readsplit_source(subs) -> str:
+    """presplit.patch's source with READSPLIT_RING_MARKS, then the substitutions `subs`."""
+    return steps.replaced(presplit_source(), READSPLIT_RING_MARKS + subs, "presplit.patch")
+
+
+def readsplit() -> None:
+    from gemmlab import experiments, fusion, gpu
+
+    print(f"gpu: {gpu.device()['name']}")
+    a, b, c, want, launch = experiments.fusion_problem(512)
+    # step 08 itself and the hand-over experiment's variant without phase 2's split (timed only), at 12 stages
+    for label, extra, checked in [("08", [], True), ("08, no split in phase 2", HANDOVER["no split in phase 2"], False)]:
+        k = fusion.step("fused/08_tile_flags", source=variant_source("08", waits=True, extra=extra), **TILES_512)
+        for phase in (0, 1):
+            steps.ring_parts(f"{label} phase {phase + 1}", k, a, b, c, want if checked else None, phase=phase)
+        ring_waits(label, k, a, b, c)
+    for label, subs, checked in READSPLIT_VARIANTS:
+        k = presplit_kernel("gpu", source=readsplit_source(subs), **{**TILES_512, "NUM_STAGES": 11})
+        for phase in (0, 1):
+            steps.ring_parts(f"{label} phase {phase + 1}", k, a, b, c, want if checked else None, phase=phase)
+        ring_waits(label, k, a, b, c)
+    # the same kernels without marks, timed in turn with torch `a @ b @ c`
+    calls = {"08": (fusion.step("fused/08_tile_flags", **TILES_512), True),
+             "08 no split in phase 2": (fusion.step("fused/08_tile_flags", **TILES_512, source=steps.substituted(
+                 "fused/08_tile_flags", HANDOVER["no split in phase 2"])), False)}
+    for label, subs, checked in READSPLIT_VARIANTS:
+        calls[f"presplit {label}"] = (presplit_kernel("gpu", source=steps.replaced(presplit_source(), subs, "presplit"),
+                                                      **{**TILES_512, "NUM_STAGES": 11}), checked)
+    for label, (k, checked) in calls.items():
+        err = experiments.add_launchers(launch, label, k, a, b, c, want if checked else None)
+        print(f"n=512 {label}: " + (f"error {err:.2e}" if checked else "timed only"), flush=True)
+    experiments.time_rounds(launch, 512, 300)
+
+
 def marks() -> None:
     from gemmlab import gpu
 
@@ -872,7 +941,8 @@ def marks() -> None:
 
 if __name__ == "__main__":
     COMMANDS = {"calls": calls, "rate": rate, "handover": handover, "fp16": fp16, "ordered": ordered, "marks": marks,
-                "waits": waits, "producers": producers, "early": early, "wide": wide, "presplit": presplit}
+                "waits": waits, "producers": producers, "early": early, "wide": wide, "presplit": presplit,
+                "readsplit": readsplit}
     if sys.argv[1:2] and sys.argv[1] in COMMANDS:
         COMMANDS[sys.argv[1]]()
     else:

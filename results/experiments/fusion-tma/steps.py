@@ -322,17 +322,18 @@ def ring(n: int = 512, runs: int = 20) -> None:
         ring_parts(variant, k, a, b, c, want, runs)
 
 
-def ring_parts(variant: str, k, a, b, c, want, runs: int = 20) -> None:
+def ring_parts(variant: str, k, a, b, c, want, runs: int = 20, phase: int | None = None) -> None:
     """Check `k` (a fused kernel whose source has the RING marks; want=None: a timed-only variant, not checked),
     then print the median time of each part of a consumer group's K tile (RING_PARTS), over blocks, launches and
-    every K tile but each phase's first SPLIT_K, as "part VARIANT: PART  US" lines."""
+    every K tile but each phase's first SPLIT_K (phase 0 or 1: that phase's only), as "part VARIANT: PART  US"
+    lines."""
     import numpy as np
 
     from gemmlab import fusion
 
     n, sk = a.shape[0], k.params["SPLIT_K"]
     per_phase = n // 32
-    steady = [s for s in range(2 * per_phase) if s % per_phase >= sk]
+    steady = [s for s in range(2 * per_phase) if s % per_phase >= sk and phase in (None, s // per_phase)]
     checked = f"error {fusion.checked_launcher(k, a, b, c, want)[1]:.2e}" if want is not None else "timed only"
     launch, cfg = marked(k, a, b, c, "g_ring", (1024, 8, 64))
     x = np.stack([launch()[:cfg.grid[0], :len(RING_PARTS) + 1, :2 * per_phase] for _ in range(runs + 5)][5:])
@@ -625,7 +626,7 @@ def main(sizes) -> None:
 # "producers", "early" and "wide" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
          "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers",
-         "early", "wide", "presplit")
+         "early", "wide", "presplit", "readsplit")
 RATE_LINE = re.compile(r"^rate( fp16)? n=(\d+) groups=(\d+): ([\d.]+) FMA/clk/SM ([\d.]+) TFLOP/s$", re.M)
 STAGGER_LINE = re.compile(r"^stagger ([^:]+): ([\d.-]+) us between consecutive groups' splits, ([\d.]+) us a group's K tile$",
                           re.M)
@@ -650,14 +651,14 @@ def record() -> dict:
                 for m in re.finditer(r"^mark ([^:]+): (.{16}) +([\d. -]+)$", text, re.M):
                     entry["marks"].setdefault(m.group(1), {})[m.group(2).strip()] = [float(x) for x in m.group(3).split()]
             # variant -> part of a K tile's work -> us
-            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers", "early"):
+            if key in ("ring", "transposed", "ordered", "marks", "waits", "producers", "early", "readsplit"):
                 entry["parts"] = {}
                 for m in re.finditer(r"^part ([^:]+): (.{18}) +([\d.]+)$", text, re.M):
                     entry["parts"].setdefault(m.group(1), {})[m.group(2).strip()] = float(m.group(3))
             # variant -> [us between consecutive groups' splits, us a group's K tile]
             if key in ("ordered", "marks", "producers", "early"):
                 entry["stagger"] = {m.group(1): [float(m.group(2)), float(m.group(3))] for m in STAGGER_LINE.finditer(text)}
-            if key == "waits":  # variant -> figure -> [phase 1 median, mean, phase 2 median, mean], us (or a share)
+            if key in ("waits", "readsplit"):  # variant -> figure -> [phase 1 median, mean, phase 2 median, mean], us (or a share)
                 entry["waits"] = {}
                 for m in WAIT_LINE.finditer(text):
                     entry["waits"].setdefault(m.group(1), {})[m.group(2)] = [float(m.group(i)) for i in range(3, 7)]
