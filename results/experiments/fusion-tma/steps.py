@@ -623,7 +623,7 @@ def main(sizes) -> None:
 
 
 # each subcommand's KIND-<gpu>-<date>.log; "limits", "rate", "handover", "fp16", "ordered", "marks", "waits",
-# "producers", "early" and "wide" are limits.py's, "operand" operand.py's
+# "producers", "early", "wide", "presplit" and "readsplit" are limits.py's, "operand" operand.py's
 KINDS = ("parts", "steps", "serialized", "timeline", "loads", "ring", "transposed", "flags", "perktile", "overlap",
          "limits", "rate", "operand", "handover", "fp16", "ordered", "marks", "waits", "producers",
          "early", "wide", "presplit", "readsplit")
