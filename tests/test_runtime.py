@@ -54,7 +54,7 @@ def spills_in_a_fresh_process(name: str, arch: str) -> int:
     process (cache cleared) gave 7 different PTX texts; one of them (a float4 shared load partly
     replaced by a scalar load) makes ptxas spill 44 bytes at the kernel's 128-register cap, and 3
     compiles in 650 spilled. Even a new process's first compile varies: the same text 64 times on an
-    idle machine, another one in 2 processes of 3 while CI ran beside them. So a spill is checked
+    idle machine, another text in 3 processes of 18 while CI ran beside them. So a spill is checked
     once more, in a new process; a step that spills there too fails."""
     code = (f"import gemmlab; r = gemmlab.instance({name!r}).resources({arch!r}); "
             "print(r.spill_stores + r.spill_loads)")
