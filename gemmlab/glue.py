@@ -6,9 +6,21 @@ build reads these outputs and `{glue:text}`name`` in markdown shows the value.
 """
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 GLUE_PREFIX = "application/papermill.record/"
+
+
+def plain_text(value: str) -> str:
+    """The text/plain to store for the string `value` so that the site shows `value` itself. The
+    `{glue:text}` role passes stored text through ast.literal_eval first, which would show '+0.7' as
+    0.7, '0.50' as 0.5 and '3.8e-04' as 0.00038; such text is stored quoted (its repr), the rest as is."""
+    try:
+        shown = ast.literal_eval(value)
+    except Exception:  # not a Python literal: shown as it is
+        return value
+    return value if str(shown) == value else repr(value)
 
 
 def glue(name: str, value: Any, display: bool = False) -> None:
@@ -16,8 +28,8 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
-    if isinstance(value, str):  # show the text itself, not its repr with quotes
-        bundle, metadata = {"text/plain": value}, {}
+    if isinstance(value, str):  # the text itself, quoted only where the site would change it
+        bundle, metadata = {"text/plain": plain_text(value)}, {}
     else:
         bundle, metadata = format_display_data(value)
     prefix = "" if display else GLUE_PREFIX

@@ -94,3 +94,28 @@ def test_figures_are_stored(path):
         if cell.cell_type == "code" and "plt.show()" in cell.source:
             assert any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])), \
                 f"{path.name} cell {i} draws a figure but stores none: run the chapter with its inline backend"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glued_text_shows_as_computed(path):
+    """The site shows each glued value as the chapter computed it. Its `{glue:text}` role passes the stored text
+    through ast.literal_eval, which turned '+4.1' (slower by 4.1 us) into 4.1, '0.50' into 0.5 and '3.8e-04' into
+    0.00038 before gemmlab.glue quoted such text (glue.plain_text); a stored value either shows as itself or is a
+    quoted string."""
+    import ast
+
+    from myst_nb.core.variables import format_plain_text
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        for out in cell.get("outputs", []):
+            if "scrapbook" not in out.get("metadata", {}):
+                continue
+            text = next((v for k, v in out.get("data", {}).items() if k.endswith("text/plain")), None)
+            if text is None:
+                continue
+            try:
+                quoted = isinstance(ast.literal_eval(text), str)
+            except Exception:
+                quoted = False
+            assert quoted or format_plain_text(text, "") == text, \
+                f"{path.name} cell {i}: {out['metadata']['scrapbook']['name']} = {text!r} would show as " \
+                f"{format_plain_text(text, '')!r}"
