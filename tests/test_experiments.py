@@ -1316,7 +1316,7 @@ def test_readsplit_marks_and_claims():
     from gemmlab import nvrtc
     mod, exp = _tma_experiment("limits.py")
     sources = [mod.readsplit_source(subs) for _, subs, _ in mod.READSPLIT_VARIANTS]
-    sources += [mod.variant_source("08", waits=True, extra=extra) for extra in ([], mod.HANDOVER["no split in phase 2"])]
+    sources += [mod.variant_source("08", waits=True, extra=extra) for extra in ([], mod.NO_SPLIT_P2)]
     assert all(all(f"RING({i});" in src for i in range(8)) and "FETCH(2);" in src for src in sources)
     if nvrtc.available():
         for src, stages in zip(sources, [11] * 3 + [12] * 2):

@@ -48,7 +48,7 @@ def test_short_names_resolve():
 
 # --- compile-only analysis: every step fits a T4 --------------------------------------------
 def spills_in_a_fresh_process(name: str, arch: str) -> int:
-    """Spill stores of step `name` for `arch`, compiled again in a new Python process.
+    """Bytes step `name` spills on `arch` (stores and loads), compiled again in a new Python process.
 
     NVRTC's PTX is not a function of its input alone. Compiling sgemm/10 for sm_80 200 times in one
     process (cache cleared) gave 7 different PTX texts; one of them (a float4 shared load partly

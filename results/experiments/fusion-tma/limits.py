@@ -879,7 +879,7 @@ PRESPLIT_CONFIGS = {1024: [(64, 2, 6), (32, 3, 10)], 2048: [(64, 2, 6)], 4096: [
 # read split with nothing split up front (timed only) and for the patch as it is. Phase 1 takes step 08's path in
 # all three, so it is the control. On the split path a mark stands where the barrier or split it follows would be.
 READSPLIT_RING_MARKS = [
-    steps.RING_MARKS[0], WAIT_MARKS[0],
+    steps.RING_MARKS[0], WAIT_MARKS[0],  # the macros
     (FULL_WAIT_LINE + "        if (!PRE) {  // else Y's tile came split: the wgmmas read it in the stage\n"
      "            bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`\n"
      "            split_y(s);\n        }\n",
@@ -889,13 +889,12 @@ READSPLIT_RING_MARKS = [
      "        RING(3);\n        if (!PRE) {\n            bar_sync(1 + group, NUM_THREADS);  // the split tile is whole"),
     ("            if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it\n        }\n",
      "            if (tid == 0) mbarrier_arrive(&empty[stage]);  // the producer may refill it\n        }\n        RING(4);\n"),
-    ("        wgmma_commit();\n        wgmma_wait<0>();\n",
-     "        RING(5);\n        wgmma_commit();\n        wgmma_wait<0>();\n        RING(6);\n"),
-    (EMPTY_WAIT, "        FETCH(0);\n" + EMPTY_WAIT + "        FETCH(1);\n"),
+    steps.RING_MARKS[-1], WAIT_MARKS[2],  # around the wgmmas' commit and wait, and the producer's wait (as in 08)
     ("        }\n    }\n}\n\n// Y (inner x cols, row-major) split once",
      "        }\n        FETCH(2);\n    }\n}\n\n// Y (inner x cols, row-major) split once"),
 ]
 READSPLIT_VARIANTS = [("raw", NOT_READ + NOT_SPLIT, True), ("read, unsplit", NOT_SPLIT, False), ("as it is", [], True)]
+NO_SPLIT_P2 = HANDOVER["no split in phase 2"]  # step 08's consumers without phase 2's split (timed only)
 
 
 def readsplit_source(subs) -> str:
@@ -906,26 +905,25 @@ def readsplit_source(subs) -> str:
 def readsplit() -> None:
     from gemmlab import experiments, fusion, gpu
 
+    def step08(extra, marked: bool):  # step 08 at its 12 stages, with the substitutions `extra`
+        return fusion.step("fused/08_tile_flags", source=variant_source("08", waits=marked, extra=extra), **TILES_512)
+
+    def patch(subs, marked: bool):  # presplit.patch at 11 stages, with the substitutions `subs`
+        source = readsplit_source(subs) if marked else steps.replaced(presplit_source(), subs, "presplit.patch")
+        return presplit_kernel("gpu", source=source, **{**TILES_512, "NUM_STAGES": 11})
+
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, launch = experiments.fusion_problem(512)
-    # step 08 itself and the hand-over experiment's variant without phase 2's split (timed only), at 12 stages
-    for label, extra, checked in [("08", [], True), ("08, no split in phase 2", HANDOVER["no split in phase 2"], False)]:
-        k = fusion.step("fused/08_tile_flags", source=variant_source("08", waits=True, extra=extra), **TILES_512)
-        for phase in (0, 1):
-            steps.ring_parts(f"{label} phase {phase + 1}", k, a, b, c, want if checked else None, phase=phase)
-        ring_waits(label, k, a, b, c)
-    for label, subs, checked in READSPLIT_VARIANTS:
-        k = presplit_kernel("gpu", source=readsplit_source(subs), **{**TILES_512, "NUM_STAGES": 11})
+    # marked: step 08, step 08 without phase 2's split (timed only), then the patch's variants
+    marked = [("08", step08([], True), True), ("08, no split in phase 2", step08(NO_SPLIT_P2, True), False)]
+    marked += [(label, patch(subs, True), checked) for label, subs, checked in READSPLIT_VARIANTS]
+    for label, k, checked in marked:
         for phase in (0, 1):
             steps.ring_parts(f"{label} phase {phase + 1}", k, a, b, c, want if checked else None, phase=phase)
         ring_waits(label, k, a, b, c)
     # the same kernels without marks, timed in turn with torch `a @ b @ c`
-    calls = {"08": (fusion.step("fused/08_tile_flags", **TILES_512), True),
-             "08 no split in phase 2": (fusion.step("fused/08_tile_flags", **TILES_512, source=steps.substituted(
-                 "fused/08_tile_flags", HANDOVER["no split in phase 2"])), False)}
-    for label, subs, checked in READSPLIT_VARIANTS:
-        calls[f"presplit {label}"] = (presplit_kernel("gpu", source=steps.replaced(presplit_source(), subs, "presplit"),
-                                                      **{**TILES_512, "NUM_STAGES": 11}), checked)
+    calls = {"08": (step08([], False), True), "08 no split in phase 2": (step08(NO_SPLIT_P2, False), False)}
+    calls.update({f"presplit {label}": (patch(subs, False), checked) for label, subs, checked in READSPLIT_VARIANTS})
     for label, (k, checked) in calls.items():
         err = experiments.add_launchers(launch, label, k, a, b, c, want if checked else None)
         print(f"n=512 {label}: " + (f"error {err:.2e}" if checked else "timed only"), flush=True)
