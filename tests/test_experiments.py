@@ -223,6 +223,51 @@ def test_fusion_claims_of_chapter_8():
     assert need_tflops > 0.5 * ffma                                    # "out of reach" on CUDA cores
 
 
+def test_seed_measure_claims():
+    """profiler.py (8b, 'The seed's own measure'): every call's kernels recorded, cuBLAS's four at 512 (a split-K GEMM
+    and its reduction per product) and the fused steps' one; the steps checked within fp32 error. By kernel time the
+    fused kernel is faster than cuBLAS's at every N but short of 3x at 512, where 3x asks for less than step 08's body
+    with only its wgmmas left (limits.py); the same run's event times give a larger ratio at 512, on a host slower to
+    issue a @ b @ c than the lane's, and the eager call's kernels span far longer than they run. The README's table
+    is the record's."""
+    pf = results.experiment("fusion-kernel-time")["profiler"]["NVIDIA H200"]
+    med = statistics.median
+    ks = {int(n): {name: med(k["sum_us"]) for name, k in calls.items()} for n, calls in pf["kernels"].items()}
+    ev = {int(n): {name: med(us) for name, us in calls.items()} for n, calls in pf["us"].items()}
+    assert sorted(ks) == sorted(ev) == [256, 512, 1024, 2048, 4096]
+    base, steps = ("torch a@b@c", "cupy a@b@c"), ("07", "08")
+    ratio = {n: min(k[b] for b in base) / min(k[s] for s in steps) for n, k in ks.items()}
+    for n, calls in pf["kernels"].items():
+        assert all(len(k["sum_us"]) == len(k["span_us"]) == 3 for k in calls.values())
+        assert calls["07"]["per_call"] == calls["08"]["per_call"] == 1
+    assert all(s["max_rel_error"] < 1e-6 for at_n in pf["steps"].values() for s in at_n.values())
+    names = pf["names"]["512"]["torch a@b@c"]
+    assert len(names) == 4 and sum("split_k" in name for name in names) == 2
+    assert all(r > 1 for r in ratio.values()) and ratio[512] < 3
+    lim = {k: med(v) for k, v in _tma_experiment()[1]["limits"]["NVIDIA H200"]["us"]["512"].items()}
+    assert min(ks[512][b] for b in base) / 3 < lim["08 only the wgmmas"] - lim["08 returns at once"]
+    e_ratio = min(ev[512][b] for b in base) / min(ev[512][s] for s in steps)
+    assert e_ratio > ratio[512]
+    records = fusion.load("NVIDIA H200")
+    lane = fusion.baseline(records, 512)
+    assert ev[512]["torch a@b@c"] > lane["median_s"] * 1e6                 # "the quieter of the two"
+    span = med(pf["kernels"]["512"]["torch a@b@c"]["span_us"])
+    assert span > 1.5 * ks[512]["torch a@b@c"]
+    readme = (EXP / "fusion-kernel-time" / "README.md").read_text()
+    table = readme[readme.index("## The seed's own measure"):]
+    graphs = fusion.lookup(records, "torch graph a@b@c", 512)["median_s"] / fusion.lookup(
+        records, "fused/08_tile_flags", 512)["graph_median_s"]
+    said = [f"{graphs:.1f}x", f"{ratio[512]:.2f}x", f"{ks[512]['torch a@b@c']:.2f} µs", f"{ks[512]['08']:.2f} µs",
+            f"{min(ratio[n] for n in ks if n >= 1024):.2f}x to {max(ratio[n] for n in ks if n >= 1024):.2f}x",
+            f"{ratio[256]:.2f}x at 256", f"{e_ratio:.2f}x at 512", f"{ev[512]['torch a@b@c']:.1f} µs",
+            f"({lane['median_s'] * 1e6:.1f} µs in the lane)", f"spanned {span:.1f} µs"]
+    assert all(s in table for s in said), [s for s in said if s not in table]
+    for n, k in ks.items():
+        row = re.search(rf"^\| {n} \|(.+)\|$", table, re.M).group(1).split("|")
+        want = [f"{k[name]:.2f}" for name in (*base, *steps)] + [f"{ratio[n]:.2f}x"]
+        assert [c.strip() for c in row] == want, n
+
+
 def test_tables_render():
     sg = results.experiment("sgemm-vs-cublas")
     text = experiments.counters({"step 11": sg["variants"][0]["ncu"], "cuBLAS": sg["cublas"]})
