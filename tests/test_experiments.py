@@ -243,7 +243,7 @@ def test_seed_measure_claims():
     assert all(s["max_rel_error"] < 1e-6 for at_n in pf["steps"].values() for s in at_n.values())
     names = pf["names"]["512"]["torch a@b@c"]
     assert len(names) == 4 and sum("split_k" in name for name in names) == 2
-    assert all(r > 1 for r in ratio.values()) and ratio[512] < 3
+    assert all(r > 1 for r in ratio.values()) and 1.7 < ratio[512] < 2.3     # "about half cuBLAS's kernel time"
     lim = {k: med(v) for k, v in _tma_experiment()[1]["limits"]["NVIDIA H200"]["us"]["512"].items()}
     assert min(ks[512][b] for b in base) / 3 < lim["08 only the wgmmas"] - lim["08 returns at once"]
     e_ratio = min(ev[512][b] for b in base) / min(ev[512][s] for s in steps)
