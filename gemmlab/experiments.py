@@ -255,13 +255,20 @@ def add_launchers(calls: dict, name: str, kern, a, b, c, want=None) -> float | N
     return None
 
 
-def recorded_best(step: str, n: int, a, b, c, want):
-    """GPU only: (params, launcher) of `step` at its fastest configuration recorded at N for this GPU (its
-    defaults if none is), checked against `want` (E in float64) at full size first."""
+def recorded_best_kernel(step: str, n: int):
+    """GPU only: `step` at its fastest configuration recorded at N for this GPU (its defaults if none is)."""
     from . import fusion, gpu
 
     top = fusion.best([r for r in fusion.load(gpu.device()["name"]) if "speedup" in r], step, n)
-    kern = fusion.step(step, **(top["params"] if top else {}))
+    return fusion.step(step, **(top["params"] if top else {}))
+
+
+def recorded_best(step: str, n: int, a, b, c, want):
+    """GPU only: (params, launcher) of `step` at its fastest configuration recorded at N for this GPU (its
+    defaults if none is), checked against `want` (E in float64) at full size first."""
+    from . import fusion
+
+    kern = recorded_best_kernel(step, n)
     return kern.params, fusion.checked_launcher(kern, a, b, c, want)[0]
 
 
