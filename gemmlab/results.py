@@ -1,6 +1,7 @@
 """Recorded measurements: results/<gpu>.json, a list of benchmark records, written on a GPU only."""
 from __future__ import annotations
 
+import collections
 import json
 import re
 from pathlib import Path
@@ -44,6 +45,19 @@ def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
         if p.exists():
             out += [dict(r, source="recorded") for r in json.loads(p.read_text())]
     return out
+
+
+def one_gpu(records: list[dict]) -> list[dict]:
+    """Of `records`, those of the one GPU that has the most of them (on a tie, the one recorded last).
+
+    For a table or figure of recorded sweeps: on a reader's GPU a chapter's own benchmark adds that GPU's
+    records to results/, and a sweep must not mix them with another GPU's."""
+    if not records:
+        return []
+    count = collections.Counter(r["gpu"] for r in records)
+    last = {g: max(r["date"] for r in records if r["gpu"] == g) for g in count}
+    gpu = max(count, key=lambda g: (count[g], last[g]))
+    return [r for r in records if r["gpu"] == gpu]
 
 
 def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
