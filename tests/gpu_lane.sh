@@ -6,7 +6,9 @@
 #      three over chapter 8's fused steps),
 #   4. Nsight Compute warp-state counters of the FP32 latency-hiding steps (results/<gpu>.ncu.json).
 # Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks]
-# Wheels in .whl/ (see ../shared/GPU.md) are installed first when present, for machines without a registry.
+# Wheels in .whl/ are installed first when present, for machines without a registry: the test packages of
+# requirements.txt that the machine lacks (nbval, ipykernel, ipywidgets, nbclient) with their dependencies,
+# downloaded for its Python elsewhere (pip download --only-binary=:all: --python-version X.Y -d .whl ...).
 set -uo pipefail
 out=${1:-${OUT:-gpu-lane-out}}
 mkdir -p "$out" results/gpu-lane/sanitizer results/gpu-lane/ncu
