@@ -21,6 +21,8 @@ import pytest
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from gemmlab.glue import GLUE_PREFIX
+
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 CLAIM = "# NBVAL_CHECK_OUTPUT"
@@ -49,9 +51,10 @@ COMPILER_DEPENDENT = {"ch6_v12_registers"}
 
 
 def _glued(nb) -> dict[str, str]:
-    """Each glue key's stored text."""
-    return {out["metadata"]["scrapbook"]["name"]: "".join(out["data"].get(out["metadata"]["scrapbook"]["mime_prefix"]
-                                                                          + "text/plain", ""))
+    """Each glue key's stored text, with a live run's label read as "recorded": a GPU run that saved its
+    records quotes them as "(live, DATE)", a run without a GPU as "(recorded, DATE)"."""
+    return {out["metadata"]["scrapbook"]["name"]:
+            "".join(out["data"].get(GLUE_PREFIX + "text/plain", "")).replace("(live, ", "(recorded, ")
             for cell in nb.cells if cell.cell_type == "code"
             for out in cell.get("outputs", []) if "scrapbook" in out.get("metadata", {})}
 
@@ -83,8 +86,7 @@ def test_claims_survive_a_second_run_and_out_of_order_reruns(path, monkeypatch):
     # Run 2: restart and run all.
     second = _run(nb)
 
-    stored, recorded = _glued(nb), _glued(second)  # a GPU run that saved its records says "live" where they do
-    stored = {k: v.replace("(live, ", "(recorded, ") for k, v in stored.items()}  # "recorded"
+    stored, recorded = _glued(nb), _glued(second)
     differ = {k: (stored.get(k), recorded.get(k)) for k in stored.keys() | recorded.keys()
               if k not in COMPILER_DEPENDENT and stored.get(k) != recorded.get(k)}
     assert not differ, (f"{path.name}: glued values (stored, from the records) differ: {differ}; re-execute the "

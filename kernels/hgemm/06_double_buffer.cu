@@ -14,8 +14,8 @@
 // into the buffer that tile t is not using; that buffer was last read in iteration t - 1, which
 // every thread left at the previous barrier. One barrier per K tile instead of two; the price is
 // twice the shared memory: 2 * (256 + 128) * 32 halves = 48 KiB for the default tiles, all of the
-// 48 KiB that a static __shared__ array may have (a larger tile would not fit), so the buffers live in dynamic shared memory
-// (the launch passes their size; a T4 allows 64 KiB per block).
+// 48 KiB that a static __shared__ array may have (a larger tile would not fit), so the buffers live
+// in dynamic shared memory (the launch passes their size; a T4 allows 64 KiB per block).
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA: BLOCK_M x BLOCK_K K-major tile of A, element (r, c) at swizzle<BLOCK_K>(r, c).
