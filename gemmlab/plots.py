@@ -30,6 +30,8 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     `points` holds (label, intensity in FLOP/byte, throughput in TFLOP/s) tuples, e.g. one per
     kernel step. Solid lines are spec-sheet peaks; dashed lines (when `measured`) are measured
     ceilings, recorded by this course or published (see :func:`gemmlab.hardware.achievable`).
+    The measured compute ceilings are cuBLAS's rates (the fastest GEMM call anyone measured on that GPU,
+    not the hardware's), the measured bandwidth a device-to-device copy's; the legend says so.
     Log-log axes, so a kernel twice as fast sits the same distance higher anywhere on the plot.
     """
     import numpy as np
@@ -50,9 +52,9 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     meas = hardware.achievable(spec) if measured else None
     if meas:
         ceiling(round(meas["fp16_tensor_tflops"], 1), meas["dram_gbps"], COLOURS["fp16_tensor"],
-                "fp16 tensor (measured)", "--")
+                "cuBLAS fp16 (measured)", "--")
         ceiling(round(meas["fp32_tflops"], 1), meas["dram_gbps"], COLOURS["fp32"],
-                "fp32 FFMA (measured)", "--")
+                "cuBLAS fp32 (measured)", "--")
 
     for label, intensity, tflops in points:
         ax.plot([intensity], [tflops], "D", color=COLOURS["point"], ms=6, zorder=5)
@@ -73,7 +75,7 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     if meas:
-        ax.text(0.01, 0.99, f"measured ceilings: {meas['label']}", transform=ax.transAxes, fontsize=6,
+        ax.text(0.01, 0.99, f"dashed: cuBLAS and a copy, {meas['label']}", transform=ax.transAxes, fontsize=6,
                 va="top", color="0.35")
     return ax
 

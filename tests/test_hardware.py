@@ -115,6 +115,9 @@ def test_roofline_draws_and_places_points():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("fp32 FFMA (spec)" in t and "balance 25" in t for t in labels)
     assert any("fp16 tensor (spec)" in t for t in labels)
+    # the dashed ceilings are cuBLAS's rates (seed 001's runs for the T4), and say so
+    assert any(t.startswith("cuBLAS fp32 (measured): 7.5 TFLOP/s") for t in labels)
+    assert any(t.startswith("cuBLAS fp16 (measured): 49.4 TFLOP/s") for t in labels)
     assert [t.get_text() for t in ax.texts if t.get_text() == "naive"] == ["naive"]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     plt.close(fig)
