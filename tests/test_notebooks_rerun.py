@@ -8,12 +8,18 @@ This file adds what a reader does next:
   first time; no earlier cell leaves state behind that changes a later result;
 - read the records: run without a GPU, every chapter reads its measured figures from results/, and
   each value it glues into the prose is the value the stored chapter shows (a chapter stored from a
-  GPU run whose records were later replaced would quote figures that are in no record).
+  GPU run whose records were later replaced would quote figures that are in no record). That holds for
+  the records as committed: on a reader's GPU, `make test` runs the chapters first and they save that
+  GPU's records, which the chapters then read. So where git says a record file under results/ differs
+  from the commit, the glued values are not compared (a warning names the files); CI's clean clone and
+  the GPU lane (tests/gpu_lane.sh runs tests/ before book/) always compare them.
 """
 from __future__ import annotations
 
 import copy
+import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -59,6 +65,19 @@ def _glued(nb) -> dict[str, str]:
             for out in cell.get("outputs", []) if "scrapbook" in out.get("metadata", {})}
 
 
+def _changed_records() -> list[str]:
+    """Record files under results/ that differ from the checkout's commit (modified or new), by git; none
+    where git or the repository's history is missing."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--", "results"], cwd=BOOK.parent,
+                                capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if status.returncode != 0:
+        return []
+    return [line[3:] for line in status.stdout.splitlines() if line[3:].endswith(".json")]
+
+
 def _run(nb) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
@@ -89,8 +108,13 @@ def test_claims_survive_a_second_run_and_out_of_order_reruns(path, monkeypatch):
     stored, recorded = _glued(nb), _glued(second)
     differ = {k: (stored.get(k), recorded.get(k)) for k in stored.keys() | recorded.keys()
               if k not in COMPILER_DEPENDENT and stored.get(k) != recorded.get(k)}
-    assert not differ, (f"{path.name}: glued values (stored, from the records) differ: {differ}; re-execute the "
-                        f"chapter on the GPU that recorded them, or re-store the cells that read the records")
+    changed = _changed_records()
+    if changed:
+        warnings.warn(f"{path.name}: glued values not compared with the records: results/ is not as committed "
+                      f"({', '.join(changed)}; a GPU run of the chapters saves its own records)")
+    else:
+        assert not differ, (f"{path.name}: glued values (stored, from the records) differ: {differ}; re-execute "
+                            f"the chapter on the GPU that recorded them, or re-store the cells that read the records")
 
     n = len(nb.cells)
     for j, i in enumerate(reversed(claims)):
