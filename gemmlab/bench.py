@@ -104,17 +104,17 @@ def _resolve(steps, params: dict | None, make, kind) -> list:
 
 
 def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int = 30,
-              n_warmup: int = 5, save: bool = True, verbose: bool = True) -> list[dict]:
+              n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None) -> list[dict]:
     """Records of each step at each size (M = N = K), with the baseline measured in the same run.
 
     On a GPU they are measured now (and saved to results/<gpu>.json when `save`); without one, the
-    recorded records for these steps and sizes are returned, each labelled source="recorded", of the one
-    GPU that has the most of them (results.one_gpu).
+    recorded records for these steps and sizes are returned, each labelled source="recorded", of GPU
+    `gpu` (a name or slug), or if None of the one GPU that has the most of them (results.one_gpu).
     `params` maps a step name to template parameters; a step may also be given as a Kernel.
     """
     if backend() != "gpu":
         wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
-        recs = results.one_gpu([r for r in results.load() if r["m"] in sizes  # one GPU's run, never a mix
+        recs = results.one_gpu([r for r in results.load(gpu) if r["m"] in sizes  # one GPU's run, never a mix
                                 and (r["step"], json.dumps(r["params"], sort_keys=True)) in wanted])
         if verbose and not recs:
             print("No GPU here and no recorded results for these steps yet.")

@@ -66,8 +66,8 @@ def _glued(nb) -> dict[str, str]:
 
 
 def _changed_records() -> list[str]:
-    """Record files under results/ that differ from the checkout's commit (modified or new), by git; none
-    where git or the repository's history is missing."""
+    """The record files a chapter run saves (results/<gpu>*.json, not the experiments' folders) that differ
+    from the checkout's commit (modified or new), by git; none where git or the repository's history is missing."""
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", "results"], cwd=BOOK.parent,
                                 capture_output=True, text=True, timeout=60)
@@ -75,7 +75,8 @@ def _changed_records() -> list[str]:
         return []
     if status.returncode != 0:
         return []
-    return [line[3:] for line in status.stdout.splitlines() if line[3:].endswith(".json")]
+    paths = (line[3:] for line in status.stdout.splitlines())
+    return [p for p in paths if p.endswith(".json") and p.count("/") == 1]
 
 
 def _run(nb) -> nbformat.NotebookNode:
