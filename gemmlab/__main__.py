@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import registry
+from . import nvrtc, registry
 from .errors import GemmlabError
 from .kernel import instance, set_backend, step
 
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(s.name)
                     continue
                 params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
-                print(f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} <{params}>  {s.summary}")
+                summary = s.summary.removeprefix(f"{s.arch_tag}: ") if s.arch_tag else s.summary
+                print(f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} {s.arch_tag:7s} <{params}>  {summary}")
             return 0
         if args.command == "bench":
             from .bench import benchmark
@@ -105,17 +106,30 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if not failed else 1
         kernel = instance(args.step, **registry.parse_params(args.param))
         if args.command == "resources":
-            r = kernel.resources(args.arch)
-            print(r)
-            if args.arch == "sm_75":
-                ok = r.shared_bytes <= 64 * 1024 and not r.spills
-                print(f"fits a T4: {'yes' if ok else 'no'} (at most 64 KB shared memory, no spills)")
+            print(kernel.resources(args.arch))
+            if args.arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
+                print(_fit_text(kernel, args.arch, defaults=kernel.params == kernel.step.resolve({})))
         else:
             print(kernel.sass(args.arch))
         return 0
     except GemmlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+
+
+def _fit_text(kernel, arch: str, defaults: bool) -> str:
+    """The fit claim for `arch` with the launch it is judged by, and (default parameters) what other NVRTC
+    releases were measured to do: a claim that holds with one compiler only names it."""
+    fit = kernel.fit(arch)
+    lines = [f"launch: {fit.threads} threads per block, {fit.dynamic_shared} B dynamic shared memory "
+             f"(the registry's geometry); compiled by NVRTC {fit.nvrtc} ({nvrtc.library_path()})", str(fit)]
+    notes = kernel.step.compiler_notes(arch, fit.nvrtc) if defaults else []
+    if notes:
+        pinned = nvrtc.pinned_version()
+        if pinned and pinned != fit.nvrtc:
+            notes.insert(0, f"no spills with NVRTC {pinned} (requirements.txt)")
+        lines.append(f"depends on the compiler: {'; '.join(notes)} (measured, default parameters)")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

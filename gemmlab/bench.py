@@ -212,3 +212,53 @@ def timing_line(kernel: Kernel, size: int = 2048, n_repeat: int = 10) -> str:
     rec = benchmark([kernel], sizes=[size], n_repeat=n_repeat, n_warmup=2, save=False, verbose=False)[0]
     return (f"{kernel.name}: {rec['tflops']:.2f} TFLOP/s at {size}^3, {rec['pct_of_baseline']:.1f}% of cuBLAS "
             f"({rec['baseline']}, {rec['gpu']}, live)")
+
+
+# FLOP per clock per SM by compute capability (x 10), for a GPU the spec table lacks: fp16 on the tensor
+# cores with fp32 accumulation, and fp32 FFMA (two FLOP per lane per clock).
+_FLOP_PER_CLOCK_PER_SM = {"float16": {70: 1024, 75: 1024, 80: 2048, 86: 1024, 89: 1024, 90: 4096},
+                          "float32": {70: 128, 75: 128, 80: 128, 86: 256, 89: 256, 90: 256}}
+
+
+def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, gpu=None, n_repeat: int = 30,
+               n_warmup: int = 5, efficiency: float = 0.25) -> list[int]:
+    """The sizes of `sizes` to time live here, so that a chapter's live benchmark() takes about `budget_s`:
+    every size on an H100- or H200-class GPU, the smaller ones on a T4 (16384^3 in fp16 takes minutes there).
+
+    Estimate: benchmark()'s protocol runs, per step and size, n_warmup + n_repeat rounds of the step and two
+    cuBLAS calls, each taken at `efficiency` of the GPU's spec-sheet peak for `dtype` (hardware.SPECS; for a
+    GPU not in the table, SMs x clock x its architecture's rate per SM). Sizes are kept from the smallest
+    while the running total fits the budget (the smallest always). `steps`: how many steps are timed, or
+    their names (a step this GPU cannot run is not timed, so not counted). `gpu`: a name ('Tesla T4') or
+    GpuSpec to plan for; default the live GPU. Without a GPU: every size (benchmark() returns records then).
+    """
+    from . import hardware
+    from .errors import ConfigError
+
+    if dtype not in _FLOP_PER_CLOCK_PER_SM:
+        raise ConfigError(f"dtype must be one of {sorted(_FLOP_PER_CLOCK_PER_SM)}, not {dtype!r}")
+    if gpu is None:
+        if backend() != "gpu":
+            return list(sizes)
+        info = hardware.device_info()
+        spec, cc = hardware.spec_for(info["name"]), int(info["arch"][3:])
+    else:
+        spec = hardware.spec_for(gpu)
+        if spec is None:
+            raise ConfigError(f"no spec sheet for GPU {gpu!r}: name one of {sorted(hardware.SPECS)} or pass a "
+                              "hardware.GpuSpec")
+        cc = int(spec.arch[3:].rstrip("a"))
+    if spec is not None:
+        peak_tflops = spec.fp16_tensor_tflops if dtype == "float16" else spec.fp32_tflops
+    else:  # not in the table: the architecture's rate per SM at the reported clock
+        per_sm = _FLOP_PER_CLOCK_PER_SM[dtype].get(cc, min(_FLOP_PER_CLOCK_PER_SM[dtype].values()))
+        peak_tflops = info["sms"] * (info["clock_mhz"] or 1000) * 1e6 * per_sm / 1e12
+    count = steps if isinstance(steps, int) else sum(registry.get(name).runs_on(cc) for name in steps)
+    rate = peak_tflops * 1e12 * efficiency
+    kept, total = [], 0.0
+    for n in sorted(set(int(s) for s in sizes)):
+        total += count * (n_warmup + n_repeat) * 3 * 2.0 * n ** 3 / rate
+        if kept and total > budget_s:
+            break
+        kept.append(n)
+    return [int(s) for s in sizes if int(s) in kept]

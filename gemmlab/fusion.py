@@ -16,9 +16,12 @@ Records go to results/<gpu>.fusion.json; without a GPU, benchmark() and sweep() 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import datetime
 import itertools
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -77,14 +80,16 @@ class FusedStep(ArchRequirement):
     def short(self) -> str:
         return self.name.split("/")[1]
 
-    def resolve(self, overrides: dict) -> dict:
-        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
+    def resolve(self, overrides: dict, target: str | None = None) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError.
+        `target` ('gpu', 'cpu' or an arch such as 'sm_75') is whose limits the rules apply (smem_limit)."""
         unknown = set(overrides) - set(self.params)
         if unknown:
             raise ConfigError(f"{self.name} has no template parameter {sorted(unknown)}; "
                               f"its parameters are {list(self.params)}.")
         params = {k: int(overrides.get(k, p.default)) for k, p in self.params.items()}
-        problems = self.rules(params)
+        with limits_of(target):
+            problems = self.rules(params)
         if problems:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
         return params
@@ -167,12 +172,32 @@ def _panel_bytes(p, d):
     return 4 * p["PANEL_M"] * _panel_width(p, d[2])
 
 
-def smem_limit() -> int:
-    """Shared memory one block may have on the active backend (the GPU's opt-in limit)."""
-    if _kernel.backend() == "gpu":
+_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusion_target", default=None)
+
+
+@contextlib.contextmanager
+def limits_of(target: str | None):
+    """Within it, smem_limit() (so every rule) judges by `target`'s limits: a backend='cpu' step on a T4
+    is judged by what the emulator models, not by the T4 (None: leave the choice as it is)."""
+    token = _target.set(target or _target.get())
+    try:
+        yield
+    finally:
+        _target.reset(token)
+
+
+def smem_limit(target: str | None = None) -> int:
+    """Shared memory one block may have on `target`: 'gpu' the live GPU's opt-in limit, 'cpu' what the
+    emulator models (an H100 block's 227 KB, whatever GPU is present), an arch such as 'sm_75' that
+    arch's (a T4's 64 KB). Default: the target being judged (limits_of), else the active backend."""
+    target = target or _target.get() or _kernel.backend()
+    if target == "gpu":
         from . import gpu
         return int(gpu.device()["shared_per_block_optin"])
-    return CPU_SMEM_LIMIT
+    if target == "cpu":
+        return CPU_SMEM_LIMIT
+    from . import nvrtc
+    return nvrtc.arch_limits(target).shared_optin
 
 
 def _panel_shape(p, d):
@@ -424,9 +449,9 @@ class FusedKernel:
 
     def __init__(self, step: FusedStep, params: dict, backend_name: str | None = None, source: str | None = None):
         self.step = step
-        self.params = step.resolve(params)
         self.backend = _kernel.backend(backend_name)
-        target = _kernel.gpu_target(step, get) if self.backend == "gpu" else None
+        target = _kernel.gpu_target(step, get) if self.backend == "gpu" else None  # ArchError first
+        self.params = step.resolve(params, self.backend)  # the rules of the backend asked for, not the live GPU's
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
@@ -458,7 +483,8 @@ class FusedKernel:
             raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
                              f"equal B's rows and B's columns must equal C's rows")
         dims = (m, k, l, n)
-        problems = self.step.shape_rules(self.params, dims)
+        with limits_of(self.backend):
+            problems = self.step.shape_rules(self.params, dims)
         if problems:
             raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
         if max(dims) >= 2**31 // max(max(dims), 1):
@@ -567,10 +593,13 @@ class FusedKernel:
 
 
 def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
-    """Compile-only (no backend, no GPU): what ptxas reports for fused step `name` on `arch`."""
+    """Compile-only (no backend, no GPU): what ptxas reports for fused step `name` on `arch`, its
+    parameters judged by that arch's limits, not the live GPU's (by the emulator's where the step's
+    instructions do not exist on `arch`: the compile's ArchError then says why)."""
     from . import nvrtc
     st = get(name)
-    p = st.resolve(params)
+    cc = int(arch[3:].rstrip("a")) if re.fullmatch(r"sm_\d{2,3}a?", arch) else 0  # nvrtc.compile names a bad one
+    p = st.resolve(params, arch if st.runs_on(cc) else "cpu")
     return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name).resources
 
 
@@ -1066,10 +1095,10 @@ def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/08_ti
 # ------------------------------------------------------------------------------------------------
 # The chapter's slider: check a configuration at a small N, show its recorded timings
 # ------------------------------------------------------------------------------------------------
-def config_problem(name: str, **params) -> str | None:
-    """Why a configuration cannot run (the rule's sentence), or None."""
+def config_problem(name: str, backend: str | None = None, **params) -> str | None:
+    """Why a configuration cannot run on `backend` (default: the active one), the rule's sentence, or None."""
     try:
-        get(name).resolve(params)
+        get(name).resolve(params, backend)
     except GemmlabError as e:
         return str(e)
     return None
@@ -1077,7 +1106,7 @@ def config_problem(name: str, **params) -> str | None:
 
 def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params) -> str:
     """The text under the chapter's sliders: can it run, does it match float64 at N, what was recorded."""
-    problem = config_problem(name, **params)
+    problem = config_problem(name, backend, **params)
     if problem:
         return f"cannot run: {problem}"
     try:

@@ -119,6 +119,12 @@ class Instance:
         """Registers, shared memory, stack and spills that ptxas reports for `arch`."""
         return self.compiled(arch or "sm_75").resources
 
+    def fit(self, arch: str = "sm_75", size: int = 1024) -> nvrtc.Fit:
+        """Whether one block fits `arch`: ptxas' report plus the threads and dynamic shared memory the
+        registry's launch geometry asks for at size^3, against the arch's limits (nvrtc.fit)."""
+        launch = self.step.launch(size, size, size, self.params)
+        return nvrtc.fit(self.resources(arch), launch.threads, launch.shared_bytes, compiler=nvrtc.version())
+
     def ptx(self, arch: str = "sm_75") -> str:
         return self.compiled(arch).ptx
 

@@ -3,6 +3,14 @@
 CuPy's RawModule needs a device even to compile, so this module talks to libnvrtc directly. It
 compiles a template instantiation for any architecture (sm_75 = T4, sm_80, sm_90), and reports
 what ptxas says about registers, shared memory and spills, the PTX, and the SASS (nvdisasm wheel).
+
+Which NVRTC: whichever is installed (the pip wheel's first, then a CUDA toolkit's), or the library
+that the environment variable GEMMLAB_NVRTC_LIB names (a path to a libnvrtc.so, e.g. another
+release's wheel unpacked with `pip install --target`), headers from its ../include first. Register
+counts and spills depend on the release (`version()` says which one ran). The GPU path compiles with
+CuPy's own NVRTC, the one its loader (cuda.pathfinder) picks for its build; only the sm_90a steps'
+cubins, which CuPy cannot target, come from this module. That loader takes any libnvrtc already in
+the process, so with a GPU present CuPy makes its choice before this module loads its own (`_nvrtc`).
 """
 from __future__ import annotations
 
@@ -63,8 +71,110 @@ class Artifact:
     resources: Resources
 
 
+@dataclass(frozen=True)
+class ArchLimits:
+    """What one block may use on an architecture (CUDA C++ Programming Guide, "Technical Specifications
+    per Compute Capability"): the limits a launch fails on, whatever the compiler made of the kernel."""
+
+    name: str                       # "a T4" in "fits a T4"
+    shared_optin: int               # static + dynamic shared memory per block, opted in
+    shared_static: int = 48 * 1024  # static shared memory per block
+    registers_per_block: int = 65536  # the register file of an SM, the most one block may take
+    registers_per_thread: int = 255
+    threads_per_block: int = 1024
+
+
+ARCH_LIMITS = {
+    "sm_75": ArchLimits("a T4", T4_SHARED_LIMIT),
+    "sm_80": ArchLimits("sm_80 (A100)", 163 * 1024),
+    "sm_86": ArchLimits("sm_86", 99 * 1024),
+    "sm_89": ArchLimits("sm_89", 99 * 1024),
+    "sm_90": ArchLimits("sm_90 (H100, H200)", 227 * 1024),
+}
+REGISTER_UNIT = 256  # registers are given to a warp in units of 256 (8 a thread) on sm_75 to sm_90
+
+
+def arch_limits(arch: str) -> ArchLimits:
+    """The per-block limits of `arch` ("sm_75"; "sm_90a" is sm_90's); a ConfigError for an unknown one."""
+    key = arch[:-1] if arch.endswith("a") else arch
+    if key not in ARCH_LIMITS:
+        raise ConfigError(f"no per-block limits are recorded for {arch}; the known architectures are "
+                          f"{', '.join(ARCH_LIMITS)} (nvrtc.ARCH_LIMITS)")
+    return ARCH_LIMITS[key]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether one block of a compiled kernel fits an architecture: every limit it breaks, by how much."""
+
+    arch: str
+    limits: ArchLimits
+    resources: Resources
+    threads: int
+    dynamic_shared: int
+    problems: tuple[str, ...]  # the limits broken, each with the excess; spills last
+    nvrtc: str = ""            # the NVRTC release that compiled it: registers and spills depend on it
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        r, compiler = self.resources, f"NVRTC {self.nvrtc}: " if self.nvrtc else ""
+        if self.problems:
+            return f"fits {self.limits.name}: no ({compiler}" + "; ".join(self.problems) + ")"
+        return (f"fits {self.limits.name}: yes ({compiler}{r.registers} registers x {self.threads} threads = "
+                f"{register_allocation(r.registers, self.threads)} of {self.limits.registers_per_block}; "
+                f"{r.shared_bytes + self.dynamic_shared} B shared of {self.limits.shared_optin}; no spills)")
+
+
+def register_allocation(registers: int, threads: int) -> int:
+    """Registers a block takes from the SM: each warp's 32 x `registers`, rounded up to REGISTER_UNIT."""
+    warps = -(-threads // 32)
+    return warps * -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+
+
+def fit(resources: Resources, threads: int, dynamic_shared: int = 0, arch: str | None = None,
+        compiler: str = "") -> Fit:
+    """Check one block (`threads`, `dynamic_shared` bytes asked for at launch) of a kernel whose ptxas
+    report is `resources` against the limits of `arch` (default: the one it was compiled for): threads,
+    registers per thread and per block, static and total shared memory, and spills."""
+    arch = arch or resources.arch
+    lim = arch_limits(arch)
+    r, out = resources, []
+    if threads > lim.threads_per_block:
+        out.append(f"{threads} threads per block, over the limit of {lim.threads_per_block} by "
+                   f"{threads - lim.threads_per_block}")
+    if r.registers > lim.registers_per_thread:
+        out.append(f"{r.registers} registers per thread, over the limit of {lim.registers_per_thread} by "
+                   f"{r.registers - lim.registers_per_thread}")
+    taken = register_allocation(r.registers, threads)
+    if taken > lim.registers_per_block:
+        out.append(f"{r.registers} registers x {threads} threads = {r.registers * threads} registers ({taken} as "
+                   f"allocated per warp), over the register file's {lim.registers_per_block} by "
+                   f"{taken - lim.registers_per_block}: the launch fails (too many resources requested)")
+    if r.shared_bytes > lim.shared_static:
+        out.append(f"{r.shared_bytes} B of static shared memory, over the limit of {lim.shared_static} by "
+                   f"{r.shared_bytes - lim.shared_static}")
+    total = r.shared_bytes + dynamic_shared
+    if total > lim.shared_optin:
+        out.append(f"{r.shared_bytes} B static + {dynamic_shared} B dynamic = {total} B of shared memory, over "
+                   f"the {lim.shared_optin} a block may have on {arch} by {total - lim.shared_optin}")
+    if r.spills:
+        out.append(f"spills {r.spill_stores}/{r.spill_loads} B (stores/loads) to local memory")
+    return Fit(arch, lim, r, threads, dynamic_shared, tuple(out), compiler)
+
+
+LIB_ENV = "GEMMLAB_NVRTC_LIB"  # a libnvrtc.so to use instead of the installed one
+
+
 def _library_candidates() -> list[tuple[str, list[str]]]:
-    """(libnvrtc path, matching header folders), the pip wheel's first, then a toolkit's."""
+    """(libnvrtc path, matching header folders): GEMMLAB_NVRTC_LIB's alone if set, else the pip wheel's
+    first, then a toolkit's."""
+    chosen = os.environ.get(LIB_ENV)
+    if chosen:
+        here = os.path.join(os.path.dirname(os.path.abspath(chosen)), os.pardir, "include")
+        return [(chosen, [os.path.normpath(here)] + toolkit_include_dirs() + wheel_include_dirs())]
     found = []
     try:
         import nvidia
@@ -84,12 +194,37 @@ def _library_candidates() -> list[tuple[str, list[str]]]:
     return found
 
 
+def _let_cupy_choose_first() -> None:
+    """On a machine with a GPU, have CuPy load its own NVRTC now (cuda.pathfinder, as CuPy does on its
+    first compile): its loader takes a libnvrtc already in the process, so loading ours first would
+    hand CuPy our release (GEMMLAB_NVRTC_LIB's 12.8 to a CUDA 13 CuPy, say) instead of its own."""
+    from . import gpu
+
+    if not gpu.available():
+        return
+    try:
+        import importlib
+
+        importlib.import_module("cupy_backends.cuda.libs.nvrtc").getVersion()
+    except Exception:  # noqa: BLE001 (CuPy finds no NVRTC: its own compile will say so, not ours)
+        pass
+
+
 @functools.lru_cache(maxsize=None)
 def _nvrtc() -> tuple[ctypes.CDLL, tuple[str, ...]]:
-    for path, includes in _library_candidates():
+    _let_cupy_choose_first()
+    candidates = _library_candidates()
+    for path, includes in candidates:
         try:
+            # its libnvrtc-builtins first: some releases (13.0's wheel) open it by name, found only if loaded
+            for builtins in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so.*")) \
+                    if os.path.dirname(path) else []:
+                ctypes.CDLL(builtins)
             return ctypes.CDLL(path), tuple(with_fp16_header(includes))
-        except OSError:
+        except OSError as e:
+            if os.environ.get(LIB_ENV):
+                raise BackendError(f"{LIB_ENV}={path} could not be loaded ({e}); point it at a libnvrtc.so "
+                                   f"(e.g. <site-packages>/nvidia/cuda_nvrtc/lib/libnvrtc.so.12) or unset it") from None
             continue
     raise BackendError("NVRTC was not found: install the pinned requirements "
                        "(pip install -r requirements.txt brings the nvidia-cuda-nvrtc wheel) "
@@ -105,7 +240,26 @@ def available() -> bool:
         return False
 
 
+def library_path() -> str:
+    """The file of the libnvrtc that compile-only analysis loaded (for reports next to `version()`)."""
+    lib, _ = _nvrtc()
+    return lib._name
+
+
+def pinned_version() -> str | None:
+    """The NVRTC release requirements.txt pins ("13.5"), which the course's T4 claims are checked with."""
+    from .source import REPO
+
+    try:
+        lines = (REPO / "requirements.txt").read_text().splitlines()
+    except OSError:
+        return None
+    pins = [ln.split("==")[1].strip() for ln in lines if ln.startswith("nvidia-cuda-nvrtc==")]
+    return ".".join(pins[0].split(".")[:2]) if pins else None
+
+
 def version() -> str:
+    """NVRTC's release, "13.5": register counts and spills depend on it."""
     lib, _ = _nvrtc()
     major, minor = ctypes.c_int(), ctypes.c_int()
     lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))

@@ -52,6 +52,13 @@ class ArchRequirement:
         """The architecture it needs: "sm_80", or "sm_90a" for an arch-specific step."""
         return f"sm_{self.min_arch}" + ("a" if self.arch_specific else "")
 
+    @property
+    def arch_tag(self) -> str:
+        """The tag a listing shows: "sm_80+" (that arch or newer), "sm_90a" (that arch only), "" (any)."""
+        if not self.min_arch:
+            return ""
+        return self.arch_label if self.arch_specific else f"sm_{self.min_arch}+"
+
     def runs_on(self, cc: int) -> bool:
         """Whether a GPU of compute capability `cc` (x 10) has its instructions: exactly min_arch for an
         arch-specific step (sm_90a's wgmma is not on later GPUs), at least min_arch otherwise."""
@@ -82,6 +89,19 @@ class Step(ArchRequirement):
     fixed_tile: dict = field(default_factory=dict)  # tile sizes that are constants, not parameters (step 08's)
     # Arguments after (M, N, K, A, B, C), from (backend, a, b, c, params): step 08's tensor maps.
     extra_args: Callable | None = None
+    # Spills measured at the default parameters with NVRTC releases other than the pinned one, as
+    # {(arch, release): (store bytes, load bytes)}: a T4 claim that holds with one compiler only says so.
+    other_nvrtc_spills: dict = field(default_factory=dict)
+
+    def compiler_notes(self, arch: str, release: str) -> list[str]:
+        """What NVRTC releases other than `release` were measured to spill on `arch` (default parameters),
+        one note per amount: "spills 68/84 B (stores/loads) with NVRTC 12.8 and 13.0"."""
+        by_amount: dict[tuple, list[str]] = {}
+        for (a, rel), amount in self.other_nvrtc_spills.items():
+            if a == arch.removesuffix("a") and rel != release:
+                by_amount.setdefault(tuple(amount), []).append(rel)
+        return [f"spills {st}/{ld} B (stores/loads) with NVRTC {' and '.join(rels)}"
+                for (st, ld), rels in by_amount.items()]
 
     @property
     def file(self) -> str:
@@ -383,7 +403,10 @@ STEPS: list[Step] = [
     Step("sgemm/09_double_buffer", "sgemm_double_buffer", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))},
          _tile_geometry(_threads_warps), chapter=6, previous="sgemm/08_register_prefetch",
          summary="two shared-memory buffers: one barrier per K tile instead of two",
-         rules=_rules_warps(2)),
+         rules=_rules_warps(2),
+         # NVRTC 12.8.93 (Colab's CUDA 12.8) and 13.0.88: 128 registers (the __launch_bounds__ cap), 72 B
+         # stack; the pinned 13.5: 128 registers, no spills
+         other_nvrtc_spills={("sm_75", "12.8"): (68, 84), ("sm_75", "13.0"): (68, 84)}),
     Step("sgemm/10_cp_async", "sgemm_cp_async",
          {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32)), "NUM_STAGES": Param(3, (2, 3, 4, 5))},
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
