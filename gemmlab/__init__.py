@@ -16,7 +16,7 @@ __all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "
 def __getattr__(name):  # submodules on first use, so `import gemmlab` stays light
     if name in ("results", "nvrtc", "cpu", "gpu", "layouts", "hardware", "coalescing", "plots", "widgets", "tiling",
                 "explore", "pipeline", "profile", "swizzle", "glue", "bench", "check", "kernel", "source", "fusion",
-                "tensorcores"):
+                "tensorcores", "show"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

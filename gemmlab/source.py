@@ -10,7 +10,17 @@ import os
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+
+
+def _course_root() -> Path:
+    """Where kernels/ and results/ are: the checkout this package sits in, or, after `pip install` of the
+    repository (as on Colab), the copies the package ships (pyproject.toml maps them into gemmlab/course)."""
+    checkout = PACKAGE.parent
+    return checkout if (checkout / "kernels" / "common.cuh").is_file() else PACKAGE / "course"
+
+
+REPO = _course_root()
 KERNELS = REPO / "kernels"
 _INCLUDE_COMMON = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"common\.cuh"[ \t]*$', re.M)
 

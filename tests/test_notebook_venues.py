@@ -1,0 +1,166 @@
+"""Every chapter is whole in JupyterLab, on Colab and on the site (issue 40).
+
+Markdown cells hold CommonMark and $math$ only: the MyST roles and directives that Jupyter Book renders show as
+raw text in JupyterLab and on Colab. Numbers in the prose are a prose() cell's Markdown output (gemmlab.glue),
+kernels are a show.source()/show.diff() cell's HTML output (gemmlab.show), and every chapter opens with the same
+set-up cell, which takes the course's address from one place.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import gemmlab
+from gemmlab import fusion, glue
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
+# MyST-only syntax: roles ({glue:text}`x`), directives (```{name}, :::), targets ((label)=), substitutions ({{x}})
+MYST_ONLY = re.compile(r"\{[a-z][\w:-]*\}`|```\{|^:::|^\(\w[\w-]*\)=\s*$|\{\{", re.M)
+
+
+def _cells(path: Path):
+    return nbformat.read(path, as_version=4).cells
+
+
+def _markdown_outputs(cell) -> list[str]:
+    return [out["data"]["text/markdown"] for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {})]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_renders_everywhere(path):
+    """No MyST-only syntax in a markdown cell or in a prose() cell's stored Markdown."""
+    for i, cell in enumerate(_cells(path)):
+        texts = [cell.source] if cell.cell_type == "markdown" else _markdown_outputs(cell)
+        for text in texts:
+            found = MYST_ONLY.findall(text)
+            assert not found, f"{path.name} cell {i}: MyST-only syntax {found} shows as raw text in JupyterLab and Colab"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_prose_cells_are_hidden_and_stored(path):
+    """A prose() cell hides its input in every venue and stores the text it showed, with the values it used."""
+    for i, cell in enumerate(_cells(path)):
+        if cell.cell_type != "code" or "prose(" not in cell.source:
+            continue
+        assert "remove-input" in cell.metadata.get("tags", []), f"{path.name} cell {i}: tag remove-input (the site)"
+        assert cell.metadata.get("jupyter", {}).get("source_hidden"), f"{path.name} cell {i}: source_hidden (JupyterLab)"
+        assert cell.metadata.get("cellView") == "form", f"{path.name} cell {i}: cellView form (Colab)"
+        outs = [o for o in cell.outputs if "text/markdown" in o.get("data", {})]
+        assert len(outs) == 1 and glue.METADATA_KEY in outs[0].get("metadata", {}), \
+            f"{path.name} cell {i}: a prose cell stores one Markdown output with the values it used"
+
+
+def _setup_source(path: Path) -> str:
+    first = _cells(path)[0]
+    assert first.cell_type == "code" and first.source.startswith("# @title Set-up"), f"{path.name} must open with the set-up"
+    return first.source
+
+
+def test_setup_cell_is_the_same_everywhere_and_names_the_course_once():
+    """One set-up for every chapter, hidden on the site, whose address is _config.yml's repository.url (the
+    address the site's launch and repository buttons use)."""
+    sources = {p.name: _setup_source(p) for p in NOTEBOOKS}
+    assert len(set(sources.values())) == 1, f"the set-up cells differ: {sorted(sources)}"
+    setup = next(iter(sources.values()))
+    config = (ROOT / "_config.yml").read_text()
+    url = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", config, re.M).group(1)
+    assert f'COURSE_URL = "{url}"' in setup
+    for p in NOTEBOOKS:
+        assert "remove-cell" in _cells(p)[0].metadata.get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_colab_opens_on_a_gpu_runtime(path):
+    meta = nbformat.read(path, as_version=4).metadata
+    assert meta.get("accelerator") == "GPU" and meta.get("colab", {}).get("gpuType") == "T4"
+
+
+def _listed_kernels(path: Path) -> set[str]:
+    titles = set()
+    for cell in _cells(path):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            html = out.get("data", {}).get("text/html", "")
+            titles |= set(re.findall(r'<div class="gemmlab-listing"><p[^>]*>kernels/([\w/]+)\.cu', html))
+    return titles
+
+
+def test_every_step_is_listed_in_its_chapter():
+    """Each step a chapter teaches has its source (whole or as a diff) among that chapter's outputs."""
+    by_chapter = {2: ["02"], 3: ["03"], 4: ["04"], 6: ["06"], 7: ["07", "07b"], 8: ["08"]}
+    taught = [(s.name, s.chapter) for s in gemmlab.steps()] + [(s.name, 8) for s in fusion.steps()]
+    for name, chapter in taught:
+        pages = [p for p in NOTEBOOKS if p.stem.split("_")[0] in by_chapter[chapter]]
+        assert any(name in _listed_kernels(p) for p in pages), f"{name} is not listed in chapter {chapter}'s outputs"
+
+
+def test_listing_html_is_self_contained():
+    """A listing styles itself inline (no stylesheet), so JupyterLab, Colab and the site show the same."""
+    listing = gemmlab.show.diff("sgemm/02_coalesced")
+    html = listing._repr_html_()
+    assert "<style" not in html and "class=\"gemmlab-listing\"" in html and "style=" in html
+    assert "+    const int col = blockIdx.x * BLOCK_X + threadIdx.x;" in repr(listing)
+    assert listing.title == "kernels/sgemm/02_coalesced.cu, changes against kernels/sgemm/01_naive.cu"
+    with pytest.raises(FileNotFoundError, match="sgemm/01_naive"):
+        gemmlab.show.source("sgemm/99_nothing")
+
+
+def test_prose_fills_placeholders_and_names_a_missing_value():
+    text, used = glue.render("{{a}} and {{b:.1f}}%", {"a": "9.6x", "b": "12.94"})
+    assert text == "9.6x and 12.9%" and used == {"a": "9.6x", "b:.1f": "12.9"}
+    with pytest.raises(KeyError, match="no cell has glued"):
+        glue.render("{{missing}}", {})
+    assert glue.render("$x_{big}$ {not a placeholder}", {})[0] == "$x_{big}$ {not a placeholder}"
+
+
+def test_setup_cell_failure_says_what_to_do(tmp_path):
+    """On Colab, a course that cannot be fetched gets one sentence saying why and what to do, not a traceback."""
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    fake = tmp_path / "fake" / "google" / "colab"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_setup_source(NOTEBOOKS[0]))])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path / "fake"), GEMMLAB_COURSE_URL=str(tmp_path / "no-such-repository"),
+               GEMMLAB_COURSE_DIR=str(tmp_path / "course"))
+    km = KernelManager(kernel_cmd=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+    client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError):
+        client.execute(cwd=str(tmp_path), env=env)
+    error = next(o for o in nb.cells[0].outputs if o.output_type == "error")
+    assert error.ename == "SetupError" and error.traceback == [f"SetupError: {error.evalue}"]
+    assert "could not fetch the course from" in error.evalue and "GEMMLAB_COURSE_URL" in error.evalue
+
+
+def test_pip_install_gives_a_working_package(tmp_path):
+    """`pip install .` ships kernels/ and results/ inside the package: a step compiles and checks from there."""
+    import shutil
+
+    source, target = tmp_path / "course", tmp_path / "site"  # a copy: setuptools builds inside the source tree
+    source.mkdir()
+    for part in ("pyproject.toml", "README.md", "gemmlab", "kernels", "results"):
+        copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
+        copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(source)], check=True, capture_output=True, timeout=300)
+    code = ("import gemmlab, gemmlab.source as s, gemmlab.results as r; "
+            "assert str(s.REPO).startswith(%r), s.REPO; "
+            "assert (s.KERNELS / 'common.cuh').is_file() and any(r.RESULTS.glob('*.json')); "
+            "print(gemmlab.show.source('sgemm/01_naive').title)") % str(target)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "kernels/sgemm/01_naive.cu"
