@@ -95,7 +95,7 @@ def _listed_kernels(path: Path) -> set[str]:
 
 def test_every_step_is_listed_in_its_chapter():
     """Each step a chapter teaches has its source (whole or as a diff) among that chapter's outputs."""
-    by_chapter = {2: ["02"], 3: ["03"], 4: ["04"], 6: ["06"], 7: ["07", "07b"], 8: ["08"]}
+    by_chapter = {2: ["02"], 3: ["03"], 4: ["04"], 6: ["06"], 7: ["07", "07b"], 8: ["08", "09"]}
     taught = [(s.name, s.chapter) for s in gemmlab.steps()] + [(s.name, 8) for s in fusion.steps()]
     for name, chapter in taught:
         pages = [p for p in NOTEBOOKS if p.stem.split("_")[0] in by_chapter[chapter]]
@@ -145,12 +145,13 @@ def test_setup_cell_failure_says_what_to_do(tmp_path):
 
 
 def test_pip_install_gives_a_working_package(tmp_path):
-    """`pip install .` ships kernels/ and results/ inside the package: a step compiles and checks from there."""
+    """`pip install .` ships kernels/, results/ and lab/'s patches inside the package: a step compiles and checks
+    from there, and chapter 8's variant (a patch from lab/) applies with no git history (to the current kernel)."""
     import shutil
 
     source, target = tmp_path / "course", tmp_path / "site"  # a copy: setuptools builds inside the source tree
     source.mkdir()
-    for part in ("pyproject.toml", "README.md", "gemmlab", "kernels", "results"):
+    for part in ("pyproject.toml", "README.md", "gemmlab", "kernels", "results", "lab"):
         copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
         copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
@@ -158,7 +159,9 @@ def test_pip_install_gives_a_working_package(tmp_path):
     code = ("import gemmlab, gemmlab.source as s, gemmlab.results as r; "
             "assert str(s.REPO).startswith(%r), s.REPO; "
             "assert (s.KERNELS / 'common.cuh').is_file() and any(r.RESULTS.glob('*.json')); "
-            "print(gemmlab.show.source('sgemm/01_naive').title)") % str(target)
+            "from gemmlab import experiments as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "
+            "assert x.variant_source('fusion-tf32x3', f.get('fused/05_tf32x3'), '1x'); "
+            "print(gemmlab.show.source('sgemm/01_naive').title)") % (str(target), str(target))
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=120)
