@@ -40,10 +40,10 @@ LINE_CHARS = 84    # text lines are wrapped here (10 px monospace: about 510 pix
 LINE_HEIGHT = 14
 TITLE_CHARS = 84   # a title line longer than this is wider than the chart (Vega clips it)
 MAX_BYTES = 100_000  # what one output (all three representations) may weigh
-# What a Chart's output holds. myst-nb (the site) renders text/html and warns "skipping unknown output mime
-# type" for the Vega-Lite one (a build with -W then needs "mystnb.unknown_mime_type" in suppress_warnings);
-# JupyterLab ranks text/html (50) before its Vega renderer (57), so it shows the HTML too.
-MIMETYPES = ("application/vnd.vegalite.v5+json", "text/html", "text/plain")
+# What a Chart's output holds: HTML that embeds the spec, which the site, JupyterLab and Colab all render, and a
+# line of text. No Vega-Lite mime bundle: myst-nb warns it cannot render one (an error under -W), and JupyterLab
+# ranks text/html before its Vega renderer anyway.
+MIMETYPES = ("text/html", "text/plain")
 
 CONFIG = {"view": {"stroke": None}, "axis": {"labelFontSize": 10, "titleFontSize": 11},
           "legend": {"labelFontSize": 10, "titleFontSize": 10, "orient": "bottom"},

@@ -46,6 +46,7 @@ PAGES = {
     "7": "book/07_tensor_cores.html",
     "7b": "book/07b_tensor_core_ladder.html",
     "8": "book/08_fusion.html",
+    "9": "book/09_fusion_hopper.html",
 }
 # Errors that Jupyter Book 1's own stack logs on every page of the site, with or without a twin (exact texts):
 # sphinx-thebe 0.3.1 writes its configuration script twice into each page's head, and pydata-sphinx-theme 0.17
