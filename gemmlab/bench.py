@@ -168,11 +168,13 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
 
 
 def table(records: list[dict]) -> str:
-    """A plain-text table: step, size, TFLOP/s, % of baseline, GPU, source."""
-    rows = [f"{'step':28s} {'size':>6s} {'TFLOP/s':>8s} {'% cuBLAS':>9s}  gpu (source)"]
+    """A plain-text table: step, size, TFLOP/s, % of baseline and the baseline's own TFLOP/s in the same run (a
+    percentage means something only beside its denominator, which moves with the GPU's power state), GPU, source."""
+    rows = [f"{'step':28s} {'size':>6s} {'TFLOP/s':>8s} {'% cuBLAS':>9s} {'cuBLAS TFLOP/s':>15s}  gpu (source)"]
     for r in records:
-        rows.append(f"{r['step']:28s} {r['m']:6d} {r['tflops']:8.2f} {r['pct_of_baseline']:8.1f}%  "
-                    f"{r['gpu']} ({r.get('source', 'recorded')}, {r['date']})")
+        base = r.get("baseline_tflops")
+        rows.append(f"{r['step']:28s} {r['m']:6d} {r['tflops']:8.2f} {r['pct_of_baseline']:8.1f}% "
+                    f"{base if base is not None else float('nan'):15.2f}  {r['gpu']} ({r.get('source', 'recorded')}, {r['date']})")
     return "\n".join(rows)
 
 

@@ -75,8 +75,8 @@ def _no_browser() -> str | None:
 @pytest.fixture(scope="module")
 def browser():
     reason = _no_browser()
-    if reason:
-        pytest.skip(reason)
+    if reason:  # CI's explicit browser run sets GEMMLAB_REQUIRE_BROWSER: there a missing browser fails, never skips
+        (pytest.fail if os.environ.get("GEMMLAB_REQUIRE_BROWSER") else pytest.skip)(reason)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -89,7 +89,8 @@ def browser():
 @pytest.fixture(scope="module")
 def server():
     if not (SITE / "index.html").is_file():
-        pytest.skip(f"no built site at {SITE} (make site first, or set GEMMLAB_SITE)")
+        (pytest.fail if os.environ.get("GEMMLAB_REQUIRE_BROWSER") else pytest.skip)(
+            f"no built site at {SITE} (make site first, or set GEMMLAB_SITE)")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
