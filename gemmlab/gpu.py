@@ -158,8 +158,8 @@ def graph_launcher(function, label: str, grid, block, args, shared_mem: int = 0)
 
     The same kernel and arguments as packed_launcher(), captured once on a side stream. On the H200 of
     the course's runs a graph launch cost the host less than half of what cuLaunchKernel did
-    (results/experiments/fusion-kernel-time/paths.py). Same rules as packed_launcher(): for timing
-    loops, arrays alive and unchanged.
+    (lab/fusion-kernel-time/paths.py, recorded in results/experiments/fusion-kernel-time). Same rules as
+    packed_launcher(): for timing loops, arrays alive and unchanged.
     """
     cupy = _cupy()
     side = cupy.cuda.Stream(non_blocking=True)

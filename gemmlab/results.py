@@ -87,7 +87,7 @@ EXPERIMENTS = RESULTS / "experiments"
 def experiment(name: str) -> dict:
     """results/experiments/<name>/results.json: a recorded experiment (variants of a step, profiler
     counters, probes), with the question it asked and what each change was predicted to do.
-    Experiments are run on a GPU with results/experiments/run.py; the chapters only read them."""
+    Experiments are run on a GPU with lab/run.py and lab/<name>/'s scripts; the chapters only read them."""
     path = EXPERIMENTS / name / "results.json"
     if not path.exists():
         known = sorted(p.parent.name for p in EXPERIMENTS.glob("*/results.json"))

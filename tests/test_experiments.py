@@ -1,5 +1,7 @@
-"""The recorded experiments (results/experiments/): well-formed, their variants correct kernels, and
-the claims chapters 6, 7b and 8 make from them true of the records."""
+"""The lab (lab/: the experiments' patches and scripts) and its records (results/experiments/): well-formed,
+their variants correct kernels, each patch applied to the kernel commit it records, and the claims chapters 6,
+7b and 8 make from them true of the records. Marked `lab` (tests/conftest.py): `pytest -m lab` runs these
+alone, `-m "not lab"` leaves them out; CI runs them with the rest of tests/."""
 import collections
 import json
 import re
@@ -10,7 +12,9 @@ import pytest
 from gemmlab import errors, experiments, fusion, kernel, registry, results
 from gemmlab.check import verify
 
-EXP = results.EXPERIMENTS
+pytestmark = pytest.mark.lab
+EXP = results.EXPERIMENTS  # the recorded data: results.json, logs, CSVs, profiler reports
+LAB = experiments.LAB      # the code: patches, scripts, READMEs
 
 
 def _non_diagnostic_variants():
@@ -26,7 +30,7 @@ def _non_diagnostic_variants():
             if name in skip:
                 continue
             out.append(("hgemm-diagnosis", experiments.step_of(hg, name).name, source[: -len(".patch")], {}))
-    for source in sorted(p.name for p in (EXP / "hgemm-wgmma").glob("*.patch")):
+    for source in sorted(p.name for p in (LAB / "hgemm-wgmma").glob("*.patch")):
         out.append(("hgemm-wgmma", "hgemm/08_wgmma", source[: -len(".patch")], {}))
     return sorted(set((f, s, n, json.dumps(p, sort_keys=True)) for f, s, n, p in out))
 
@@ -38,7 +42,7 @@ def test_every_experiment_loads_and_says_what_it_asked():
     for name in names:
         exp = results.experiment(name)
         assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]
-        assert (EXP / name / "README.md").exists()
+        assert (LAB / name / "README.md").exists()
 
 
 def test_unknown_experiment_names_the_recorded_ones():
@@ -80,7 +84,7 @@ def test_sgemm_claims_of_chapter_6():
     xor = next(v for v in exp["variants"] if v["source"] == "xor.patch")
     assert xor["ncu"]["shared_store_bank_conflicts"] < 1e-3 * ours["shared_store_bank_conflicts"]
     for v in exp["variants"]:
-        assert v["source"] == "step" or (EXP / "sgemm-vs-cublas" / v["source"]).exists()
+        assert v["source"] == "step" or (LAB / "sgemm-vs-cublas" / v["source"]).exists()
 
 
 def test_hgemm_claims_of_chapter_7b():
@@ -114,7 +118,7 @@ def test_hgemm_claims_of_chapter_7b():
     assert paths["s07_nocopy"]["tensor_pipe_pct"] > paths["s07_pipe"]["tensor_pipe_pct"] + 15
     for group in exp["experiments"]:
         for source in group["sources"].values():
-            assert (EXP / "hgemm-diagnosis" / source).exists()
+            assert (LAB / "hgemm-diagnosis" / source).exists()
 
 
 def test_wgmma_claims_of_chapter_7b():
@@ -136,14 +140,15 @@ def test_wgmma_claims_of_chapter_7b():
 def _t4_gap_build():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("t4_gap_build", EXP / "hgemm-t4-gap" / "build.py")
+    spec = importlib.util.spec_from_file_location("t4_gap_build", LAB / "hgemm-t4-gap" / "build.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 def test_t4_gap_record_is_its_logs():
-    """results.json of hgemm-t4-gap is exactly what build.py makes of the raw logs beside it."""
+    """results.json of hgemm-t4-gap is exactly what build.py makes of the raw logs beside it (both in
+    results/experiments/hgemm-t4-gap; build.py in lab/hgemm-t4-gap)."""
     assert _t4_gap_build().record() == results.experiment("hgemm-t4-gap")
 
 
@@ -194,7 +199,7 @@ def test_f16_accumulator_variants_on_the_emulator(step, variant):
     base = registry.get(step)
     relaxed = dataclasses.replace(base, rules=lambda p: [r for r in base.rules(p) if "fp32 accumulators" not in r])
     tiles = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, WARP_M=64, WARP_N=64)
-    f16 = kernel.Kernel(relaxed, tiles, "cpu", source_text=experiments.variant_source(EXP / "hgemm-t4-gap", base, variant))
+    f16 = kernel.Kernel(relaxed, tiles, "cpu", source_text=experiments.variant_source(LAB / "hgemm-t4-gap", base, variant))
     f32 = kernel.Kernel(base, tiles, "cpu")
     rng = np.random.default_rng(1)
     a = (rng.random((150, 200)) * 2 - 1).astype(np.float16)
@@ -253,7 +258,7 @@ def test_seed_measure_claims():
     assert ev[512]["torch a@b@c"] > lane["median_s"] * 1e6                 # "the quieter of the two"
     span = med(pf["kernels"]["512"]["torch a@b@c"]["span_us"])
     assert span > 1.5 * ks[512]["torch a@b@c"]
-    readme = (EXP / "fusion-kernel-time" / "README.md").read_text()
+    readme = (LAB / "fusion-kernel-time" / "README.md").read_text()
     table = readme[readme.index("## The seed's own measure"):]
     graphs = fusion.lookup(records, "torch graph a@b@c", 512)["median_s"] / fusion.lookup(
         records, "fused/08_tile_flags", 512)["graph_median_s"]
@@ -311,6 +316,99 @@ def test_variant_specs_and_their_errors():
         experiments.variant_source("hgemm-diagnosis", s, "s07_missing")
 
 
+def _history(rec):
+    """The kernel's text at the commit a patch records, or a skip where git has no history (an installed package,
+    a shallow clone)."""
+    try:
+        return experiments.kernel_at(rec.commit, rec.kernel)
+    except LookupError as e:
+        pytest.skip(f"no git history to read {rec.kernel} at {rec.commit[:12]}: {e}")
+
+
+def test_every_patch_records_the_kernel_commit_it_applies_to(tmp_path):
+    """Each patch in lab/ names, on its first line, the kernel file and the commit it was measured against, and
+    applies to that commit's text, by gemmlab's reader and by `git apply --check` alike."""
+    import subprocess
+
+    patches = sorted(LAB.rglob("*.patch"))
+    assert len(patches) >= 54
+    for patch in patches:
+        text = patch.read_text()
+        rec = experiments.measured_against(text)
+        assert rec and len(rec.commit) == 40 and rec.kernel.startswith("kernels/"), f"{patch}: no measured-against line"
+        base = _history(rec)
+        experiments.apply_patch(base, text, label=patch.name)  # a ValueError if not
+        (tmp_path / "k.cu").write_text(base)
+        body = text.split("\n", 1)[1].split("\n")
+        assert body[0].startswith("--- ") and body[1].startswith("+++ "), patch
+        (tmp_path / "p.patch").write_text("\n".join([text.split("\n", 1)[0], "--- a/k.cu", "+++ b/k.cu"] + body[2:]))
+        out = subprocess.run(["git", "apply", "--check", "p.patch"], cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, f"{patch}: {out.stderr}"
+
+
+def _kernel_changed(tmp_path, monkeypatch, file):
+    """The current text of kernel `file`, as gemmlab.experiments reads it, edited (a line added at the top: every
+    hunk's lines move), as if the kernel had been edited since its experiments ran; returns the edited copy."""
+    from gemmlab.source import kernel_path
+
+    real = kernel_path(file)
+    edited = tmp_path / real.name
+    edited.write_text("// edited after the experiment ran\n" + real.read_text())
+    monkeypatch.setattr(experiments, "kernel_path", lambda f: edited if kernel_path(f) == real else kernel_path(f))
+    assert experiments.kernel_path(file) == edited
+    return edited
+
+
+def test_a_patch_still_applies_and_builds_after_its_kernel_changes(tmp_path, monkeypatch):
+    """A variant is built from its kernel's text at the commit its patch records, not from the current file: with
+    the step's .cu edited so that the patch no longer applies to it, the variant still builds and checks."""
+    step = registry.get("sgemm/11_fragment_prefetch")
+    patch = LAB / "sgemm-vs-cublas" / "xor.patch"
+    rec = experiments.measured_against(patch.read_text())
+    _history(rec)
+    edited = _kernel_changed(tmp_path, monkeypatch, step.file)
+    with pytest.raises(ValueError, match="has changed"):
+        experiments.apply_patch(edited.read_text(), patch.read_text())
+    text = experiments.variant_source("sgemm-vs-cublas", step, "xor")
+    assert text == experiments.apply_patch(experiments.kernel_at(rec.commit, rec.kernel), patch.read_text())
+    assert "edited after the experiment" not in text
+    assert verify(kernel.Kernel(step, {}, "cpu", source_text=text)).passed
+
+
+def test_without_history_a_patch_applies_to_the_current_kernel_or_says_why_not(tmp_path, monkeypatch):
+    """Where git cannot give the recorded commit (an installed package, a shallow clone) the patch is applied to
+    the current kernel file; if that changed where the patch touches it, the error says what and what to do."""
+    step = registry.get("sgemm/11_fragment_prefetch")
+
+    def no_history(commit, kernel):
+        raise LookupError("no history here")
+
+    monkeypatch.setattr(experiments, "kernel_at", no_history)
+    patch = (LAB / "sgemm-vs-cublas" / "xor.patch").read_text()
+    current = experiments.variant_source("sgemm-vs-cublas", step, "xor")  # the step is as measured: it applies
+    assert current == experiments.apply_patch(experiments.kernel_path(step.file).read_text(), patch)
+    _kernel_changed(tmp_path, monkeypatch, step.file)
+    with pytest.raises(ValueError, match=r"measured against kernels/sgemm/11_fragment_prefetch.cu at commit [0-9a-f]{12}, "
+                                         r"which cannot be read here \(no history here\).*not --depth 1"):
+        experiments.variant_source("sgemm-vs-cublas", step, "xor")
+
+
+def test_stamp_records_the_latest_kernel_commit_a_new_patch_applies_to(tmp_path):
+    """`python lab/run.py FOLDER stamp VARIANT` (experiments.stamp) writes the measured-against line of a new patch:
+    for a patch whose kernel has not changed since, the commit already recorded."""
+    patch = LAB / "sgemm-vs-cublas" / "xor.patch"
+    rec = experiments.measured_against(patch.read_text())
+    _history(rec)
+    if experiments._git("log", "--format=%H", "-1", "--", rec.kernel).strip() != rec.commit or experiments._git(
+            "status", "--porcelain", "--", rec.kernel).strip():
+        pytest.skip(f"{rec.kernel} changed since {rec.commit[:12]}")
+    new = tmp_path / "xor.patch"
+    new.write_text(patch.read_text().split("\n", 1)[1])  # as written, before it was stamped
+    assert experiments.measured_against(new.read_text()) is None
+    assert experiments.stamp(new) == rec
+    assert new.read_text() == patch.read_text()
+
+
 def test_gpu_only_variants_compile_for_hopper():
     """Variants the emulator cannot run (named barriers) still compile for sm_90 with NVRTC."""
     s = registry.get("hgemm/07_cp_async")
@@ -330,7 +428,7 @@ def _tf32x3_source(name):
 
 def test_tf32x3_variants_apply_and_compile():
     from gemmlab import fusion, nvrtc
-    names = [p.stem for p in (EXP / "fusion-tf32x3").glob("*.patch")]
+    names = [p.stem for p in (LAB / "fusion-tf32x3").glob("*.patch")]
     assert sorted(names) == ["1x", "a32_loads", "before", "block_bar", "cvt", "cvt_guard", "interleave", "nosplit",
                             "one_accumulator", "tile_timeline", "timeline", "trunc"]
     for name in names:
@@ -645,7 +743,7 @@ def test_fusion_kernel_time_variants_apply_and_check():
     """launch.py's variants (old_barrier, prefetch_c) still apply to step 05 as it is, and pass the check."""
     from gemmlab import fusion
     st = fusion.get("fused/05_tf32x3")
-    names = sorted(p.stem for p in (EXP / "fusion-kernel-time").glob("*.patch"))
+    names = sorted(p.stem for p in (LAB / "fusion-kernel-time").glob("*.patch"))
     assert names == ["old_barrier", "prefetch_c"]
     for name in names:
         kern = fusion.step(st.name, backend="cpu", source=experiments.variant_source("fusion-kernel-time", st, name))
@@ -658,7 +756,7 @@ def test_fusion_kernel_time_variants_apply_and_check():
 def test_wgmma_variants_apply_and_compile():
     from gemmlab import nvrtc
     st = fusion.get("fused/06_wgmma_tf32x3")
-    names = sorted(p.stem for p in (EXP / "fusion-wgmma").glob("*.patch"))
+    names = sorted(p.stem for p in (LAB / "fusion-wgmma").glob("*.patch"))
     assert names == ["loads_before_split", "nofence", "round_timeline"]
     for name in names:
         text = experiments.variant_source("fusion-wgmma", st, name)
@@ -720,7 +818,7 @@ def _log_errors(run: dict, pattern: str = r"error ([\d.e+-]+)$") -> list[float]:
 def _tma_experiment(script: str = "steps.py"):
     """(the fusion-tma script as a module, the experiment's results.json)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("tma_" + script[:-3], EXP / "fusion-tma" / script)
+    spec = importlib.util.spec_from_file_location("tma_" + script[:-3], LAB / "fusion-tma" / script)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod, results.experiment("fusion-tma")
@@ -1390,7 +1488,7 @@ def test_readsplit_marks_and_claims():
     errors = [float(e) for e in re.findall(r"error ([\d.]+e[+-]\d+)", text)]  # 3 marked kernels (2 phases each), 3 calls
     assert len(errors) == 3 * 2 + 3 and max(errors) < 1e-6
     # the README's table, row by row, against the record
-    readme = (EXP / "fusion-tma" / "README.md").read_text()
+    readme = (LAB / "fusion-tma" / "README.md").read_text()
     table = readme[readme.index("## Why reading split tiles saves so little"):]
     cols = ("08", nosplit, "raw", read)
     calls = ("08", "08 no split in phase 2", "presplit raw", "presplit read, unsplit")
