@@ -167,3 +167,33 @@ def test_pip_install_gives_a_working_package(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "kernels/sgemm/01_naive.cu"
+
+
+def _prose_words(path: Path) -> int:
+    """Words a reader reads: markdown cells and the text of prose() cells (code fences and placeholders aside)."""
+    words = 0
+    for cell in _cells(path):
+        if cell.cell_type == "markdown":
+            text = cell.source
+        elif cell.cell_type == "code" and "prose(" in cell.source:
+            text = cell.source[cell.source.index("prose("):]
+        else:
+            continue
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        words += len(re.sub(r"\{\{[^}]*\}\}", "N", text).split())
+    return words
+
+
+def test_core_chapters_keep_to_the_word_budget():
+    """A core chapter (the table of contents' "Chapters" part) holds at most 4,000 words of prose; what does not
+    teach its idea goes into a lab note (the "Lab notes" part), which the chapter links."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    parts = {part["caption"]: [ROOT / f"{c['file']}.ipynb" for c in part["chapters"]] for part in toc["parts"]}
+    assert parts["Chapters"] and parts["Lab notes"]
+    over = {p.stem: _prose_words(p) for p in parts["Chapters"] if _prose_words(p) > 4000}
+    assert not over, f"core chapters over 4,000 words of prose: {over}; move what does not teach the idea to a lab note"
+    for lab in parts["Lab notes"]:
+        linked = [p.stem for p in parts["Chapters"] if f"]({lab.name})" in (p.read_text())]
+        assert linked, f"{lab.name}: no chapter links this lab note"
