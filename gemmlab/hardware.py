@@ -20,6 +20,7 @@ from typing import Any
 
 from .results import RESULTS as RESULTS_DIR
 from .results import slug as gpu_slug
+from . import seeds as _seeds
 
 HARDWARE_SUFFIX = ".hardware.json"
 NO_DATA = "no recorded data for this GPU yet"
@@ -65,18 +66,11 @@ SPECS: dict[str, GpuSpec] = {
 # Achievable rates measured by others (not by this course) for the T4, quoted in seed 001
 # (Alex Armbruster's HGEMM worklog): cuBLAS HGEMM (HMMA.1688) and SGEMM (FFMA) throughput from his
 # benchmarks; DRAM and shared-memory bandwidth from Jia et al., "Dissecting the NVIDIA Turing T4
-# GPU via Microbenchmarking" (arXiv:1903.07486).
+# GPU via Microbenchmarking" (arXiv:1903.07486). The figures live in gemmlab.seeds (the one place for every
+# seed's figures), with his HGEMM ladder ("hgemm_ladder": kernel 1's % of cuBLAS, the copies' and the swizzle's
+# gains, kernel 3's %).
 REFERENCE_MEASURED: dict[str, dict[str, Any]] = {
-    "t4": {
-        "dram_gbps": 220.0,
-        "smem_gbps": 3662.0,
-        "fp16_tensor_tflops": 49.439,
-        "fp32_tflops": 7.455,
-        "source": "Armbruster's cuBLAS runs; bandwidth from Jia et al. 2019",
-        # his ladder at 8192 x 8192 (fp16): kernel 1 at 8% of cuBLAS, about 3x from the 16-byte copies
-        # (kernel 2), about 2x more from removing the ldmatrix bank conflicts (kernel 3: about 50%)
-        "hgemm_ladder": {"kernel1_pct": 8.0, "copy_speedup": 3.0, "swizzle_speedup": 2.0, "kernel3_pct": 50.0},
-    },
+    "t4": _seeds.t4_reference(),
 }
 
 

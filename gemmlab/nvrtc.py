@@ -425,6 +425,28 @@ def count_instructions(sass_text: str, opcodes_wanted: list[str]) -> dict[str, i
     return counts
 
 
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_BRANCH = re.compile(r"\bBRA\b.*`\((\.L_x_\d+)\)")
+
+
+def split_at_loop(sass_text: str) -> dict[str, list[str]]:
+    """The opcodes of a kernel around its first loop: 'before' it (the set-up each thread runs once), the 'loop'
+    (from the label a later branch jumps back to, through that branch: one iteration's instructions) and 'after'.
+    A kernel without a backward branch is all 'before'."""
+    lines = sass_text.splitlines()
+    seen: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        label = _LABEL.match(line)
+        if label:
+            seen[label.group(1)] = i
+        branch = _BRANCH.search(line)
+        if branch and branch.group(1) in seen:
+            start = seen[branch.group(1)]
+            return {"before": opcodes("\n".join(lines[:start])), "loop": opcodes("\n".join(lines[start:i + 1])),
+                    "after": opcodes("\n".join(lines[i + 1:]))}
+    return {"before": opcodes(sass_text), "loop": [], "after": []}
+
+
 def memory_order(sass_text: str, wanted: tuple[str, ...] = ("LDG", "STS", "BAR", "LDS", "LDGSTS")) -> str:
     """The kernel's global loads, shared stores and loads and barriers in program order, runs merged:
     'LDGx6 STSx5 BARx1 LDSx32 BARx1' shows where each phase of a K step sits relative to the others."""

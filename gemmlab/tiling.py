@@ -90,6 +90,49 @@ def block_report(block: int, size: int = 2048) -> str:
     return "\n".join(lines)
 
 
+# Step 03 indexes its tile with a 2-D block (threadIdx.x, threadIdx.y); seed 000's kernels use a 1-D block and
+# recover the two coordinates with a division and a modulo by the tile edge.
+_INDEX_2D = ("    const int tx = threadIdx.x;  // column inside the tile: a warp spans a row, as in 02\n"
+             "    const int ty = threadIdx.y;  // row inside the tile\n")
+_INDEX_1D = ("    const int tx = threadIdx.x % BLOCK;  // seed 000's indexing: one thread index, split by the tile edge\n"
+             "    const int ty = threadIdx.x / BLOCK;\n")
+
+
+def one_d_indexing(source_text: str | None = None) -> str:
+    """Step 03's kernel text with seed 000's 1-D indexing (tx = threadIdx.x % BLOCK, ty = threadIdx.x / BLOCK) in
+    place of the 2-D block's: for compile-only SASS (its launch would need a 1-D block of BLOCK^2 threads)."""
+    from .registry import get
+    from .source import kernel_path
+
+    text = source_text if source_text is not None else kernel_path(get("sgemm/03_smem_tiling").file).read_text()
+    if _INDEX_2D not in text:
+        raise ValueError("step 03's two index lines (tx = threadIdx.x, ty = threadIdx.y) were not found")
+    return text.replace(_INDEX_2D, _INDEX_1D)
+
+
+POWER_OF_TWO_OPS = ("IMAD", "LEA", "SHF", "IADD3", "LOP3", "LDS", "LDS.128", "FFMA")
+
+
+def power_of_two_counts(block: int, indexing: str = "2-D", arch: str = "sm_90") -> dict[str, dict[str, int]]:
+    """Step 03's SASS for tile edge `block` (compile-only), counted before its K loop (the set-up each thread runs
+    once) and in one iteration of the loop: IMAD (any form), LEA, SHF, IADD3, LOP3 (integer), LDS.128, the other
+    LDS and FFMA. `indexing`: '2-D' (the step as written) or '1-D' (seed 000's, see one_d_indexing)."""
+    from . import kernel, nvrtc
+
+    source = one_d_indexing() if indexing == "1-D" else None
+    parts = nvrtc.split_at_loop(kernel.instance("sgemm/03_smem_tiling", source=source, BLOCK=block).sass(arch))
+
+    def count(ops: list[str]) -> dict[str, int]:
+        out = dict.fromkeys(POWER_OF_TWO_OPS, 0)
+        for op in ops:
+            key = "LDS.128" if op == "LDS.128" else op.split(".")[0]  # IMAD.WIDE is an IMAD, LDS.64 an LDS
+            if key in out:
+                out[key] += 1
+        return out
+
+    return {"before": count(parts["before"]), "loop": count(parts["loop"])}
+
+
 # --- chapter 4: register tiling ----------------------------------------------------------------
 def shared_loads_per_fma(thread_m: int, thread_n: int) -> float:
     """Shared-memory floats a thread loads per multiply-add when it computes THREAD_M x THREAD_N outputs:

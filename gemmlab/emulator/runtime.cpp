@@ -419,12 +419,12 @@ void install_fault_handlers() {
 // ---------------------------------------------------------------------------------------------
 // Barriers and warp collectives
 // ---------------------------------------------------------------------------------------------
-void bar_sync(int id, int count, int line) {
+namespace {
+// Wait at barrier `id` until `count` threads have arrived (bar_sync checked the operands; __syncthreads counts
+// the whole block, which need not be a whole number of warps: a 4 x 4 or 31 x 31 block).
+void bar_wait(int id, int count, int line) {
     Worker& w = *W;
     Fiber* f = current;
-    if (id < 0 || id > 15 || count <= 0 || count % 32 != 0 || count > w.nthreads)
-        fail(EXIT_BAD_LAUNCH, "bar.sync %d, %d on line %d: the barrier id must be 0..15 and the thread count a "
-             "multiple of 32, at most the block's %d threads", id, count, line, w.nthreads);
     f->line = line;
     f->bar_id = id;
     if (w.bar_arrived[id] == 0) w.bar_line[id] = line;
@@ -440,8 +440,16 @@ void bar_sync(int id, int count, int line) {
     f->state = AT_BARRIER;
     switch_out(f, w.contexts[f->tid], w.sched);
 }
+}  // namespace
 
-void syncthreads(int line) { bar_sync(0, W->nthreads, line); }
+void bar_sync(int id, int count, int line) {
+    if (id < 0 || id > 15 || count <= 0 || count % 32 != 0 || count > W->nthreads)
+        fail(EXIT_BAD_LAUNCH, "bar.sync %d, %d on line %d: the barrier id must be 0..15 and the thread count a "
+             "multiple of 32, at most the block's %d threads", id, count, line, W->nthreads);
+    bar_wait(id, count, line);
+}
+
+void syncthreads(int line) { bar_wait(0, W->nthreads, line); }
 
 void spin_wait(int line) {
     Fiber* f = current;
