@@ -143,7 +143,8 @@ def shared_loads_per_fma(thread_m: int, thread_n: int) -> float:
 def owners(step: str, p: dict):
     """Which thread (tid) computes each element of a BLOCK_M x BLOCK_N tile of C, as an int array.
 
-    The Python twin of the kernels' index arithmetic: step 05/06 give each thread a solid
+    The Python twin of the kernels' index arithmetic: step 04 gives each thread THREAD_M rows of one column
+    (thread_col = tid % BLOCK_N, thread_row = tid / BLOCK_N * THREAD_M); step 05/06 give each thread a solid
     THREAD_M x THREAD_N tile; step 07 gives a warp a WARP_M x WARP_N tile and each lane 4x4 pieces,
     one per sub-tile, so that the 32 lanes of a warp sit side by side in every sub-tile.
     """
@@ -151,6 +152,11 @@ def owners(step: str, p: dict):
 
     bm, bn = p["BLOCK_M"], p["BLOCK_N"]
     own = np.full((bm, bn), -1, dtype=int)
+    if step.endswith("04_1d_blocktiling"):
+        tm = p["THREAD_M"]
+        for tid in range(bm // tm * bn):
+            own[tid // bn * tm:tid // bn * tm + tm, tid % bn] = tid
+        return own
     if step.endswith(("05_2d_blocktiling", "06_vectorized")):
         tm, tn = p["THREAD_M"], p["THREAD_N"]
         for tid in range((bm // tm) * (bn // tn)):
@@ -173,7 +179,7 @@ def owners(step: str, p: dict):
 
 
 def draw_owners(step: str, p: dict, ax=None, highlight: int = 0):
-    """The ownership map: colour = warp, white = the elements thread `highlight` computes."""
+    """The ownership map: colour = warp, grey = the elements thread `highlight` computes."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -184,7 +190,7 @@ def draw_owners(step: str, p: dict, ax=None, highlight: int = 0):
     img = np.where(own == highlight, -1, warp).astype(float)
     ax.imshow(np.ma.masked_equal(img, -1), cmap="tab20", interpolation="nearest")
     ax.imshow(np.ma.masked_not_equal(img, -1), cmap="gray_r", vmin=-2, vmax=0, interpolation="nearest")
-    ax.set_title(f"{step.split('/')[-1]}: colour = warp, white = thread {highlight}", fontsize=9)
+    ax.set_title(f"{step.split('/')[-1]}\ncolour = warp, grey = thread {highlight}", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
     return ax

@@ -56,6 +56,9 @@ def test_register_tiling_loads_per_fma():
 def test_ownership_maps_are_partitions_with_the_right_counts():
     import numpy as np
 
+    own = tiling.owners("sgemm/04_1d_blocktiling", dict(BLOCK_M=64, BLOCK_N=64, THREAD_M=8))
+    assert (own >= 0).all() and (np.bincount(own.ravel()) == 8).all()  # 512 threads, 8 rows of one column each
+    assert own[:8, 0].tolist() == [0] * 8 and own[0, 1] == 1 and own[8, 0] == 64  # a warp spans a row of columns
     for step, p in [("sgemm/05_2d_blocktiling", dict(BLOCK_M=128, BLOCK_N=128, THREAD_M=8, THREAD_N=8)),
                     ("sgemm/07_warptiling", dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32,
                                                  THREAD_M=8, THREAD_N=8))]:
