@@ -71,6 +71,20 @@ def verdict(records: list[dict], fused: list[str], gpu_name: str | None) -> str:
     return text + "."
 
 
+def kernel_time_ratios(kernel_time: dict, gpu: str = "NVIDIA H200") -> tuple[dict[int, float], str]:
+    """The seed's own measure (lab fusion-kernel-time, profiler.py): at each N, the faster baseline's kernels' time
+    under PyTorch's profiler over the faster of steps 07 and 08, medians of the recorded rounds; and the run's date."""
+    import statistics
+
+    pf = kernel_time.get("profiler", {}).get(gpu)
+    if not pf:
+        return {}, ""
+    sums = {int(n): {name: statistics.median(k["sum_us"]) for name, k in calls.items()}
+            for n, calls in pf["kernels"].items()}
+    return ({n: min(k["torch a@b@c"], k["cupy a@b@c"]) / min(k["07"], k["08"]) for n, k in sums.items()},
+            pf["date"])
+
+
 def plot_lane(records: list[dict], impls: list[str], gpu_name: str | None) -> None:
     """Device time against N (default tiles) and the speed-up at the fastest tiles, for the baselines and `impls`."""
     import matplotlib.pyplot as plt
