@@ -16,6 +16,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 help:
 	@echo "make site   build the book into _build/html (creates .venv if missing)"
 	@echo "make test   pytest --nbval-lax book/ tests/ (creates .venv if missing)"
+	@echo "make colab-lane  every chapter as on Colab: Colab's packages (.venv-colab), the course pip-installed from a snapshot of the working tree, CPU emulator"
 	@echo "make clean  remove _build (keeps .venv)"
 
 venv: $(STAMP)
@@ -32,6 +33,11 @@ site: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax book/ tests/
+
+# Issue 40: every chapter top to bottom in Colab's environment (tests/colab/lane.py; it makes .venv-colab itself).
+.PHONY: colab-lane
+colab-lane:
+	$(PYTHON) tests/colab/lane.py
 
 clean:
 	rm -rf _build
