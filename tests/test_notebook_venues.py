@@ -197,3 +197,12 @@ def test_core_chapters_keep_to_the_word_budget():
     for lab in parts["Lab notes"]:
         linked = [p.stem for p in parts["Chapters"] if f"]({lab.name})" in (p.read_text())]
         assert linked, f"{lab.name}: no chapter links this lab note"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_reads_no_file_beside_the_notebook(path):
+    """On Colab a chapter runs from /content with the course installed as a package, not from a checkout's book/
+    folder: code cells find kernels and records through gemmlab (source.KERNELS, source.kernel_path, results)."""
+    for i, cell in enumerate(_cells(path)):
+        if cell.cell_type == "code" and i > 0:  # the set-up cell looks for a checkout on purpose
+            assert not re.search(r"""['"]\.\.[/'"]""", cell.source), f"{path.name} cell {i} reads a path relative to book/"
