@@ -151,7 +151,7 @@ def test_pip_install_gives_a_working_package(tmp_path):
 
     source, target = tmp_path / "course", tmp_path / "site"  # a copy: setuptools builds inside the source tree
     source.mkdir()
-    for part in ("pyproject.toml", "README.md", "gemmlab", "kernels", "results", "lab"):
+    for part in ("pyproject.toml", "README.md", "gemmlab", "kernels", "results", "lab", "book"):
         copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
         copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
@@ -161,6 +161,7 @@ def test_pip_install_gives_a_working_package(tmp_path):
             "assert (s.KERNELS / 'common.cuh').is_file() and any(r.RESULTS.glob('*.json')); "
             "from gemmlab import experiments as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "
             "assert x.variant_source('fusion-tf32x3', f.get('fused/05_tf32x3'), '1x'); "
+            "assert gemmlab.glue.chapter_value('02_coalescing', 'ch2_speedup'); "  # the appendix quotes the chapters
             "print(gemmlab.show.source('sgemm/01_naive').title)") % (str(target), str(target))
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
