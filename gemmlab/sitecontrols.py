@@ -878,13 +878,14 @@ def tensor_core_ladder_twin(step: str = "hgemm/07_cp_async", size: int = 8192, a
     return sweep_twin(step, size, axis, gpu, title=f"Chapter 7b: the tiles of {step}, recorded at {size}^3")
 
 
-FUSION_GPU = "NVIDIA H200"   # the GPU whose recorded lane chapter 8 reads
+FUSION_GPU = "NVIDIA H200"   # the GPU whose recorded lane chapters 8 and 9 read
 
 
 def fusion_twin(step: str = "fused/08_tile_flags", sizes: Sequence[int] = (512, 1024), axis: str | None = None,
                 gpu: str | None = FUSION_GPU) -> Chart:
-    """Chapter 8: a fused step's recorded tile sweep at 512 and 1024 (results/<gpu>.fusion.json through
-    gemmlab.fusion): time, speed-up over a @ b @ c in the same run, grid."""
+    """Chapters 8 and 9: a fused step's recorded tile sweep at 512 and 1024 (results/<gpu>.fusion.json through
+    gemmlab.fusion): time, speed-up over a @ b @ c in the same run, grid. Steps 06 to 08 (Hopper) are chapter 9's."""
+    chapter = 9 if int(step.split("/")[1][:2]) >= 6 else 8
     return sweep_twin(step, tuple(sizes), axis, gpu,
-                      title=f"Chapter 8: the tiles of {step}, recorded lane sweep at N = "
+                      title=f"Chapter {chapter}: the tiles of {step}, recorded lane sweep at N = "
                             + ", ".join(str(n) for n in sizes))
