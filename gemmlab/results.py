@@ -60,6 +60,16 @@ def one_gpu(records: list[dict]) -> list[dict]:
     return [r for r in records if r["gpu"] == gpu]
 
 
+def default_record(records: list[dict], step: str, size: int) -> dict | None:
+    """The record of `step` at size^3 with the step's default parameters (what a chapter's benchmark() shows); the
+    last if several, None if there is none."""
+    from . import registry
+
+    defaults = registry.get(step).resolve({})
+    found = [r for r in records if r["step"] == step and r["m"] == size and r.get("params", defaults) == defaults]
+    return found[-1] if found else None
+
+
 def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
          order: tuple = ("step", "m", "n", "k", "params")) -> Path:
     """Merge records into their GPU's file: a new record replaces an old one with the same key

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import results
+
 
 @dataclass(frozen=True)
 class Seed:
@@ -191,16 +193,6 @@ class SeedTable:
     __str__ = text
 
 
-def _record(records: list[dict], step: str, size: int) -> dict | None:
-    """The record of `step` at `size` with the step's default parameters (a chapter's benchmark() gives those);
-    the last if several."""
-    from . import registry
-
-    defaults = registry.get(step).resolve({})
-    found = [r for r in records if r["step"] == step and r["m"] == size and r.get("params", defaults) == defaults]
-    return found[-1] if found else None
-
-
 def _where(records: list[dict]) -> str:
     if not records:
         return "no record"
@@ -235,7 +227,7 @@ def table_000(records: list[dict], through: int = 3, size: int = 4096) -> SeedTa
     kernels = [("V1, naive", "v1_pct", None, "sgemm/01_naive"),
                ("V2, coalesced", "v2_pct", "v2_gain", "sgemm/02_coalesced"),
                ("V3, shared-memory tiles", "v3_pct", "v3_gain", "sgemm/03_smem_tiling")][:through]
-    ours = [_record(records, step, size) for *_, step in kernels]
+    ours = [results.default_record(records, step, size) for *_, step in kernels]
     rows = []
     for i, ((label, pct, gain, step), rec) in enumerate(zip(kernels, ours)):
         prev = ours[i - 1] if i else None
@@ -263,7 +255,7 @@ def table_001(records: list[dict], through: int = 3, size: int = 8192) -> SeedTa
                ("4, register prefetch", "kernel4_pct", None, "hgemm/04_register_prefetch"),
                ("5, tuned tiles", "kernel5_pct", "kernel5_gain", "hgemm/05_tuned_tiles"),
                ("6, double buffering", "kernel6_pct", None, "hgemm/06_double_buffer")][:through]
-    ours = [_record(records, step, size) for *_, step in kernels]
+    ours = [results.default_record(records, step, size) for *_, step in kernels]
     rows = []
     for i, ((label, pct, gain, step), rec) in enumerate(zip(kernels, ours)):
         prev = ours[i - 1] if i else None
@@ -294,7 +286,7 @@ def table_002(records: list[dict], size: int = 4096) -> SeedTable:
     record is the one whose cuBLAS (`baseline_tflops`, measured in the same run) it shows."""
     top = value(2, "level7_gflops")
     steps = [s for _, s in LEVELS_002 if s and s != "cuBLAS"]
-    present = [r for r in (_record(records, s, size) for s in steps) if r]
+    present = [r for r in (results.default_record(records, s, size) for s in steps) if r]
     rows = []
     for i, (label, step) in enumerate(LEVELS_002, start=1):
         seed = figure(2, f"level{i}_gflops")
@@ -307,7 +299,7 @@ def table_002(records: list[dict], size: int = 4096) -> SeedTable:
             rec = None
             ours = ["no step of its own (chapter 5)", "-", "-"]
         else:
-            rec = _record(records, step, size)
+            rec = results.default_record(records, step, size)
             ours = [step, f"{rec['tflops']:.2f}" if rec else "no record", _pct(rec)]
         rows.append({"seed": {seed.key: seed}, "step": step, "ours": rec, "baseline": step == "cuBLAS",
                      "cells": [label, f"{seed.value:g}", _share(seed.value / top), *ours]})

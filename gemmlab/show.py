@@ -88,21 +88,13 @@ def source(name: str, start_at: str | None = None, end_before: str | None = None
 
 
 def previous_step(name: str) -> str:
-    """The step a step extends, from the registry (GEMM steps) or the fused track's numbering."""
-    from . import registry
+    """The step a step extends, as its registry entry names it (the GEMM registry or the fused steps' list)."""
+    from . import fusion, registry
 
-    try:
-        prev = registry.get(name).previous
-    except Exception:
-        prev = None
-    if prev:
-        return prev
-    track, short = name.split("/", 1)
-    number = int(short[:2])
-    earlier = sorted(p for p in (KERNELS / track).glob(f"{number - 1:02d}_*.cu"))
-    if number <= 1 or not earlier:
+    step = fusion.get(name) if name.startswith("fused/") else registry.get(name)
+    if not step.previous:
         raise ValueError(f"{name} has no previous step: name the file to compare with (against=...)")
-    return f"{track}/{earlier[0].stem}"
+    return step.previous
 
 
 def diff(name: str, against: str | None = None, context: int = 3) -> Listing:
