@@ -29,6 +29,9 @@ def _cupy():
                            "or run on a machine with an NVIDIA GPU (see the appendix on running the course).")
     import cupy
 
+    from . import nvrtc
+
+    nvrtc.load_for_cupy()  # CuPy's CUDA major's NVRTC before its first compile (once; see its docstring)
     return cupy
 
 

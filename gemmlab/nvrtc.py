@@ -8,9 +8,11 @@ Which NVRTC: whichever is installed (the pip wheel's first, then a CUDA toolkit'
 that the environment variable GEMMLAB_NVRTC_LIB names (a path to a libnvrtc.so, e.g. another
 release's wheel unpacked with `pip install --target`), headers from its ../include first. Register
 counts and spills depend on the release (`version()` says which one ran). The GPU path compiles with
-CuPy's own NVRTC, the one its loader (cuda.pathfinder) picks for its build; only the sm_90a steps'
-cubins, which CuPy cannot target, come from this module. That loader takes any libnvrtc already in
-the process, so with a GPU present CuPy makes its choice before this module loads its own (`_nvrtc`).
+the NVRTC of CuPy's own CUDA major (`load_for_cupy`: libnvrtc.so.12 for cupy-cuda12x, from the
+nvidia-cuda-nvrtc-cu12 wheel), loaded before CuPy's first compile, because CuPy's loader would otherwise
+take the newest wheel (13.5); only the sm_90a steps' cubins, which CuPy cannot target, come from this
+module. That loader takes any libnvrtc already in the process, so with a GPU present CuPy makes its
+choice before this module loads its own (`_nvrtc`).
 """
 from __future__ import annotations
 
@@ -168,23 +170,32 @@ def fit(resources: Resources, threads: int, dynamic_shared: int = 0, arch: str |
 LIB_ENV = "GEMMLAB_NVRTC_LIB"  # a libnvrtc.so to use instead of the installed one
 
 
+def _release(lib: str) -> tuple[int, ...]:
+    """The release a libnvrtc file name carries: libnvrtc.so.13 -> (13,), libnvrtc.so.12.8 -> (12, 8)."""
+    return tuple(int(n) for n in re.findall(r"\d+", lib.rsplit(".so", 1)[-1]))
+
+
+def _wheel_libraries() -> list[str]:
+    """The libnvrtc files of NVIDIA's pip wheels, newest release first (nvidia/cu13/lib holds 13.x,
+    nvidia/cuda_nvrtc/lib 12.x): sorted by release, not by folder name."""
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    libs = [lib for root in nvidia.__path__
+            for lib in glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.*[0-9]"))
+            if "builtins" not in lib and ".alt." not in lib]
+    return sorted(libs, key=_release, reverse=True)
+
+
 def _library_candidates() -> list[tuple[str, list[str]]]:
-    """(libnvrtc path, matching header folders): GEMMLAB_NVRTC_LIB's alone if set, else the pip wheel's
-    first, then a toolkit's."""
+    """(libnvrtc path, matching header folders): GEMMLAB_NVRTC_LIB's alone if set, else the pip wheels'
+    (newest first), then a toolkit's."""
     chosen = os.environ.get(LIB_ENV)
     if chosen:
         here = os.path.join(os.path.dirname(os.path.abspath(chosen)), os.pardir, "include")
         return [(chosen, [os.path.normpath(here)] + toolkit_include_dirs() + wheel_include_dirs())]
-    found = []
-    try:
-        import nvidia
-
-        for root in nvidia.__path__:
-            for lib in sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.*[0-9]")), reverse=True):
-                if "builtins" not in lib:
-                    found.append((lib, wheel_include_dirs() + toolkit_include_dirs()))
-    except ImportError:
-        pass
+    found = [(lib, wheel_include_dirs() + toolkit_include_dirs()) for lib in _wheel_libraries()]
     for root in [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]:
         for lib in sorted(glob.glob(os.path.join(root or "/nonexistent", "lib64", "libnvrtc.so*"))):
             found.append((lib, toolkit_include_dirs() + wheel_include_dirs()))
@@ -194,14 +205,40 @@ def _library_candidates() -> list[tuple[str, list[str]]]:
     return found
 
 
+def cupy_cuda_major() -> int | None:
+    """The CUDA major release CuPy was built for (12 for cupy-cuda12x), or None without CuPy."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
+    except Exception:  # noqa: BLE001 (no CuPy, or no CUDA runtime for it)
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def load_for_cupy() -> str | None:
+    """Load the wheel's NVRTC of CuPy's own CUDA major (libnvrtc.so.12 for cupy-cuda12x) before CuPy's
+    first compile, and return its path. CuPy's loader (cuda.pathfinder) takes the newest wheel it finds
+    (13.5, which the analysis pins) unless an NVRTC of its major is already in the process, and NVRTC 13
+    writes PTX that a CUDA 12 driver (a T4 on Colab) cannot load. None when no such wheel is installed:
+    CuPy then finds its own as before."""
+    major = cupy_cuda_major()
+    for lib in _wheel_libraries():
+        if major is not None and _release(lib)[:1] == (major,):
+            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+            return lib
+    return None
+
+
 def _let_cupy_choose_first() -> None:
-    """On a machine with a GPU, have CuPy load its own NVRTC now (cuda.pathfinder, as CuPy does on its
-    first compile): its loader takes a libnvrtc already in the process, so loading ours first would
-    hand CuPy our release (GEMMLAB_NVRTC_LIB's 12.8 to a CUDA 13 CuPy, say) instead of its own."""
+    """On a machine with a GPU, have CuPy load its NVRTC now (load_for_cupy, then CuPy's own loader, as on
+    its first compile): its loader takes a libnvrtc already in the process, so loading ours first would
+    hand CuPy our release (13.5 to a CUDA 12 CuPy) instead of its own."""
     from . import gpu
 
     if not gpu.available():
         return
+    load_for_cupy()
     try:
         import importlib
 
@@ -247,13 +284,20 @@ def library_path() -> str:
 
 
 def pinned_version() -> str | None:
-    """The NVRTC release requirements.txt pins ("13.5"), which the course's T4 claims are checked with."""
+    """The NVRTC release the course pins ("13.5"), which its T4 claims are checked with: requirements.txt's
+    pin in a checkout, the same pin from the installed package's `analysis` extra elsewhere (a test holds
+    the two equal)."""
     from .source import REPO
 
     try:
         lines = (REPO / "requirements.txt").read_text().splitlines()
     except OSError:
-        return None
+        try:
+            from importlib import metadata
+
+            lines = [r.split(";")[0].strip() for r in metadata.requires("gemmlab") or []]
+        except Exception:  # noqa: BLE001 (not installed as a package either)
+            return None
     pins = [ln.split("==")[1].strip() for ln in lines if ln.startswith("nvidia-cuda-nvrtc==")]
     return ".".join(pins[0].split(".")[:2]) if pins else None
 

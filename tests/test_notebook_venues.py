@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 import gemmlab
-from gemmlab import fusion, glue
+from gemmlab import fusion, glue, nvrtc
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -162,7 +162,8 @@ def test_pip_install_gives_a_working_package(tmp_path):
             "from gemmlab import experiments as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "
             "assert x.variant_source('fusion-tf32x3', f.get('fused/05_tf32x3'), '1x'); "
             "assert gemmlab.glue.chapter_value('02_coalescing', 'ch2_speedup'); "  # the appendix quotes the chapters
-            "print(gemmlab.show.source('sgemm/01_naive').title)") % (str(target), str(target))
+            "assert gemmlab.nvrtc.pinned_version() == %r, gemmlab.nvrtc.pinned_version(); "  # from the package's metadata
+            "print(gemmlab.show.source('sgemm/01_naive').title)") % (str(target), str(target), nvrtc.pinned_version())
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=120)

@@ -1,6 +1,7 @@
 """Issue 40 (Colab and T4): limits judged for the backend asked for, the T4 fit check, the compiler a claim
 depends on, arch tags in the listing, which NVRTC the GPU path uses, live sizes for a smaller GPU."""
 import ctypes
+import re
 import os
 import subprocess
 import sys
@@ -215,38 +216,55 @@ def test_gpu_module_leaves_nvrtc_to_cupy(monkeypatch):
 
 
 def test_analysis_lets_cupy_load_its_nvrtc_first(monkeypatch):
-    """CuPy's loader (cuda.pathfinder) takes a libnvrtc already in the process: with a GPU present, CuPy
-    loads its own before gemmlab loads the analysis' (which may be another release: GEMMLAB_NVRTC_LIB)."""
+    """CuPy's loader (cuda.pathfinder) takes a libnvrtc already in the process: with a GPU present, the NVRTC
+    of CuPy's CUDA major is loaded and CuPy takes it before gemmlab loads the analysis' (another release)."""
     events = []
     cupy_nvrtc = types.ModuleType("cupy_backends.cuda.libs.nvrtc")
     cupy_nvrtc.getVersion = lambda: events.append("cupy") or (12, 8)
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", cupy_nvrtc)
-    monkeypatch.setattr(nvrtc, "_library_candidates", lambda: [("/nonexistent/libnvrtc.so.12", [])])
+    monkeypatch.setattr(nvrtc, "load_for_cupy", lambda: events.append("cupy's major"))
+    monkeypatch.setattr(nvrtc, "_library_candidates", lambda: [("/nonexistent/libnvrtc.so.13", [])])
     monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: events.append(f"ours {name}") or object())
-    ours = "ours /nonexistent/libnvrtc.so.12"
-    for present, want in ((True, ["cupy", ours]), (False, [ours])):
+    ours = "ours /nonexistent/libnvrtc.so.13"
+    for present, want in ((True, ["cupy's major", "cupy", ours]), (False, [ours])):
         events.clear()
         monkeypatch.setattr(gpu, "available", lambda present=present: present)
         nvrtc._nvrtc.__wrapped__()
         assert events == want
 
 
+def test_wheels_are_ordered_by_release_not_by_folder():
+    """nvidia/cuda_nvrtc/lib (12.x) sorts after nvidia/cu13/lib by name; the analysis takes the newest release."""
+    libs = ["/s/nvidia/cu13/lib/libnvrtc.so.13", "/s/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"]
+    assert sorted(libs, key=nvrtc._release, reverse=True)[0].endswith(".so.13")
+    assert nvrtc._release("/x/libnvrtc.so.12.8") == (12, 8)
+
+
 @needs_nvrtc
-def test_cupy_nvrtc_is_its_own_choice_after_the_analysis_ran():
-    """In a fresh process that pretends a GPU is present: gemmlab's analysis compiles first, then CuPy's
-    NVRTC is asked for; it is the file cuda.pathfinder picks in a process without gemmlab. (Run with
-    GEMMLAB_NVRTC_LIB naming another release to see the two differ; without it they are the same file.)"""
+def test_cupy_compiles_with_its_own_major_and_the_analysis_with_the_pin():
+    """In a fresh process that pretends a GPU is present, with both wheels installed (requirements.txt):
+    gemmlab's analysis compiles first and runs on the pinned release (13.5), and CuPy's NVRTC is then the
+    release of CuPy's own CUDA major (12 for cupy-cuda12x), whose PTX a CUDA 12 driver loads. Without
+    load_for_cupy CuPy would take 13.5 (the newest wheel)."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    pytest.importorskip("cuda.pathfinder")
-    alone = ("from cuda.pathfinder import load_nvidia_dynamic_lib; "
-             "print(__import__('os').path.realpath(load_nvidia_dynamic_lib('nvrtc').abs_path))")
-    after = ("import gemmlab; from gemmlab import gpu, nvrtc; gpu.available = lambda: True; "
-             "gemmlab.instance('sgemm/03_smem_tiling').resources('sm_75'); "
-             "from cupy_backends.cuda.libs import nvrtc as c; c.getVersion(); " + alone)
-    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=gemmlab.source.REPO)
-            for code in (alone, after)]
-    assert all(o.returncode == 0 for o in outs), [o.stderr[-400:] for o in outs]
-    assert outs[1].stdout.split()[-1] == outs[0].stdout.split()[-1]
+    if not any(nvrtc._release(lib)[:1] == (nvrtc.cupy_cuda_major(),) for lib in nvrtc._wheel_libraries()):
+        pytest.skip("no NVRTC wheel of CuPy's CUDA major is installed (pip install -r requirements.txt)")
+    code = ("import gemmlab; from gemmlab import gpu, nvrtc; gpu.available = lambda: True; "
+            "gemmlab.instance('sgemm/03_smem_tiling').resources('sm_75'); "
+            "from cupy_backends.cuda.libs import nvrtc as c; "
+            "print(c.getVersion()[0], nvrtc.cupy_cuda_major(), nvrtc.version(), nvrtc.pinned_version())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=gemmlab.source.REPO)
+    assert out.returncode == 0, out.stderr[-400:]
+    cupy_major, wanted, analysis, pinned = out.stdout.split()[-4:]
+    assert cupy_major == wanted and analysis == pinned
+
+
+def test_pyproject_pins_the_same_nvrtc_as_requirements():
+    """An installed package (no requirements.txt) reads the pin from its `analysis` extra: the two must agree."""
+    root = gemmlab.source.REPO
+    pins = [re.search(r"nvidia-cuda-nvrtc==([\d.]+)", (root / f).read_text()).group(1)
+            for f in ("requirements.txt", "pyproject.toml")]
+    assert pins[0] == pins[1]
 
 
 # --- 6. live sizes: the full list on an H100 or H200, capped on a T4 -------------------------------------------
