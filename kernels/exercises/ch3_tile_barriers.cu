@@ -1,0 +1,52 @@
+// EXERCISE ch3/tile_barriers (sgemm/03_smem_tiling): fill in the gap between the EXERCISE and END markers below.
+// Check it: python -m gemmlab exercise check ch3/tile_barriers   (or gemmlab.exercises.check in a notebook)
+//
+// sgemm track: fp32 C = A * B on CUDA cores.
+//   01_naive              one thread per element of C
+//   02_coalesced          a warp's threads walk along a row of C, so its loads coalesce
+//   03_smem_tiling        blocks stage BLOCK x BLOCK tiles of A and B in shared memory
+//   04_1d_blocktiling     each thread computes THREAD_M elements of one column of C
+//   05_2d_blocktiling     each thread computes a THREAD_M x THREAD_N tile of C from registers
+//   06_vectorized         float4 global loads, A stored K-major, 128-bit shared loads
+//   07_warptiling         block tile -> warp tile -> thread tile, no shared bank conflicts
+//   08_register_prefetch  next tile loaded into registers during compute
+//   09_double_buffer      two shared buffers: one barrier per K tile instead of two
+//   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
+//   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
+//
+// Extends 02 by shared-memory tiling: the block slides a BLOCK-wide window along K, each thread
+// copies one element of A and one of B into shared memory, and the block then reuses every
+// staged element BLOCK times. Global loads per output element drop from 2K to 2K / BLOCK.
+//
+// Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
+//   sA[BLOCK][BLOCK]: rows block_row.., columns k0..; sB[BLOCK][BLOCK]: rows k0.., columns
+//   block_col..; both row-major, out-of-range elements zero.
+// Launch: blockDim (BLOCK, BLOCK), gridDim (cdiv(N, BLOCK), cdiv(M, BLOCK)).
+#include "common.cuh"
+
+template <int BLOCK>
+__global__ void sgemm_smem_tiling(int M, int N, int K, const float* A, const float* B, float* C) {
+    __shared__ float sA[BLOCK][BLOCK];  // (BLOCK_M = BLOCK) x (BLOCK_K = BLOCK) tile of A
+    __shared__ float sB[BLOCK][BLOCK];  // (BLOCK_K = BLOCK) x (BLOCK_N = BLOCK) tile of B
+
+    const int tx = threadIdx.x;  // column inside the tile: a warp spans a row, as in 02
+    const int ty = threadIdx.y;  // row inside the tile
+    const int row = blockIdx.y * BLOCK + ty;
+    const int col = blockIdx.x * BLOCK + tx;
+
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += BLOCK) {
+        // Stage the tiles of this k0: thread (tx, ty) copies A[row][k0 + tx] into sA[ty][tx] and
+        // B[k0 + ty][col] into sB[ty][tx], zero where the element lies outside A or B (threads outside C
+        // still load: the rest of the block needs their elements); load_or_zero(X, r, c, rows, cols) from
+        // common.cuh reads X[r][c] of a rows x cols matrix, or 0. The compute loop is given. Put a
+        // __syncthreads() wherever one thread could otherwise read or overwrite what another has not yet
+        // written or finished reading.
+        // ---- EXERCISE: the tile loads and the two barriers ----
+        for (int k = 0; k < BLOCK; ++k) {
+            acc += sA[ty][k] * sB[k][tx];
+        }
+        // ---- END ----
+    }
+    store_if_inside(C, row, col, M, N, acc);
+}

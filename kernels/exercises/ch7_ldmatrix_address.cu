@@ -1,0 +1,146 @@
+// EXERCISE ch7/ldmatrix_address (hgemm/01_mma_tiling): fill in the gap between the EXERCISE and END markers below.
+// Check it: python -m gemmlab exercise check ch7/ldmatrix_address   (or gemmlab.exercises.check in a notebook)
+//
+// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
+// ladder for the T4.
+//   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
+//   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
+//   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
+//   04_register_prefetch  the next block tile's global loads are issued before this tile's mmas
+//   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
+//   06_double_buffer    two shared buffers: one barrier per K tile instead of two
+//   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
+//
+// Extends nothing: the first tensor-core step. Three levels of tiling:
+//   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of
+//                                 BLOCK_K, staging A and B tiles in shared memory
+//   warp tile  WARP_M x WARP_N:   C tile of one warp, kept in registers as fp32 accumulators
+//   mma tile   16 x 8 x 8:        one mma.sync.m16n8k8 (the shape Turing has)
+//
+// Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
+//   sA[BLOCK_M][BLOCK_K]: K-major (row-major) tile of A; ldmatrix reads its rows as they are.
+//   sB[BLOCK_K][BLOCK_N]: N-major (row-major) tile of B; mma wants B K-major ("col"), so
+//   ldmatrix.trans transposes each 8x8 matrix on the way into registers.
+//   Elements past M, N or K are stored as zero, so edge tiles need no special case.
+// Launch: blockDim (BLOCK_M/WARP_M * BLOCK_N/WARP_N * 32), gridDim (cdiv(N, BLOCK_N),
+//   cdiv(M, BLOCK_M)); static shared memory (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes.
+#include "common.cuh"
+
+template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N>
+__global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __half* B,
+                                 __half* C) {
+    constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 8;
+    constexpr int WARPS_N = BLOCK_N / WARP_N;
+    constexpr int NUM_THREADS = (BLOCK_M / WARP_M) * WARPS_N * 32;
+    constexpr int MMA_TILES_M = WARP_M / MMA_M;  // mma tiles per warp tile, down
+    constexpr int MMA_TILES_N = WARP_N / MMA_N;  // mma tiles per warp tile, across
+    static_assert(BLOCK_M % WARP_M == 0, "BLOCK_M must be a multiple of WARP_M");
+    static_assert(BLOCK_N % WARP_N == 0, "BLOCK_N must be a multiple of WARP_N");
+    static_assert(WARP_M % MMA_M == 0, "WARP_M must be a multiple of 16 (mma M)");
+    static_assert(WARP_N % (2 * MMA_N) == 0,
+                  "WARP_N must be a multiple of 16: ldmatrix.x4.trans loads two 8-wide B tiles");
+    static_assert(BLOCK_K % (2 * MMA_K) == 0,
+                  "BLOCK_K must be a multiple of 16: one ldmatrix.x4 loads a 16-deep A tile");
+    static_assert(NUM_THREADS <= 1024, "too many warps: at most 1024 threads per block");
+    static_assert((BLOCK_M + BLOCK_N) * BLOCK_K * 2 <= 48 * 1024,
+                  "tiles exceed the 48 KiB of static shared memory");
+
+    // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Row strides are
+    // BLOCK_K * 2 and BLOCK_N * 2 bytes, multiples of 16 by the asserts above.
+    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, K-major
+    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major
+
+    const int tid = threadIdx.x;
+    const int warp_id = tid / 32;
+    const int lane_id = tid % 32;
+    const int warp_row = (warp_id / WARPS_N) * WARP_M;  // warp tile's first row in the block tile
+    const int warp_col = (warp_id % WARPS_N) * WARP_N;  // warp tile's first column
+    const int block_row = blockIdx.y * BLOCK_M;
+    const int block_col = blockIdx.x * BLOCK_N;
+
+    // rC: the warp tile, MMA_TILES_M x MMA_TILES_N mma tiles of 4 floats per lane each.
+    float rC[MMA_TILES_M][MMA_TILES_N][4];
+#pragma unroll
+    for (int m = 0; m < MMA_TILES_M; ++m)
+#pragma unroll
+        for (int n = 0; n < MMA_TILES_N; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) rC[m][n][i] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += BLOCK_K) {
+        // gmem -> smem, one half per thread per iteration; consecutive threads take consecutive
+        // elements of a row, so a warp's loads are contiguous. Plain and slow on purpose: the
+        // next steps vectorize this copy and then overlap it with the math.
+#pragma unroll 4
+        for (int i = tid; i < BLOCK_M * BLOCK_K; i += NUM_THREADS) {
+            const int r = i / BLOCK_K, c = i % BLOCK_K;
+            const int gr = block_row + r, gc = k0 + c;
+            sA[r][c] = (gr < M && gc < K) ? A[gr * K + gc] : __float2half(0.0f);
+        }
+#pragma unroll 4
+        for (int i = tid; i < BLOCK_K * BLOCK_N; i += NUM_THREADS) {
+            const int r = i / BLOCK_N, c = i % BLOCK_N;
+            const int gr = k0 + r, gc = block_col + c;
+            sB[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);
+        }
+        // Every warp reads tiles that other warps wrote.
+        __syncthreads();
+
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_K; kk += 2 * MMA_K) {
+            // One ldmatrix.x4 per 16x16 piece. Its matrices 0..3 must be the piece's (top, k 0-7),
+            // (bottom, k 0-7), (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
+            //   A piece (m16 x k16): registers {0,1} are the mma A fragment for k 0-7, {2,3} for
+            //   k 8-15 (together: the m16n8k16 A fragment).
+            //   B piece (k16 x n16), transposed: registers {0,1} are the B fragments of the left
+            //   8 columns for k 0-7 and k 8-15, {2,3} those of the right 8 columns.
+            // ldmatrix.x4 takes one row address from each lane: lanes 8i .. 8i + 7 give the addresses of
+            // rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Which row (lane_row, 0..15) and which
+            // column (lane_col, 0 or 8) of the 16x16 piece must lane lane_id point at, so that matrices 0..3
+            // are the quarters listed above? (The same two numbers serve sA and sB, whose .trans load takes
+            // (k 0-7, left), (k 8-15, left), (k 0-7, right), (k 8-15, right): the same walk over the piece.)
+            // ---- EXERCISE: the ldmatrix address of each lane ----
+            const int lane_row = 0;  // your expression of lane_id
+            const int lane_col = 0;  // your expression of lane_id
+            // ---- END ----
+
+            u32 rA[MMA_TILES_M][2][2];  // [mma tile][k half][register]
+#pragma unroll
+            for (int m = 0; m < MMA_TILES_M; ++m) {
+                ldmatrix_x4(rA[m][0][0], rA[m][0][1], rA[m][1][0], rA[m][1][1],
+                            &sA[warp_row + m * MMA_M + lane_row][kk + lane_col]);
+            }
+            u32 rB[MMA_TILES_N][2][1];  // [mma tile][k half][register]
+#pragma unroll
+            for (int n = 0; n < MMA_TILES_N; n += 2) {
+                ldmatrix_x4_trans(rB[n][0][0], rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0],
+                                  &sB[kk + lane_row][warp_col + n * MMA_N + lane_col]);
+            }
+
+#pragma unroll
+            for (int kh = 0; kh < 2; ++kh)
+#pragma unroll
+                for (int m = 0; m < MMA_TILES_M; ++m)
+#pragma unroll
+                    for (int n = 0; n < MMA_TILES_N; ++n)
+                        mma_m16n8k8_f32(rC[m][n], rA[m][kh], rB[n][kh], rC[m][n]);
+        }
+        // No warp may overwrite the tiles (next k0) while another still reads them.
+        __syncthreads();
+    }
+
+    // Epilogue: lane l holds rows l/4 and l/4 + 8, columns 2*(l%4) and 2*(l%4)+1 of each
+    // mma tile (the accumulator layout). Each element is rounded to fp16 and stored if inside C.
+    const int group_id = lane_id / 4;
+    const int thread_in_group = lane_id % 4;
+#pragma unroll
+    for (int m = 0; m < MMA_TILES_M; ++m)
+#pragma unroll
+        for (int n = 0; n < MMA_TILES_N; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int row = block_row + warp_row + m * MMA_M + group_id + (i / 2) * 8;
+                const int col = block_col + warp_col + n * MMA_N + thread_in_group * 2 + i % 2;
+                if (row < M && col < N) C[row * N + col] = __float2half(rC[m][n][i]);
+            }
+}

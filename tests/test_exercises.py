@@ -1,0 +1,148 @@
+"""The checked exercises (gemmlab.exercises): each fails as shipped, its solution passes, and a plausible wrong
+answer fails for the chapter's reason (the property), not only for a wrong result. CPU emulator, no GPU."""
+import pytest
+
+from gemmlab import exercises
+from gemmlab.__main__ import main
+from gemmlab.errors import ConfigError
+
+NAMES = exercises.names()
+
+
+def test_one_exercise_per_core_chapter():
+    assert sorted(e.chapter for e in exercises.list()) == [2, 3, 4, 5, 6, 7, 8]
+    for e in exercises.list():
+        assert e.name.startswith(f"ch{e.chapter}/") and e.file.is_file() and e.solution_file.is_file()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_template_fails_and_solution_passes(name):
+    shipped = exercises.check(name, backend="cpu")
+    assert not shipped.passed, str(shipped)
+    assert shipped.failures and "FAIL" in str(shipped) and "FAIL" in shipped._repr_html_()
+    solved = exercises.check(name, backend="cpu", solution=True)
+    assert solved.passed, str(solved)
+    assert all(i.passed is not False for i in solved.items)
+
+
+def test_solution_lives_apart_from_the_template():
+    for name in NAMES:
+        assert exercises.solution(name).strip() not in exercises.template(name)
+
+
+def _failed(verdict, label):
+    return [i for i in verdict.failures if i.label.startswith(label)]
+
+
+def test_ch2_uncoalesced_mapping_fails_on_sectors():
+    v = exercises.check("ch2/coalesced_index", """
+        const int row = blockIdx.y * BLOCK_Y + threadIdx.x;
+        const int col = blockIdx.x * BLOCK_X + threadIdx.y;
+    """, backend="cpu")
+    assert v.items[0].passed  # correct, and slow
+    (item,) = _failed(v, "coalesced")
+    assert "32 sectors per request" in item.hint and "threadIdx.x" in item.hint
+
+
+LOADS = """
+sA[ty][tx] = load_or_zero(A, row, k0 + tx, M, K);
+sB[ty][tx] = load_or_zero(B, k0 + ty, col, K, N);
+"""
+COMPUTE = "for (int k = 0; k < BLOCK; ++k) acc += sA[ty][k] * sB[k][tx];\n"
+SYNC = "__syncthreads();\n"
+
+
+def test_ch3_missing_second_barrier_is_caught_and_named():
+    v = exercises.check("ch3/tile_barriers", LOADS + SYNC + COMPUTE, backend="cpu")
+    assert not v.passed and v.items[0].label == "correct" and v.items[0].passed is False
+    note = v.items[1]
+    assert note.note and "right with one tile, wrong with several" in note.hint and "barrier 2" in note.hint
+
+
+def test_ch3_missing_first_barrier_is_caught_and_named():
+    v = exercises.check("ch3/tile_barriers", LOADS + COMPUTE + SYNC, backend="cpu")
+    assert not v.passed and "barrier 1" in v.items[1].hint
+
+
+def test_ch3_a_third_barrier_fails_the_barrier_count():
+    v = exercises.check("ch3/tile_barriers", SYNC + LOADS + SYNC + COMPUTE + SYNC, backend="cpu")
+    assert v.items[0].passed
+    assert _failed(v, "barriers") and "3 __syncthreads() per K tile" in _failed(v, "barriers")[0].detail
+
+
+def test_ch4_rolled_loops_fail_on_local_memory():
+    v = exercises.check("ch4/register_blocking", """
+        #pragma unroll 1
+        for (int m = 0; m < THREAD_M; ++m) a[m] = sA[thread_row + m][k];
+        #pragma unroll 1
+        for (int n = 0; n < THREAD_N; ++n) b[n] = sB[k][thread_col + n];
+        #pragma unroll 1
+        for (int m = 0; m < THREAD_M; ++m)
+        #pragma unroll 1
+            for (int n = 0; n < THREAD_N; ++n) acc[m][n] += a[m] * b[n];
+    """, backend="cpu")
+    assert v.items[0].passed
+    if v.items[1].passed is None:
+        pytest.skip("NVRTC is not installed")
+    assert _failed(v, "registers") and "local memory" in _failed(v, "registers")[0].hint
+
+
+def test_ch5_xor_without_the_row_pairs_of_sa_fails_on_wavefronts():
+    v = exercises.check("ch5/swizzle", """
+        constexpr int XOR = WIDTH / 8 < 8 ? WIDTH / 8 : 8;
+        return row * WIDTH + (((col / 8) ^ (row % XOR)) * 8) + col % 8;
+    """, backend="cpu")
+    assert v.items[0].passed  # a permutation: correct
+    failed = v.failures
+    assert [i.label for i in failed] == ["bank conflicts (sA ldmatrix)"]
+    assert "8.0 wavefronts per request (swizzled: 4.0)" in failed[0].detail and "row / 2" in failed[0].hint
+
+
+def test_ch7_names_the_first_wrong_lane():
+    v = exercises.check("ch7/ldmatrix_address", """
+        const int lane_row = lane_id % 8 + (lane_id / 16) * 8;
+        const int lane_col = (lane_id / 8) % 2 * 8;
+    """, backend="cpu")
+    (item,) = _failed(v, "lane addresses")
+    assert item.detail.startswith("lane 8 points at row 0, column 8")
+
+
+def test_a_compile_error_is_a_verdict_not_an_exception():
+    v = exercises.check("ch2/coalesced_index", "const int col = ;", backend="cpu")
+    assert not v.passed and v.items[0].label == "compiles" and "ch2_coalesced_index.cu" in v.items[0].detail
+
+
+def test_unknown_name_raises_a_config_error():
+    with pytest.raises(ConfigError, match="ch2/coalesced_index"):
+        exercises.check("ch2/nope")
+
+
+def test_splice_keeps_everything_outside_the_gap():
+    code = "const int col = 0;\nconst int row = 0;"
+    text = exercises.splice("ch2/coalesced_index", code)
+    before, gap, after, indent = exercises.gap_of(text)
+    t_before, _, t_after, _ = exercises.gap_of(exercises.template("ch2/coalesced_index"))
+    assert (before, after) == (t_before, t_after) and gap == f"{indent}const int col = 0;\n{indent}const int row = 0;\n"
+
+
+def test_show_marks_the_gap():
+    listing = exercises.show("ch5/swizzle")
+    assert "---- EXERCISE" in str(listing) and "#fff3b0" in listing._repr_html_()
+
+
+def test_command_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercise", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == NAMES
+    assert main(["exercise", "check", "ch9/nope"]) == 2
+    assert "no exercise 'ch9/nope'" in capsys.readouterr().err
+    assert main(["exercise", "start", "ch2/coalesced_index"]) == 0
+    started = tmp_path / "exercises" / "ch2" / "coalesced_index.cu"
+    assert started.read_text() == exercises.template("ch2/coalesced_index")
+    assert main(["exercise", "check", "ch2/coalesced_index", "--backend", "cpu"]) == 1  # the started copy
+    assert "exercises/ch2/coalesced_index.cu" in capsys.readouterr().out
+    started.write_text(exercises.splice("ch2/coalesced_index", exercises.solution("ch2/coalesced_index")))
+    assert main(["exercise", "check", "ch2/coalesced_index", "--backend", "cpu"]) == 0
+    assert main(["exercise", "check", "ch3/tile_barriers", "--solution", "--backend", "cpu"]) == 0
+    assert main(["exercise", "check", "ch3/tile_barriers", "--file", "missing.cu"]) == 2
