@@ -45,6 +45,7 @@ class CpuModule:
     name_expression: str
     executable: Path
     source: str = field(default="", repr=False, compare=False)  # the compiled text (analysis mode rebuilds it)
+    cluster: tuple[int, int, int] = (1, 1, 1)  # the kernel's __cluster_dims__: blocks the emulator runs together
 
 
 def available() -> bool:
@@ -133,6 +134,35 @@ def rewrite_extern_shared(source: str) -> str:
     return _EXTERN_SHARED.sub(replace, source)
 
 
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<(?P<params>[^<>]*)>")
+
+
+def cluster_dims(source: str, name_expression: str) -> tuple[int, int, int]:
+    """The cluster shape that the kernel `name_expression` ("hgemm_clusters<256, 4, 16, 2>") declares with
+    `__cluster_dims__(X, Y, Z)`, its template parameters replaced by the expression's arguments; (1, 1, 1)
+    without one. The GPU reads the attribute from the compiled kernel; the emulator is told it (GEMMLAB_CPU_CLUSTER)."""
+    symbol, _, args = name_expression.partition("<")
+    symbol = symbol.strip()
+    decl = re.search(r"__cluster_dims__\s*\((?P<dims>[^()]*)\)(?:[^;{}()]|\([^()]*\))*?\b" + re.escape(symbol) + r"\s*\(", source)
+    if not decl:
+        return (1, 1, 1)
+    heads = list(_TEMPLATE_HEAD.finditer(source, 0, decl.start()))
+    names = [p.split("=")[0].split()[-1] for p in heads[-1].group("params").split(",") if p.strip()] if heads else []
+    values = [v.strip() for v in args.rstrip().removesuffix(">").split(",")] if args else []
+    env = dict(zip(names, values))
+    dims = []
+    for expr in decl.group("dims").split(","):
+        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: env.get(m.group(0), m.group(0)), expr).replace("/", "//")
+        if not re.fullmatch(r"[\d\s+\-*/()%]+", text):
+            raise CompileError(f"cannot read the cluster shape __cluster_dims__({decl.group('dims')}) of "
+                               f"{name_expression}: write it with integers and template parameters")
+        dims.append(int(eval(text, {"__builtins__": {}})))  # digits and arithmetic only, checked above
+    dims += [1] * (3 - len(dims))
+    if min(dims) < 1:
+        raise CompileError(f"{name_expression}: __cluster_dims__ gives a cluster of {tuple(dims)} blocks")
+    return tuple(dims[:3])
+
+
 def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModule:
     """Compile `source` (common.cuh already inlined) for the emulator; cached by content on disk."""
     if not available():
@@ -161,7 +191,8 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
                              f"name with all its template arguments?)")
             raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
         os.replace(tmp, exe)
-    return CpuModule(label=label, name_expression=name_expression, executable=exe, source=text)
+    return CpuModule(label=label, name_expression=name_expression, executable=exe, source=text,
+                     cluster=cluster_dims(source, name_expression))
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
@@ -216,6 +247,8 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
 def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
                env: dict | None = None, copy_back: bool = True) -> None:
     g, b = _check_geometry(grid, block, shared_mem)
+    if module.cluster != (1, 1, 1):
+        env = {**(env or {}), "GEMMLAB_CPU_CLUSTER": ",".join(map(str, module.cluster))}
     arrays: list[tuple[int, np.ndarray, int]] = []
     lines, offset = [], 0
     for i, a in enumerate(args):

@@ -350,6 +350,28 @@ def _persistent_grid(m, n, p) -> int:
     return max(1, min(sms, cdiv(m, 128) * cdiv(n, p["BLOCK_N"])))
 
 
+def _cluster_grid(m, n, p) -> int:
+    """Step 10: whole clusters of CLUSTER_M blocks, one block per SM, at most one cluster per cluster tile."""
+    from . import gpu
+
+    sms = gpu.device()["sms"] if gpu.available() else 132
+    c = p["CLUSTER_M"]
+    return c * max(1, min(sms // c, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
+
+
+def _cluster_rules(p):
+    out = _wgmma_rules(p)
+    if p["CLUSTER_M"] not in (1, 2, 4):
+        out.append(f"CLUSTER_M={p['CLUSTER_M']} must be 1, 2 or 4 (blocks per cluster along M)")
+    elif (p["BLOCK_N"] // 64) % p["CLUSTER_M"]:
+        out.append(f"CLUSTER_M={p['CLUSTER_M']} must divide the {p['BLOCK_N'] // 64} 64-column boxes of the "
+                   f"B tile (BLOCK_N={p['BLOCK_N']}): each block multicasts the same share")
+    if p["GROUP_M"] % p["CLUSTER_M"]:
+        out.append(f"GROUP_M={p['GROUP_M']} must be a multiple of CLUSTER_M={p['CLUSTER_M']} (a band holds whole "
+                   "clusters)")
+    return out
+
+
 def _tma_shape_rule(m, n, k):
     if k % 8 or n % 8:
         return (f"K={k} and N={n} must be multiples of 8: TMA reads rows whose stride is a multiple of 16 bytes "
@@ -479,6 +501,16 @@ STEPS: list[Step] = [
          summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
+    Step("hgemm/10_clusters", "hgemm_clusters",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
+          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         lambda m, n, k, p: Launch((_cluster_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
+         summary="sm_90a: clusters of blocks along M share each B tile, loaded once and multicast by TMA",
+         rules=_cluster_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps),
 ]
 
 _BY_NAME = {s.name: s for s in STEPS}

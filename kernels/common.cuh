@@ -608,3 +608,62 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&d)[32], const u32 (&
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters (sm_90), for the hgemm track's step 10. A kernel declared with
+// __cluster_dims__(X, Y, Z) runs its blocks in clusters of X * Y * Z that the hardware places on
+// the SMs of one GPC at the same time. Each block (CTA) of a cluster has a rank, 0 .. size - 1,
+// and can reach the shared memory of the others (distributed shared memory): `mapa` turns an
+// address of this CTA's window into the same offset in CTA `rank`'s, which mbarrier operations and
+// TMA accept in the shared::cluster space. A CTA must not exit while another may still write its
+// shared memory or arrive on its mbarriers: end with cluster_sync().
+// ---------------------------------------------------------------------------------------------
+#ifndef GEMMLAB_EMULATOR
+// sm_90; this CTA's rank in its cluster (x fastest, as blockIdx within the cluster).
+__device__ __forceinline__ u32 cluster_ctarank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// sm_90; every thread of every CTA of the cluster: wait until all have arrived. Release/acquire:
+// what a thread wrote before (shared memory of any CTA, mbarrier arrivals) is seen after by all.
+// Not .aligned: the threads of a warp may arrive from different branches.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// sm_90; one arrival on the mbarrier at bar's offset in the shared memory of CTA `cta` of this
+// cluster (this CTA's own when cta is its rank). The default semantics (release at CTA scope), as
+// CUTLASS's ClusterBarrier: what it orders is the stage's reads by wgmma, already complete after
+// wgmma_wait. `.release.cluster` would put a MEMBAR.ALL.GPU before every arrival (seen in the SASS).
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned long long* bar, u32 cta) {
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+                 :: "r"(smem_u32(bar)), "r"(cta) : "memory");
+}
+
+// sm_90; as mbarrier_wait, acquiring at cluster scope: for a barrier that other CTAs arrive on.
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, u32 parity) {
+    asm volatile("{\n.reg .pred ready;\nRETRY:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%0], %1;\n"
+                 "@!ready bra RETRY;\n}\n" :: "r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+
+// sm_90; one thread: copy the box at (col, row) of `map`'s tensor to dst in the shared memory of
+// every CTA of the cluster whose bit is set in cta_mask (the same offset in each), and count the
+// bytes on the mbarrier at bar's offset in each of those CTAs. One read from L2, several writes.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaMap* map, int col, int row,
+                                                      unsigned long long* bar, u32 cta_mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(smem_u32(dst)), "l"(map), "r"(col), "r"(row), "r"(smem_u32(bar)), "h"((unsigned short)cta_mask)
+                 : "memory");
+}
+#else
+using emu::cluster_ctarank;
+using emu::cluster_sync;
+using emu::mbarrier_arrive_cluster;
+using emu::mbarrier_wait_cluster;
+using emu::tma_load_2d_multicast;
+#endif

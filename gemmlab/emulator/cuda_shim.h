@@ -28,6 +28,7 @@ using std::isnan;
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)  // gemmlab/cpu.py reads the cluster shape from the source (cluster_dims)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
 // __restrict__ is native to g++. No __noinline__: libstdc++ 13 spells __attribute__((__noinline__)),
@@ -240,6 +241,7 @@ struct Fiber {
     Warp* warp;
     const void* in;    // this lane's operand of the pending warp collective
     void* out;         // where the collective's result for this lane goes
+    unsigned cta;      // its block's rank in the cluster (0 outside clusters): which shared memory it sees
 };
 
 struct Warp {
@@ -268,6 +270,10 @@ void spin_wait(int line);                          // switch away; resumed after
 void* array_argument(int index);                   // where kernel argument `index` (an array) lives
 [[noreturn]] void misuse(const char* what);        // a kernel used a twin in a way the emulator cannot model
 extern __thread long long mbarrier_events;         // mbarrier changes on this OS thread: spinners' progress
+// Clusters (__cluster_dims__): one OS thread runs every block of a cluster, their threads all fibers of it.
+void cluster_sync(int line);                       // barrier.cluster: every thread of every block of the cluster
+unsigned cluster_size();                           // blocks per cluster (1 outside clusters)
+char* cluster_smem(unsigned cta, const char* what);  // dynamic shared memory of the block of that rank
 
 // Analysis mode (gemmlab/emulator/analysis.cpp, linked only into analysis builds, see gemmlab/cpu.py
 // analyze()): the runtime calls these hooks at the points where a warp's lanes are in step.
@@ -662,16 +668,17 @@ inline void mbarrier_wait(unsigned long long* bar, unsigned parity, int line = _
     while (detail::mbar(bar).phase == (parity & 1u)) detail::spin_wait(line);
 }
 inline void tma_map_acquire(const void*) {}  // the kernel's `const TmaMap*` converts
-inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned long long* bar) {
-    using namespace detail;
+namespace detail {
+// The box at (col, row) of `map`'s tensor into the shared memory at `smem` (a block's dynamic shared
+// memory), at offset `at`; its bytes counted on the mbarrier at offset `bar_at` of the same memory.
+inline void tma_box(char* smem, size_t at, const void* map, int col, int row, size_t bar_at) {
     const unsigned long long* f = static_cast<const unsigned long long*>(map);
     if (f[TMA_MAGIC] != kTmaMagic) {
         misuse("tma_load_2d got a tensor map not made for the emulator (make it with gemmlab.tma.tensor_map)");
     }
     const unsigned char* src = static_cast<const unsigned char*>(array_argument((int)f[TMA_ARG]));
     const size_t elem = f[TMA_ELEM], row_bytes = f[TMA_BOX_COLS] * elem;
-    unsigned char* base = reinterpret_cast<unsigned char*>(dynamic_smem_base);
-    const size_t at = static_cast<unsigned char*>(dst) - base;
+    unsigned char* base = reinterpret_cast<unsigned char*>(smem);
     for (size_t r = 0; r < f[TMA_BOX_ROWS]; ++r)
         for (size_t c = 0; c < f[TMA_BOX_COLS]; ++c) {
             const long long gr = row + (long long)r, gc = col + (long long)c;
@@ -681,9 +688,13 @@ inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned l
             if (inside) std::memcpy(out, src + gr * f[TMA_STRIDE] + gc * elem, elem);
             else std::memset(out, 0, elem);
         }
-    Mbarrier& b = mbar(bar);
+    Mbarrier& b = mbar(reinterpret_cast<unsigned long long*>(smem + bar_at));
     b.bytes -= (int)(row_bytes * f[TMA_BOX_ROWS]);
     mbarrier_settle(b);
+}
+}  // namespace detail
+inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned long long* bar) {
+    detail::tma_box(detail::dynamic_smem_base, smem_u32(dst), map, col, row, smem_u32(bar));
 }
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
@@ -731,6 +742,28 @@ template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long l
 // gathers its 16 x 8 slice of A from its lanes (mma.m16n8k8's layout) and reads B through the
 // descriptor. Summed and rounded toward zero once per call (tf32_sum_rows), as the TF32 mma.sync twin does.
 inline void fence_proxy_async() {}
+
+// Clusters: the runtime runs all blocks of a cluster on one OS thread (their threads are fibers of
+// one scheduler, so a wait on another block's progress is a spin like any other) and gives each its
+// own dynamic shared memory; smem_u32() is an offset into it, which is what mapa keeps across blocks.
+inline unsigned cluster_ctarank() { return detail::current->cta; }
+inline void cluster_sync(int line = __builtin_LINE()) { detail::cluster_sync(line); }
+inline void mbarrier_arrive_cluster(unsigned long long* bar, unsigned cta) {
+    char* peer = detail::cluster_smem(cta, "mbarrier_arrive_cluster");
+    mbarrier_arrive(reinterpret_cast<unsigned long long*>(peer + smem_u32(bar)));
+}
+inline void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity, int line = __builtin_LINE()) {
+    mbarrier_wait(bar, parity, line);
+}
+// Multicast: the box lands at dst's offset, its bytes on bar's offset, in every block of cta_mask.
+inline void tma_load_2d_multicast(void* dst, const void* map, int col, int row, unsigned long long* bar,
+                                  unsigned cta_mask) {
+    if (cta_mask == 0 || cta_mask >> detail::cluster_size())
+        detail::misuse("tma_load_2d_multicast: the CTA mask names no block, or a rank outside the cluster");
+    for (unsigned r = 0; r < detail::cluster_size(); ++r)
+        if (cta_mask >> r & 1u)
+            detail::tma_box(detail::cluster_smem(r, "tma_load_2d_multicast"), smem_u32(dst), map, col, row, smem_u32(bar));
+}
 namespace detail {
 template <int N> struct WgmmaTf32In { unsigned a[4]; float d[N / 2]; unsigned long long b; int scale_d; };
 template <int N> struct WgmmaTf32Out { float d[N / 2]; };

@@ -163,6 +163,7 @@ struct LaunchDesc {
     std::vector<ArgDesc> args;
     std::vector<ArrayArg> arrays;
     size_t stack_size = 64 * 1024;
+    dim3 cluster;  // blocks per cluster (__cluster_dims__, GEMMLAB_CPU_CLUSTER from gemmlab/cpu.py): 1 x 1 x 1 without
 };
 LaunchDesc g_launch;
 void (*g_entry)(const void*);
@@ -172,6 +173,8 @@ const void* g_ctx;
 // Per-OS-thread state: the fibers of the block it runs
 // ---------------------------------------------------------------------------------------------
 struct Copy { void* dst; const void* src; int bytes; int group; };
+const int kMaxCluster = 16;       // the most blocks a cluster may have (16 with the non-portable opt-in)
+const int kClusterBarrier = 16;   // Fiber::bar_id of a thread waiting in cluster_sync()
 struct AsyncQueue { std::vector<Copy> copies; int open_group = 0; };
 
 struct Worker {
@@ -185,9 +188,17 @@ struct Worker {
     size_t stack_stride = 0;   // guard page + stack
     Region smem{};
     int exited = 0;
-    // the 16 hardware barriers of a block: 0 is __syncthreads(), 1..15 named (bar.sync id, count)
-    int bar_arrived[16] = {}, bar_line[16] = {};
-    bool bar_divergent[16] = {};
+    // the 16 hardware barriers of each block: 0 is __syncthreads(), 1..15 named (bar.sync id, count)
+    int bar_arrived[kMaxCluster][16] = {}, bar_line[kMaxCluster][16] = {};
+    bool bar_divergent[kMaxCluster][16] = {};
+    // A cluster of csize blocks runs here at once: the block of rank r has fibers r * nthreads ..
+    // + nthreads - 1 (tid is that slot), its own shared memory, blockIdx and barriers.
+    int csize = 1;
+    int nfibers = 0;                  // csize * nthreads
+    std::vector<Region> cta_smem;     // cta_smem[0] is smem
+    uint3 cta_block[kMaxCluster] = {};
+    int cta_exited[kMaxCluster] = {};
+    int cluster_arrived = 0;          // threads waiting at barrier.cluster (bar_id kClusterBarrier)
 };
 __thread Worker* W;
 
@@ -201,6 +212,7 @@ void fiber_entry() {
     Worker& w = *W;
     f->state = EXITED;
     w.exited++;
+    w.cta_exited[f->cta]++;
     Warp& warp = *f->warp;
     warp.live_mask &= ~(1u << f->lane);
     if (warp.arrived_mask && (warp.arrived_mask & warp.live_mask) == (warp.wait_mask & warp.live_mask))
@@ -228,7 +240,7 @@ std::string thread_list(const std::vector<unsigned>& ids) {
 
 [[noreturn]] void report_deadlock() {
     Worker& w = *W;
-    std::vector<std::pair<int, std::vector<unsigned>>> barrier, named, warp, spin;  // line -> threads
+    std::vector<std::pair<int, std::vector<unsigned>>> barrier, named, warp, spin, cluster;  // line -> threads
     std::vector<unsigned> exited;
     auto add = [](std::vector<std::pair<int, std::vector<unsigned>>>& groups, int line, unsigned tid) {
         for (auto& g : groups)
@@ -236,12 +248,15 @@ std::string thread_list(const std::vector<unsigned>& ids) {
         groups.push_back({line, {tid}});
     };
     for (Fiber& f : w.fibers) {
-        if (f.state == AT_BARRIER) add(f.bar_id ? named : barrier, f.line, f.tid);
+        if (f.state == AT_BARRIER && f.bar_id == kClusterBarrier) add(cluster, f.line, f.tid);
+        else if (f.state == AT_BARRIER) add(f.bar_id ? named : barrier, f.line, f.tid);
         else if (f.state == AT_WARP) add(warp, f.line, f.tid);
         else if (f.state == AT_SPIN) add(spin, f.line, f.tid);
         else if (f.state == EXITED) exited.push_back(f.tid);
     }
     std::string what = !spin.empty() ? "an mbarrier phase that nothing is left to complete (too few arrivals or bytes, or a wrong parity)"
+                     : !cluster.empty() && barrier.empty() && named.empty() && warp.empty()
+                         ? "a cluster barrier (cluster_sync) that some threads of the cluster never reached"
                      : !warp.empty() ? "a warp collective (shuffle, ballot, __syncwarp, ldmatrix, mma) that some lanes never reached"
                      : barrier.empty() && !named.empty() ? "a named barrier (bar.sync id, count) that fewer than count threads reached"
                                      : "divergent __syncthreads(): every thread of the block must reach the same barrier";
@@ -258,22 +273,36 @@ std::string thread_list(const std::vector<unsigned>& ids) {
     for (auto& g : spin)
         detail += "; " + std::to_string(g.second.size()) + " threads wait on an mbarrier on line " +
                   std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    for (auto& g : cluster)
+        detail += "; " + std::to_string(g.second.size()) + " threads wait at a cluster barrier on line " +
+                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
     if (!exited.empty())
         detail += "; " + std::to_string(exited.size()) + " threads have exited (threads " + thread_list(exited) + ")";
+    if (w.csize > 1) {
+        const uint3 b = w.cta_block[0];
+        fail(EXIT_DEADLOCK, "deadlock in the cluster of %d blocks from block (%u,%u,%u) (thread t of rank r is listed as "
+             "r * %d + t): %s%s", w.csize, b.x, b.y, b.z, w.nthreads, what.c_str(), detail.c_str());
+    }
     fail(EXIT_DEADLOCK, "deadlock in block (%u,%u,%u): %s%s", blockIdx.x, blockIdx.y, blockIdx.z, what.c_str(), detail.c_str());
 }
 
-void run_block(uint3 b) {
+void run_block(uint3 b) {  // the block at b, and with a cluster the rest of the cluster after it
     Worker& w = *W;
     blockIdx = b;
-    for (int i = 0; i < 16; ++i) w.bar_arrived[i] = 0, w.bar_divergent[i] = false;
+    const dim3 cl = g_launch.cluster;
+    for (int r = 0; r < w.csize; ++r) {
+        w.cta_block[r] = uint3{b.x + r % cl.x, b.y + r / cl.x % cl.y, b.z + r / (cl.x * cl.y)};
+        w.cta_exited[r] = 0;
+        for (int i = 0; i < 16; ++i) w.bar_arrived[r][i] = 0, w.bar_divergent[r][i] = false;
+    }
+    w.cluster_arrived = 0;
     w.exited = 0;
     for (Warp& warp : w.warps) {
         warp.live_mask = warp.nlanes == 32 ? 0xffffffffu : (1u << warp.nlanes) - 1;
         warp.arrived_mask = 0;
     }
     if (analysis) analysis->block_begin();
-    for (int i = 0; i < w.nthreads; ++i) {
+    for (int i = 0; i < w.nfibers; ++i) {
         Fiber& f = w.fibers[i];
         f.state = RUNNABLE;
         w.async[i].copies.clear();
@@ -287,18 +316,22 @@ void run_block(uint3 b) {
         // with nothing changed: deadlock.
         bool ran = false;
         const long long events = mbarrier_events;
-        for (int i = 0; i < w.nthreads; ++i) {
+        for (int i = 0; i < w.nfibers; ++i) {
             Fiber* f = &w.fibers[i];
             if (f->state != RUNNABLE && f->state != AT_SPIN) continue;
             if (f->state == RUNNABLE) ran = true;
             f->state = RUNNABLE;  // a spinner re-checks its barrier
             current = f;
             threadIdx = f->thread_idx;
+            if (w.csize > 1) {  // the fiber's own block
+                blockIdx = w.cta_block[f->cta];
+                dynamic_smem_base = w.cta_smem[f->cta].start;
+            }
             switch_in(f, w.contexts[i], w.sched);
             if (f->state != AT_SPIN) ran = true;
         }
         ran = ran || mbarrier_events != events;
-        if (w.exited == w.nthreads) {
+        if (w.exited == w.nfibers) {
             if (analysis) analysis->block_end();
             return;
         }
@@ -310,31 +343,39 @@ void setup_worker(Worker& w, int id) {
     const LaunchDesc& L = g_launch;
     int n = (int)(L.block.x * L.block.y * L.block.z);
     w.nthreads = n;
-    w.fibers.assign(n, Fiber{});
-    w.contexts.assign(n, Context{});
-    w.async.assign(n, AsyncQueue{});
-    w.warps.assign((n + 31) / 32, Warp{});
-    for (int i = 0; i < n; ++i) {
-        Fiber& f = w.fibers[i];
-        f.tid = i;
+    w.csize = (int)(L.cluster.x * L.cluster.y * L.cluster.z);
+    const int warps_per_block = (n + 31) / 32;
+    const int nf = w.nfibers = w.csize * n;
+    w.fibers.assign(nf, Fiber{});
+    w.contexts.assign(nf, Context{});
+    w.async.assign(nf, AsyncQueue{});
+    w.warps.assign(w.csize * warps_per_block, Warp{});
+    for (int slot = 0; slot < nf; ++slot) {
+        const unsigned i = slot % n;  // the thread's index in its block
+        Fiber& f = w.fibers[slot];
+        f.tid = slot;
+        f.cta = slot / n;
         f.lane = i % 32;
         f.thread_idx = uint3{i % L.block.x, i / L.block.x % L.block.y, i / (L.block.x * L.block.y)};
-        Warp& warp = w.warps[i / 32];
+        Warp& warp = w.warps[f.cta * warps_per_block + i / 32];
         f.warp = &warp;
         warp.lanes[f.lane] = &f;
         warp.nlanes = f.lane + 1;
     }
     // One mapping for all stacks; a PROT_NONE page below each stack catches overflows.
     w.stack_stride = L.stack_size + kPage;
-    size_t total = w.stack_stride * n;
+    size_t total = w.stack_stride * nf;
     w.stacks = static_cast<char*>(mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-    if (w.stacks == MAP_FAILED) fail(EXIT_BAD_LAUNCH, "cannot map stacks for %d threads", n);
-    for (int i = 0; i < n; ++i) mprotect(w.stacks + i * w.stack_stride, kPage, PROT_NONE);
-    w.smem = map_region(L.smem, 128);
+    if (w.stacks == MAP_FAILED) fail(EXIT_BAD_LAUNCH, "cannot map stacks for %d threads", nf);
+    for (int i = 0; i < nf; ++i) mprotect(w.stacks + i * w.stack_stride, kPage, PROT_NONE);
+    w.cta_smem.clear();
+    for (int r = 0; r < w.csize; ++r) w.cta_smem.push_back(map_region(L.smem, 128));
+    w.smem = w.cta_smem[0];
     dynamic_smem_base = w.smem.start;
     blockDim = L.block;
     gridDim = L.grid;
     g_workers[id] = &w;
+    if (analysis && w.csize > 1) fail(EXIT_BAD_LAUNCH, "analysis mode does not model clusters (__cluster_dims__)");
     if (analysis) analysis->worker_begin(n, w.smem.start, w.smem.nbytes);
 }
 
@@ -352,9 +393,11 @@ void worker_main(int id, std::atomic<long long>* next, long long nblocks) {
     W = &w;
     install_signal_stack();
     setup_worker(w, id);
-    const dim3 g = g_launch.grid;
-    for (long long b; (b = next->fetch_add(1)) < nblocks;)
-        run_block(uint3{(unsigned)(b % g.x), (unsigned)(b / g.x % g.y), (unsigned)(b / ((long long)g.x * g.y))});
+    const dim3 cl = g_launch.cluster;
+    const dim3 g{g_launch.grid.x / cl.x, g_launch.grid.y / cl.y, g_launch.grid.z / cl.z};  // in clusters
+    for (long long b; (b = next->fetch_add(1)) < nblocks;)  // b: a block, or a cluster's first block
+        run_block(uint3{(unsigned)(b % g.x) * cl.x, (unsigned)(b / g.x % g.y) * cl.y,
+                        (unsigned)(b / ((long long)g.x * g.y)) * cl.z});
     if (analysis) analysis->worker_end();
 }
 
@@ -394,10 +437,11 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
     }
     for (Worker* w : g_workers) {
         if (!w) continue;
-        if (in(w->smem.lo, w->smem.hi))
-            fail(EXIT_MEMORY, "out-of-bounds %s at byte offset %td of dynamic shared memory (%zu bytes) %s",
-                 rw, addr - w->smem.start, w->smem.nbytes, where);
-        if (in(w->stacks, w->stacks + w->stack_stride * w->nthreads) && (size_t)(addr - w->stacks) % w->stack_stride < kPage)
+        for (const Region& s : w->cta_smem)
+            if (in(s.lo, s.hi))
+                fail(EXIT_MEMORY, "out-of-bounds %s at byte offset %td of dynamic shared memory (%zu bytes) %s",
+                     rw, addr - s.start, s.nbytes, where);
+        if (in(w->stacks, w->stacks + w->stack_stride * w->nfibers) && (size_t)(addr - w->stacks) % w->stack_stride < kPage)
             fail(EXIT_STACK, "a thread overflowed its %zu KB stack (large local arrays? set GEMMLAB_CPU_STACK_KB) %s",
                  g_launch.stack_size / 1024, where);
     }
@@ -427,14 +471,15 @@ void bar_wait(int id, int count, int line) {
     Fiber* f = current;
     f->line = line;
     f->bar_id = id;
-    if (w.bar_arrived[id] == 0) w.bar_line[id] = line;
-    else if (line != w.bar_line[id]) w.bar_divergent[id] = true;
+    const unsigned r = f->cta;  // each block of a cluster has its own barriers
+    if (w.bar_arrived[r][id] == 0) w.bar_line[r][id] = line;
+    else if (line != w.bar_line[r][id]) w.bar_divergent[r][id] = true;
     // Every thread counted must arrive at the same barrier: an exited thread never does.
-    if (++w.bar_arrived[id] == count && !w.bar_divergent[id]) {
+    if (++w.bar_arrived[r][id] == count && !w.bar_divergent[r][id]) {
         if (analysis) analysis->barrier();
-        w.bar_arrived[id] = 0;
+        w.bar_arrived[r][id] = 0;
         for (Fiber& o : w.fibers)
-            if (o.state == AT_BARRIER && o.bar_id == id) o.state = RUNNABLE;
+            if (o.state == AT_BARRIER && o.bar_id == id && o.cta == r) o.state = RUNNABLE;
         return;
     }
     f->state = AT_BARRIER;
@@ -450,6 +495,36 @@ void bar_sync(int id, int count, int line) {
 }
 
 void syncthreads(int line) { bar_wait(0, W->nthreads, line); }
+
+// barrier.cluster.arrive + wait: every thread of every block of the cluster (an exited one never
+// arrives, as at __syncthreads()); one block alone outside clusters.
+void cluster_sync(int line) {
+    Worker& w = *W;
+    Fiber* f = current;
+    f->line = line;
+    f->bar_id = kClusterBarrier;
+    if (++w.cluster_arrived == w.nfibers) {
+        w.cluster_arrived = 0;
+        for (Fiber& o : w.fibers)
+            if (o.state == AT_BARRIER && o.bar_id == kClusterBarrier) o.state = RUNNABLE;
+        return;
+    }
+    f->state = AT_BARRIER;
+    switch_out(f, w.contexts[f->tid], w.sched);
+}
+
+unsigned cluster_size() { return (unsigned)W->csize; }
+
+// The shared memory of the block of rank `cta` in this cluster, for a mapa'd access by `what`.
+char* cluster_smem(unsigned cta, const char* what) {
+    Worker& w = *W;
+    if (cta >= (unsigned)w.csize)
+        fail(EXIT_BAD_LAUNCH, "%s names block %u of a cluster of %d blocks (thread %u)", what, cta, w.csize, current->tid);
+    if (w.cta_exited[cta] == w.nthreads)
+        fail(EXIT_BAD_LAUNCH, "%s reaches block %u of its cluster, whose threads have all exited: its shared memory "
+             "is gone (end the kernel with cluster_sync())", what, cta);
+    return w.cta_smem[cta].start;
+}
 
 void spin_wait(int line) {
     Fiber* f = current;
@@ -574,12 +649,28 @@ int launch_begin(int argc, char** argv, ArgDesc** args, int* nargs) {
     return 0;
 }
 
+// The cluster shape, "X,Y,Z" in GEMMLAB_CPU_CLUSTER (gemmlab/cpu.py reads the kernel's __cluster_dims__):
+// checked against the grid; returns the blocks per cluster.
+long long set_cluster() {
+    LaunchDesc& L = g_launch;
+    L.cluster = dim3(1, 1, 1);
+    if (const char* c = getenv("GEMMLAB_CPU_CLUSTER"))
+        if (sscanf(c, "%u,%u,%u", &L.cluster.x, &L.cluster.y, &L.cluster.z) != 3 || !L.cluster.x || !L.cluster.y ||
+            !L.cluster.z || L.cluster.x * L.cluster.y * L.cluster.z > (unsigned)kMaxCluster)
+            fail(EXIT_BAD_LAUNCH, "GEMMLAB_CPU_CLUSTER=%s is not a cluster shape X,Y,Z of at most %d blocks", c, kMaxCluster);
+    if (L.grid.x % L.cluster.x || L.grid.y % L.cluster.y || L.grid.z % L.cluster.z)
+        fail(EXIT_BAD_LAUNCH, "grid (%u,%u,%u) is not a whole number of clusters of (%u,%u,%u) blocks", L.grid.x,
+             L.grid.y, L.grid.z, L.cluster.x, L.cluster.y, L.cluster.z);
+    return (long long)L.cluster.x * L.cluster.y * L.cluster.z;
+}
+
 void run_grid(void (*entry)(const void*), const void* ctx) {
     g_entry = entry;
     g_ctx = ctx;
     install_fault_handlers();
     const LaunchDesc& L = g_launch;
     long long nblocks = (long long)L.grid.x * L.grid.y * L.grid.z;
+    nblocks /= set_cluster();  // with clusters, a worker runs one cluster at a time
     if (analysis) {
         nblocks = analysis->max_blocks(nblocks);
         std::vector<AnalysisArray> arrays;
