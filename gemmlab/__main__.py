@@ -1,4 +1,4 @@
-"""Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters."""
+"""Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters | exercise."""
 from __future__ import annotations
 
 import argparse
@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vary", action="append", required=True, metavar="NAME=V1,V2,...")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed template parameter")
     p.add_argument("--size", type=int, default=4096)
+    from . import exercises  # `exercise list | start | check`: its parser and its command live there
+
+    exercises.add_cli_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "exercise":
+        return exercises.run_cli(args)
 
     try:
         if args.command == "steps":
