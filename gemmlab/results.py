@@ -60,6 +60,25 @@ def one_gpu(records: list[dict]) -> list[dict]:
     return [r for r in records if r["gpu"] == gpu]
 
 
+# Since this date (commit 1c4300d) every benchmark times cuBLAS and the kernel launch by launch in turn. Records
+# made before it timed cuBLAS first and then each configuration's launches back to back; the H100 slowed
+# within seconds of sustained load, so their % of cuBLAS can wander by several points either way.
+INTERLEAVED_SINCE = "2026-11-24"
+
+
+def timing_note(records: list[dict]) -> str:
+    """One sentence for records made before the interleaved protocol (empty when there are none), to print
+    beside a recorded sweep so a reader knows which figures to trust to a point and which to several."""
+    records = [r for r in records if "pct_of_baseline" in r]  # GEMM benchmark records (the fused lane's differ)
+    old = sorted({r["date"] for r in records if r["date"] < INTERLEAVED_SINCE})
+    if not old:
+        return ""
+    n_old = sum(r["date"] < INTERLEAVED_SINCE for r in records)
+    return (f"{n_old} of these {len(records)} records ({', '.join(old)}) predate the interleaved timing "
+            "(appendix, Recorded results): cuBLAS was timed first, then each configuration's launches back to "
+            "back, so their % of cuBLAS can be off by several points.")
+
+
 def default_record(records: list[dict], step: str, size: int) -> dict | None:
     """The record of `step` at size^3 with the step's default parameters (what a chapter's benchmark() shows); the
     last if several, None if there is none."""

@@ -213,6 +213,13 @@ def _recorded_when(records: list[dict]) -> str:
     return f"{', '.join(gpus)}, recorded {', '.join(sorted({r['date'] for r in records}))}"
 
 
+def _timing_note(records: list[dict]) -> list[str]:
+    """Title lines that say when records predate the interleaved protocol (results.timing_note), else none."""
+    from . import results
+
+    return _wrap(results.timing_note(records))
+
+
 # ------------------------------------------------------------------------------------------------
 # Chapter 1: where a GEMM of size N lands on a GPU's roofline
 # ------------------------------------------------------------------------------------------------
@@ -456,7 +463,7 @@ def smem_tiling_twin(block: int = 32, choices: Sequence[int] = (4, 8, 16, 32, 64
                                        "value": OTHERS}}}
 
     spec = _spec(["Chapter 3: the tile edge BLOCK of sgemm/03 (gemmlab.tiling, NVRTC sm_90)",
-                  f"timings: {_recorded_when(recs)}"], controls, {"blocks": rows},
+                  f"timings: {_recorded_when(recs)}", *_timing_note(recs)], controls, {"blocks": rows},
                  [{"hconcat": [bars("intensity", f"FLOP per global byte (model, {size}^3)"),
                                bars("pct", f"% of cuBLAS at {size}^3 (recorded)")]},
                   _text_view("blocks", "datum.BLOCK == BLOCK", _lines(rows))])
@@ -661,7 +668,7 @@ def tensor_core_tiling_twin(block_m: int = 128, block_n: int = 128, block_k: int
                                        "sort": ["plain", "swizzled"]}}}
     recs = [r for step in MMA_STEPS for r in _gemm_records(step, size, gpu)]
     spec = _spec(["Chapter 7: block and warp tiles of hgemm/01-03 (registry, tensorcores, swizzle)",
-                  f"timings: {_recorded_when(recs)}"], controls, {"tiles": rows},
+                  f"timings: {_recorded_when(recs)}", *_timing_note(recs)], controls, {"tiles": rows},
                  [bar_view, _text_view("tiles", pick, _lines(rows))])
     return _finish(Chart(spec, "Static control: the block and warp tiles of hgemm/01-03; the chart shows warps, "
                                "accumulators, shared memory and the ldmatrix / store wavefronts, plain and swizzled.",
@@ -844,7 +851,7 @@ def sweep_twin(step: str, size: int | Sequence[int] = 4096, axis: str | None = N
                          "strokeWidth": {"condition": {"test": pick, "value": 2}, "value": 0},
                          "opacity": {"condition": {"test": "datum.t == tile", "value": 1}, "value": 0.45}}}
     name = f"{step}: recorded tile sweep at " + ", ".join(f"{n}" for n in sizes) + ("" if sw.kind == "fusion" else "^3")
-    spec = _spec([title or name, _recorded_when(sw.records)], controls, {"cells": rows},
+    spec = _spec([title or name, _recorded_when(sw.records), *_timing_note(sw.records)], controls, {"cells": rows},
                  [dots, _text_view("cells", pick, _lines(rows))])
     spec["params"].append({"name": "TILES", "value": list(tiles)})   # the tiles' names, for the axis labels
 

@@ -1,8 +1,9 @@
 // common.cuh: the one header every kernel includes.
 //
-// What is here: u32, the fp16 types, cdiv, and every inline-PTX wrapper the course uses, one thin
-// wrapper per instruction, named after it. Each wrapper has a CPU twin of the same name and
-// signature in namespace emu:: (gemmlab/emulator/), used when GEMMLAB_EMULATOR is defined.
+// What is here: u32, the fp16 types, cdiv, the FP32 steps' edge helpers (load_or_zero, ...), and
+// every inline-PTX wrapper the course uses, one thin wrapper per instruction, named after it. Each
+// wrapper has a CPU twin of the same name and signature in namespace emu:: (gemmlab/emulator/),
+// used when GEMMLAB_EMULATOR is defined.
 //
 // Arch: ldmatrix and mma.m16n8k8 (f16) need sm_75 (Turing). mma.m16n8k16, the TF32 mma and
 // cp.async need sm_80
@@ -22,6 +23,48 @@ typedef unsigned int u32;
 
 // Ceiling division: how many tiles of size b cover a.
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------------
+// Edges: the FP32 steps (sgemm/03 on) stage tiles that may cross the edge of a matrix. Outside
+// it they load zeros, which add nothing to a dot product, and store nothing. These helpers keep
+// that bookkeeping out of the kernels, so that each step's diff shows its idea.
+// ---------------------------------------------------------------------------------------------
+
+// src[row][col] of a rows x cols row-major matrix, or 0 outside it.
+__device__ __forceinline__ float load_or_zero(const float* src, int row, int col, int rows, int cols) {
+    return (row < rows && col < cols) ? src[row * cols + col] : 0.0f;
+}
+
+// Writes v to dst[row][col] of a rows x cols row-major matrix when that element is inside it.
+__device__ __forceinline__ void store_if_inside(float* dst, int row, int col, int rows, int cols, float v) {
+    if (row < rows && col < cols) dst[row * cols + col] = v;
+}
+
+// The 4 floats src[row][col .. col+3] of a rows x cols row-major matrix, zeros outside it: one
+// 16-byte load when `vec` (cols % 4 == 0) and all 4 are inside, else guarded scalar loads.
+__device__ __forceinline__ float4 load_float4_guarded(const float* src, int row, int col, int rows,
+                                                      int cols, bool vec) {
+    const float* p = src + row * cols + col;
+    if (vec && row < rows && col + 4 <= cols) return *reinterpret_cast<const float4*>(p);
+    const bool in = row < rows;
+    return make_float4(in && col + 0 < cols ? p[0] : 0.0f, in && col + 1 < cols ? p[1] : 0.0f,
+                       in && col + 2 < cols ? p[2] : 0.0f, in && col + 3 < cols ? p[3] : 0.0f);
+}
+
+// Writes v to dst[row][col .. col+3] of a rows x cols row-major matrix, skipping what is outside.
+__device__ __forceinline__ void store_float4_guarded(float* dst, int row, int col, int rows, int cols,
+                                                     bool vec, float4 v) {
+    float* p = dst + row * cols + col;
+    if (row >= rows) return;
+    if (vec && col + 4 <= cols) {
+        *reinterpret_cast<float4*>(p) = v;
+        return;
+    }
+    if (col + 0 < cols) p[0] = v.x;
+    if (col + 1 < cols) p[1] = v.y;
+    if (col + 2 < cols) p[2] = v.z;
+    if (col + 3 < cols) p[3] = v.w;
+}
 
 #ifndef GEMMLAB_EMULATOR
 // The 32-bit shared-window address that ldmatrix and cp.async take in their [..] operand.

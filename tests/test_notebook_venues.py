@@ -208,3 +208,37 @@ def test_code_reads_no_file_beside_the_notebook(path):
     for i, cell in enumerate(_cells(path)):
         if cell.cell_type == "code" and i > 0:  # the set-up cell looks for a checkout on purpose
             assert not re.search(r"""['"]\.\.[/'"]""", cell.source), f"{path.name} cell {i} reads a path relative to book/"
+
+
+def _core_chapters() -> list[Path]:
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    part = next(p for p in toc["parts"] if p["caption"] == "Chapters")
+    return [ROOT / f"{c['file']}.ipynb" for c in part["chapters"]]
+
+
+# A core chapter's shape, in the reader's order (issue 39): where we are and the problem, the kernel, its check,
+# a measurement, try it, the claim, exercises. Chapter 1 teaches the machine and shows no kernel of its own.
+SHAPE = (("where we are", r"\*\*Where we are\.\*\*"),
+         ("a kernel listing", r"^show\.(source|diff)\("),
+         ("a check against float64", r"# NBVAL_CHECK_OUTPUT[\s\S]*(verify|check)\("),
+         ("a measurement", r"^## (Measure|Counted)"),
+         ("try it", r"^## Try it"),
+         ("the claim", r"^## Claim and what comes next"),
+         ("exercises", r"\*\*Exercises\.\*\*"))
+
+
+@pytest.mark.parametrize("path", [p for p in _core_chapters() if not p.stem.startswith("01")], ids=lambda p: p.stem)
+def test_core_chapter_has_the_course_shape(path):
+    """Each part of the shape is there, and the first of each comes after the first of the part before it."""
+    cells = _cells(path)
+    text = lambda c: c.source[c.source.index("prose("):] if c.cell_type == "code" and "prose(" in c.source else c.source
+    first = []
+    for name, pattern in SHAPE:
+        hits = [i for i, c in enumerate(cells) if re.search(pattern, text(c), re.M)]
+        assert hits, f"{path.name}: no {name}"
+        first.append((name, hits[0]))
+    # the order: each part first appears at or after the previous part's first appearance
+    for (a, i), (b, j) in zip(first, first[1:]):
+        assert j >= i, f"{path.name}: {b} (cell {j}) comes before {a} (cell {i})"

@@ -35,10 +35,8 @@ __global__ void sgemm_smem_tiling(int M, int N, int K, const float* A, const flo
     for (int k0 = 0; k0 < K; k0 += BLOCK) {
         // Each thread stages one element of each tile; zeros past the edges add nothing to acc.
         // Threads outside C still load: their elements are needed by the rest of the block.
-        const int a_col = k0 + tx;
-        const int b_row = k0 + ty;
-        sA[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col] : 0.0f;
-        sB[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : 0.0f;
+        sA[ty][tx] = load_or_zero(A, row, k0 + tx, M, K);  // zero outside A (common.cuh)
+        sB[ty][tx] = load_or_zero(B, k0 + ty, col, K, N);
         // Barrier 1: no thread may read the tiles before every thread has written its element.
         __syncthreads();
 
@@ -48,5 +46,5 @@ __global__ void sgemm_smem_tiling(int M, int N, int K, const float* A, const flo
         // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
         __syncthreads();
     }
-    if (row < M && col < N) C[row * N + col] = acc;
+    store_if_inside(C, row, col, M, N, acc);
 }

@@ -56,8 +56,7 @@ __global__ void sgemm_2d_blocktiling(int M, int N, int K, const float* A, const 
             const int e = i * NUM_THREADS + tid;
             if ((BLOCK_M * BLOCK_K) % NUM_THREADS == 0 || e < BLOCK_M * BLOCK_K) {
                 const int r = e / BLOCK_K, c = e % BLOCK_K;
-                const int row = block_row + r, col = k0 + c;
-                sA[r][c] = (row < M && col < K) ? A[row * K + col] : 0.0f;
+                sA[r][c] = load_or_zero(A, block_row + r, k0 + c, M, K);
             }
         }
 #pragma unroll
@@ -65,8 +64,7 @@ __global__ void sgemm_2d_blocktiling(int M, int N, int K, const float* A, const 
             const int e = i * NUM_THREADS + tid;
             if ((BLOCK_K * BLOCK_N) % NUM_THREADS == 0 || e < BLOCK_K * BLOCK_N) {
                 const int r = e / BLOCK_N, c = e % BLOCK_N;
-                const int row = k0 + r, col = block_col + c;
-                sB[r][c] = (row < K && col < N) ? B[row * N + col] : 0.0f;
+                sB[r][c] = load_or_zero(B, k0 + r, block_col + c, K, N);
             }
         }
         // Barrier 1: no thread may read the tiles before every thread has written its elements.
@@ -95,8 +93,7 @@ __global__ void sgemm_2d_blocktiling(int M, int N, int K, const float* A, const 
     for (int m = 0; m < THREAD_M; ++m) {
 #pragma unroll
         for (int n = 0; n < THREAD_N; ++n) {
-            const int row = block_row + thread_row + m, col = block_col + thread_col + n;
-            if (row < M && col < N) C[row * N + col] = acc[m][n];
+            store_if_inside(C, block_row + thread_row + m, block_col + thread_col + n, M, N, acc[m][n]);
         }
     }
 }

@@ -31,32 +31,6 @@
 //         gridDim (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)).
 #include "common.cuh"
 
-// The 4 floats src[row][col .. col+3] of a rows x cols row-major matrix, zeros outside it: one
-// 16-byte load when `vec` (cols % 4 == 0) and all 4 are inside, else guarded scalar loads.
-__device__ __forceinline__ float4 load_float4_guarded(const float* src, int row, int col, int rows,
-                                                      int cols, bool vec) {
-    const float* p = src + row * cols + col;
-    if (vec && row < rows && col + 4 <= cols) return *reinterpret_cast<const float4*>(p);
-    const bool in = row < rows;
-    return make_float4(in && col + 0 < cols ? p[0] : 0.0f, in && col + 1 < cols ? p[1] : 0.0f,
-                       in && col + 2 < cols ? p[2] : 0.0f, in && col + 3 < cols ? p[3] : 0.0f);
-}
-
-// Writes v to dst[row][col .. col+3] of a rows x cols row-major matrix, skipping what is outside.
-__device__ __forceinline__ void store_float4_guarded(float* dst, int row, int col, int rows, int cols,
-                                                     bool vec, float4 v) {
-    float* p = dst + row * cols + col;
-    if (row >= rows) return;
-    if (vec && col + 4 <= cols) {
-        *reinterpret_cast<float4*>(p) = v;
-        return;
-    }
-    if (col + 0 < cols) p[0] = v.x;
-    if (col + 1 < cols) p[1] = v.y;
-    if (col + 2 < cols) p[2] = v.z;
-    if (col + 3 < cols) p[3] = v.w;
-}
-
 // Blocks per SM that __launch_bounds__ asks ptxas to fit, budgeting accumulators + 64 registers a
 // thread out of the 65536 an SM has: a cap of 128 registers for an 8x8 thread tile and 256
 // threads (2 blocks per SM); at least 1.
