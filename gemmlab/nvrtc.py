@@ -336,6 +336,9 @@ def raise_for_log(log: str, label: str, arch: str) -> None:
         need, limit = (int(g, 16) for g in too_much.groups())
         raise ConfigError(f"{label} needs {need} bytes of static shared memory on {arch}, over the "
                           f"{limit}-byte limit: choose smaller tiles.")
+    if "__cluster_dims__ is not supported for this GPU architecture" in log:  # the front end, before ptxas
+        raise ArchError(f"{label} uses what {arch} lacks (it needs sm_90): thread-block clusters (__cluster_dims__).\n"
+                        f"Pick a step for this GPU, or analyse it for a newer arch (e.g. arch='sm_90').")
     if _ARCH_NEEDED.search(log):
         # ptxas repeats the message for every use; name each missing feature once, and ask for the
         # newest arch any of them needs (Hopper's wgmma and setmaxnreg exist on sm_90a only).

@@ -356,7 +356,12 @@ def _cluster_grid(m, n, p) -> int:
 
     sms = gpu.device()["sms"] if gpu.available() else 132
     c = p["CLUSTER_M"]
-    return c * max(1, min(sms // c, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
+    resident = sms // c
+    if gpu.available():  # fewer when a GPC's SMs do not divide into whole clusters (gemmlab/clusters.py)
+        from . import clusters
+
+        resident = min(resident, clusters.max_active(c, 384, _wgmma_bytes(p)) or resident)
+    return c * max(1, min(resident, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
 
 
 def _cluster_rules(p):
