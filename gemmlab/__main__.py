@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import nvrtc, registry
-from .errors import GemmlabError
+from .errors import BackendError, ConfigError, GemmlabError
 from .kernel import instance, set_backend, step
 
 
@@ -62,20 +62,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "bench":
             from .bench import benchmark
-            from .kernel import backend
 
-            if backend() != "gpu":
-                print("bench needs a GPU (CuPy sees none here).", file=sys.stderr)
-                return 2
-            params = registry.parse_params(args.param)
-            kernels = [step(s, **{k: v for k, v in params.items() if k in registry.get(s).params})
-                       for s in args.steps]
+            params = params_for(args.steps, registry.parse_params(args.param))
+            need_gpu("bench")
+            kernels = [step(s.name, **p) for s, p in params]
             benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
             return 0
         if args.command == "run":
+            kernel = step(args.step, backend="gpu", **registry.parse_params(args.param))  # no GPU: BackendError
             import cupy
 
-            kernel = step(args.step, backend="gpu", **registry.parse_params(args.param))
             rng = cupy.random.default_rng(0)
             a = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
             b = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
@@ -87,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             from .bench import sweep
 
-            grid = {}
-            for item in args.vary:
-                name, _, values = item.partition("=")
-                grid[name] = [int(v) for v in values.split(",") if v]
-            sweep(args.step, grid, size=args.size, fixed=registry.parse_params(args.param))
+            grid = parse_vary(args.vary)
+            fixed = registry.parse_params(args.param)
+            params_for([args.step], {**fixed, **grid})
+            need_gpu("sweep")
+            sweep(args.step, grid, size=args.size, fixed=fixed)
             return 0
         if args.command == "counters":
             print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
@@ -101,11 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "verify":
             from .check import verify
 
-            params, failed = registry.parse_params(args.param), 0
-            for name in args.step:  # several steps in one process: one sanitizer start-up for all
-                s = registry.get(name)
-                report = verify(step(name, **{k: v for k, v in params.items() if k in s.params}),
-                                raise_on_fail=False)
+            failed = 0
+            for s, params in params_for(args.step, registry.parse_params(args.param)):
+                # several steps in one process: one sanitizer start-up for all
+                report = verify(step(s.name, **params), raise_on_fail=False)
                 print(report)
                 failed += not report.passed
             return 0 if not failed else 1
@@ -118,8 +113,45 @@ def main(argv: list[str] | None = None) -> int:
             print(kernel.sass(args.arch))
         return 0
     except GemmlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return report_error(e)
+
+
+def report_error(e: GemmlabError) -> int:
+    """A GemmlabError as the command lines show it: "error: <its sentence>" on stderr, exit status 2."""
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
+def need_gpu(command: str) -> None:
+    """A BackendError, before anything runs, where `command` would time on a GPU and there is none."""
+    from .kernel import backend
+
+    if backend() != "gpu":
+        raise BackendError(f"{command} times kernels on a GPU and CuPy sees none here; run it on a machine with a "
+                           f"CUDA GPU (the recorded timings are in results/).")
+
+
+def params_for(names: list[str], params: dict) -> list[tuple]:
+    """(step, the parameters of `params` it has) for each step named; a ConfigError listing the steps'
+    parameters when a name in `params` belongs to none of them (a typo must not run the defaults)."""
+    steps = [registry.get(n) for n in names]
+    unknown = sorted(set(params) - {k for s in steps for k in s.params})
+    if unknown:
+        listing = "; ".join(f"{s.name} has {', '.join(s.params) or 'none'}" for s in steps)
+        raise ConfigError(f"no template parameter {', '.join(unknown)} here ({listing}); check the name.")
+    return [(s, {k: v for k, v in params.items() if k in s.params}) for s in steps]
+
+
+def parse_vary(items: list[str]) -> dict:
+    """sweep's --vary NAME=V1,V2,... as {NAME: [V1, V2, ...]}; a ConfigError for a name without values."""
+    grid = {}
+    for item in items:
+        name, _, values = item.partition("=")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not name or not vals or not all(v.lstrip("-").isdigit() for v in vals):
+            raise ConfigError(f"--vary takes NAME=V1,V2,... with integer values (BLOCK_K=8,16,32), not {item!r}.")
+        grid[name] = [int(v) for v in vals]
+    return grid
 
 
 def _fit_text(kernel, arch: str, defaults: bool) -> str:

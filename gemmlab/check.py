@@ -2,7 +2,9 @@
 
 The tolerance is the classical bound on a sum of K products, |fl(sum) - sum| <= K u sum|a||b|
 (u = unit roundoff of the accumulator), plus the output's rounding. Any summation order passes it;
-a layout bug (wrong row, missing tile) misses it by orders of magnitude; NaN and Inf never pass.
+a layout bug (wrong row, missing tile) misses it by orders of magnitude. Where float64 gives Inf or
+NaN (the "inf" case: an Inf in A and a -Inf in B among small integers, zeros included), the step must
+give the same; elsewhere NaN and Inf never pass.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ MAX_LISTED = 8
 
 @dataclass
 class Case:
-    kind: str  # "identity", "ones", "random"
+    kind: str  # "identity", "ones", "random", "inf"
     m: int
     n: int
     k: int
@@ -45,7 +47,7 @@ class VerifyReport:
             listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
             return (f"FAIL: {self.name} on the {c.kind} input {c.m}x{c.n}x{c.k}: first mismatches "
                     f"(row, col, got, want): {listed}")
-        ran = [c for c in self.cases if not c.rejected]
+        ran = [c for c in self.cases if not c.rejected and c.kind != "inf"]  # shapes; "inf" reuses one
         text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shapes"
         rejected = [c for c in self.cases if c.rejected]
         if rejected:
@@ -74,7 +76,8 @@ def default_cases(params: dict, multiple: int = 1) -> list[Case]:
     up = lambda x: -(-x // multiple) * multiple  # noqa: E731
     return [Case("identity", t, up(tn + 1), up(t)), Case("ones", tm + 1, up(tn + 3), up(2 * tk + 5)),
             Case("random", 1, up(1), up(1)), Case("random", 2 * tm, 2 * tn, 4 * tk),
-            Case("random", 2 * tm + 3, up(tn + 5), up(3 * tk + 7)), Case("random", 67, up(129), up(33))]
+            Case("random", 2 * tm + 3, up(tn + 5), up(3 * tk + 7)), Case("random", 67, up(129), up(33)),
+            Case("inf", 2 * tm + 3, up(tn + 5), up(3 * tk + 7))]
 
 
 def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +85,9 @@ def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tupl
     if kind == "identity":
         a = np.eye(m, k)
         b = rng.integers(-8, 9, size=(k, n))  # small integers: exact in fp16 and fp32
+    elif kind == "inf":  # small integers (exact in TF32 too: 3xTF32's small parts are 0) and zeros
+        a, b = rng.integers(-2, 3, size=(m, k)).astype(float), rng.integers(-2, 3, size=(k, n)).astype(float)
+        a[m // 2, k // 2], b[k // 3, n // 2] = np.inf, -np.inf
     elif kind == "ones":
         a, b = np.ones((m, k)), np.ones((k, n))
     else:
@@ -92,14 +98,26 @@ def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tupl
 def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> tuple[np.ndarray, np.ndarray]:
     """(bad mask, error/bound ratio) of `got` against the float64 product of the same inputs."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    want = a64 @ b64
     k = a.shape[1]
-    bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
-    # output rounding: relative for normal numbers, one subnormal step near zero
-    bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + float(np.finfo(got.dtype).smallest_subnormal)
-    err = np.abs(got.astype(np.float64) - want)
-    ratio = err / bound
+    g = got.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # Inf * 0 and Inf - Inf in the "inf" case
+        want = a64 @ b64
+        bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
+        # output rounding: relative for normal numbers, one subnormal step near zero
+        bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + float(np.finfo(got.dtype).smallest_subnormal)
+        err = np.abs(g - want)
+        ratio = err / bound
     bad = ~(err <= bound)  # NaN compares False, so NaN and Inf count as bad
+    return special_values(bad, ratio, g, want)
+
+
+def special_values(bad: np.ndarray, ratio: np.ndarray, got: np.ndarray, want: np.ndarray):
+    """(bad, ratio) where float64 gives Inf or NaN (`want`): right only if `got` is the same Inf, or NaN;
+    ratio 0 where right, inf where not (also where a finite `want` got a non-finite answer)."""
+    special = ~np.isfinite(want)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    bad = np.where(special, ~same, bad)
+    ratio = np.where(special, np.where(same, 0.0, np.inf), ratio)
     return bad, np.where(np.isfinite(ratio), ratio, np.inf)
 
 
@@ -121,7 +139,8 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
         case.worst = float(ratio.max()) if ratio.size else 0.0
         report.cases.append(case)
         if bad.any():
-            want = a.astype(np.float64) @ b.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                want = a.astype(np.float64) @ b.astype(np.float64)
             rows, cols = np.nonzero(bad)
             report.mismatches = [(int(r), int(c), float(got[r, c]), float(want[r, c]))
                                  for r, c in zip(rows[:MAX_LISTED], cols[:MAX_LISTED])]

@@ -32,7 +32,10 @@ BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing",
 # -g1: line tables, so a fault names its source line; stack-clash protection probes every page of a
 # large frame, so a thread that outgrows its stack hits the guard page instead of its neighbour's.
 LINK_FLAGS = ["-no-pie", "-pthread"]
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = 300.0  # a launch whose work is not known (a raw cpu.launch)
+TIMEOUT_BASE_S = 30.0  # a step's launch: this plus its multiply-adds at TIMEOUT_RATE (timeout_for)
+TIMEOUT_RATE = 5e6  # multiply-adds per second: a tenth of the slowest step's rate on a 2-core machine
+MAX_WORKERS = 256  # runtime.cpp's kMaxWorkers
 
 # Exit codes of the child (runtime.cpp).
 _EXIT_BAD_LAUNCH, _EXIT_DEADLOCK, _EXIT_MEMORY, _EXIT_STACK, _EXIT_ARITH = 81, 82, 83, 84, 85
@@ -56,7 +59,15 @@ def available() -> bool:
 def _cache_dir() -> Path:
     root = os.environ.get("GEMMLAB_CACHE")
     path = Path(root) / "cpu" if root else Path.home() / ".cache" / "gemmlab" / "cpu"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        why = "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    if why:
+        where = f"GEMMLAB_CACHE={root!r}" if root else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}"
+        raise ConfigError(f"{where} cannot hold the CPU backend's compiled kernels ({why}); set GEMMLAB_CACHE to a "
+                          f"folder you can write to.")
     return path
 
 
@@ -195,6 +206,40 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
                      cluster=cluster_dims(source, name_expression))
 
 
+def cpu_threads() -> int:
+    """Blocks the emulator runs at once, one OS thread each: this machine's CPUs (at most MAX_WORKERS),
+    or fewer if GEMMLAB_CPU_THREADS says so. Read here only; the child is told the number (launch.txt),
+    so a persistent step's grid (fusion.cpu_workers) and the child's workers always agree."""
+    n = min(os.cpu_count() or 1, MAX_WORKERS)
+    raw = os.environ.get("GEMMLAB_CPU_THREADS", "")
+    if not raw.strip():
+        return n
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"GEMMLAB_CPU_THREADS={raw!r} is not a thread count; set it to a whole number of at "
+                          f"least 1 (the emulator's worker threads; {n} here at most) or unset it.")
+    return min(n, int(raw))
+
+
+def timeout_for(macs: float | None = None) -> float:
+    """Seconds a launch may take on the CPU backend: GEMMLAB_CPU_TIMEOUT if set, else TIMEOUT_BASE_S plus
+    `macs` multiply-adds at TIMEOUT_RATE (DEFAULT_TIMEOUT_S when the work is not known)."""
+    raw = os.environ.get("GEMMLAB_CPU_TIMEOUT", "")
+    if raw.strip():
+        return check_timeout(raw, "GEMMLAB_CPU_TIMEOUT")
+    return DEFAULT_TIMEOUT_S if macs is None else TIMEOUT_BASE_S + macs / TIMEOUT_RATE
+
+
+def check_timeout(value, what: str = "timeout") -> float:
+    """`value` as a positive number of seconds; a ConfigError naming `what` otherwise."""
+    try:
+        t = float(value) if not isinstance(value, (bool, np.bool_)) else float("nan")
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not 0 < t < float("inf"):
+        raise ConfigError(f"{what}={value!r} is not a time-out; give a positive number of seconds (such as 600).")
+    return t
+
+
 def _dims(value, what: str) -> tuple[int, int, int]:
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else ()
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
@@ -240,7 +285,8 @@ def _scratch_dir() -> str | None:
 
 
 def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, timeout: float | None = None) -> None:
-    """Run one launch of `module` in a child process; arrays in `args` are updated in place."""
+    """Run one launch of `module` in a child process; arrays in `args` are updated in place. It is
+    stopped after `timeout` seconds (None: timeout_for(), GEMMLAB_CPU_TIMEOUT or DEFAULT_TIMEOUT_S)."""
     _run_child(module, grid, block, args, shared_mem, timeout)
 
 
@@ -254,7 +300,8 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
     for i, a in enumerate(args):
         line, offset = _arg_line(i, a, arrays, offset)
         lines.append(line)
-    timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    timeout = timeout_for() if timeout is None else check_timeout(timeout)
+    workers = cpu_threads()
     with tempfile.TemporaryDirectory(prefix="gemmlab-", dir=_scratch_dir()) as tmp:
         data = Path(tmp) / "arrays.bin"
         with open(data, "wb") as f:
@@ -263,14 +310,15 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
                 f.write(memoryview(a).cast("B") if a.nbytes else b"")
         desc = Path(tmp) / "launch.txt"
         desc.write_text(f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
-                        f"nargs {len(args)}\n" + "\n".join(lines) + "\n")
+                        f"workers {workers}\nnargs {len(args)}\n" + "\n".join(lines) + "\n")
         try:
             r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout,
                                env=None if env is None else {**os.environ, **env})
         except subprocess.TimeoutExpired as e:
             _forward(e.stdout)
-            raise KernelError(f"{module.label}: did not finish in {timeout:g} s: an infinite loop or a barrier "
-                              f"some threads never reach?") from None
+            raise KernelError(f"{module.label}: did not finish in {timeout:g} s, the CPU backend's time-out (an infinite "
+                              f"loop, or a barrier some threads never reach?); if it only needs longer, pass "
+                              f"timeout=SECONDS or set GEMMLAB_CPU_TIMEOUT.") from None
         _forward(r.stdout)
         if r.returncode != 0:
             raise _launch_error(module, r.returncode, r.stderr.decode(errors="replace"), args)

@@ -20,7 +20,6 @@ import contextlib
 import contextvars
 import datetime
 import itertools
-import os
 import re
 import statistics
 import time
@@ -31,15 +30,16 @@ import numpy as np
 
 from . import kernel as _kernel
 from .errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
-from .registry import ArchRequirement, Launch, Param, cdiv, tf32x3_tile_rules
+from .registry import (ArchRequirement, Launch, Param, cdiv, check_32bit_indices, find_step, resolve_params,
+                       tf32x3_tile_rules)
 from . import results
 from .bench import _time as _bench_time, environment
+from .check import special_values
 from .source import assemble
 
 UNIT_ROUNDOFF = 2.0 ** -24
 STATIC_SMEM = 48 * 1024
 CPU_SMEM_LIMIT = 227 * 1024  # the emulator allows what an H100 block may opt in to
-CPU_MAX_WORKERS = 256        # runtime.cpp's kMaxWorkers
 BASELINE = "torch a@b@c"                      # the seed's baseline, named in the chapter
 BASELINES = ("torch a@b@c", "cupy a@b@c")     # speed-ups are against the faster of the two, same run
 
@@ -83,11 +83,7 @@ class FusedStep(ArchRequirement):
     def resolve(self, overrides: dict, target: str | None = None) -> dict:
         """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError.
         `target` ('gpu', 'cpu' or an arch such as 'sm_75') is whose limits the rules apply (smem_limit)."""
-        unknown = set(overrides) - set(self.params)
-        if unknown:
-            raise ConfigError(f"{self.name} has no template parameter {sorted(unknown)}; "
-                              f"its parameters are {list(self.params)}.")
-        params = {k: int(overrides.get(k, p.default)) for k, p in self.params.items()}
+        params = resolve_params(self.name, self.params, overrides)
         with limits_of(target):
             problems = self.rules(params)
         if problems:
@@ -387,17 +383,11 @@ FUSED_STEPS.append(replace(
     summary="07 with a counter per tile of T in place of the grid barrier: a tile of phase 2 waits only for its "
             "row panel of T (sm_90a)"))
 
-_BY_NAME = {s.name: s for s in FUSED_STEPS}
 
 
 def get(name: str) -> FusedStep:
     """The fused step called `name` ("fused/03_two_phase"; "03_two_phase" or "two_phase" also work)."""
-    if name in _BY_NAME:
-        return _BY_NAME[name]
-    found = [s for s in FUSED_STEPS if name in (s.short, s.short.split("_", 1)[1])]
-    if len(found) == 1:
-        return found[0]
-    raise ConfigError(f"no fused step called {name!r}; the fused steps are: {', '.join(_BY_NAME)}")
+    return find_step(name, FUSED_STEPS, "fused step")
 
 
 def steps() -> list[FusedStep]:
@@ -408,10 +398,9 @@ def steps() -> list[FusedStep]:
 # Residency: how many blocks of a persistent kernel can be on the GPU at once
 # ------------------------------------------------------------------------------------------------
 def cpu_workers() -> int:
-    """Blocks the emulator runs at once: one OS thread each (runtime.cpp: hardware threads, capped)."""
-    n = min(os.cpu_count() or 1, CPU_MAX_WORKERS)
-    cap = os.environ.get("GEMMLAB_CPU_THREADS")
-    return max(1, min(n, int(cap))) if cap and cap.isdigit() else n
+    """Blocks the emulator runs at once: one OS thread each (cpu.cpu_threads, which the child is told)."""
+    from . import cpu
+    return cpu.cpu_threads()
 
 
 def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, str]:
@@ -457,6 +446,7 @@ class FusedKernel:
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
         self.module = _kernel._module(self.backend, self.source, self.name_expression, self.label, target)
         self._scratch: dict = {}
+        self._checked: set = set()  # run()'s layout keys already checked
 
     def __repr__(self) -> str:
         return f"FusedKernel({self.label}, backend={self.backend!r})"
@@ -467,17 +457,7 @@ class FusedKernel:
 
     def check_inputs(self, a, b, c) -> Dims:
         """(M, K, L, N) of valid inputs; an InputError (or ShapeError) saying what to fix otherwise."""
-        for name, x in (("A", a), ("B", b), ("C", c)):
-            if not hasattr(x, "dtype") or not hasattr(x, "shape"):
-                raise InputError(f"{name} must be a NumPy or CuPy array, not {type(x).__name__}")
-            if x.ndim != 2:
-                raise InputError(f"{name} must be a 2-D matrix; it has shape {tuple(x.shape)}")
-            if x.dtype != np.float32:
-                raise InputError(f"{self.name} takes float32 inputs but {name} is {x.dtype}: "
-                                 f"convert with {name}.astype(np.float32)")
-            if not x.flags.c_contiguous:
-                raise InputError(f"{name} is not C-contiguous (a transposed view or a slice?): the kernel reads it "
-                                 f"as row-major; pass np.ascontiguousarray({name})")
+        _kernel.check_matrices(self.name, np.dtype(np.float32), {"A": a, "B": b, "C": c})
         (m, k), (k2, l), (l2, n) = a.shape, b.shape, c.shape
         if k != k2 or l != l2:
             raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
@@ -487,11 +467,20 @@ class FusedKernel:
             problems = self.step.shape_rules(self.params, dims)
         if problems:
             raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
-        if max(dims) >= 2**31 // max(max(dims), 1):
-            raise ShapeError(f"{self.name}: M={m}, K={k}, L={l}, N={n} overflow the kernel's 32-bit indices")
+        check_32bit_indices(self.name, {"A": (m, k), "B": (k, l), "C": (l, n), "T = A B": (m, l), "E": (m, n)})
         return dims
 
-    def __call__(self, a, b, c):
+    def check_output(self, a, b, c, e) -> None:
+        """check_inputs, and E (what run() writes) of the backend's array type, float32, C-contiguous and
+        M x N: an InputError saying what to fix otherwise."""
+        m, _, _, n = self.check_inputs(a, b, c)
+        _kernel.check_matrices(self.name, np.dtype(np.float32), {"E": e})
+        _kernel.check_backend_arrays(self.name, self.backend, {"A": a, "B": b, "C": c, "E": e})
+        if tuple(e.shape) != (m, n):
+            raise InputError(f"E is {e.shape[0]}x{e.shape[1]} but A B C is {m}x{n}; pass an output of shape ({m}, {n})")
+
+    def __call__(self, a, b, c, timeout: float | None = None):
+        """E = A B C. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
         dims = self.check_inputs(a, b, c)
         m, k, l, n = dims
         is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
@@ -501,7 +490,7 @@ class FusedKernel:
             a, b, c = (x.copy() if x.data.ptr % 16 else x for x in (a, b, c))
         e = xp.zeros((m, n), dtype=np.float32)
         if m and n and k and l:
-            self.run(a, b, c, e)
+            self.run(a, b, c, e, timeout=timeout)
         return _kernel._to(__import__("cupy") if is_cupy else np, e)
 
     # --- launch ---
@@ -558,14 +547,22 @@ class FusedKernel:
                 args += self.step.tensor_maps(self.backend, a, b, c, t, self.step.tile(self.params))
         return self.launch_config((m, k, l, n), grid), args
 
-    def run(self, a, b, c, e, grid: int | None = None, stream=None) -> None:
-        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+    def run(self, a, b, c, e, grid: int | None = None, stream=None, timeout: float | None = None) -> None:
+        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
+        (check_output) once per distinct shape, dtype and layout, as Kernel.run does.
+        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
+        key = _kernel.layout_key(a, b, c, e)
+        if key not in self._checked:
+            self.check_output(a, b, c, e)
+            self._checked.add(key)
         cfg, args = self.launch_args(a, b, c, e, grid)
         if self.backend == "gpu":
             self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
         else:
             from . import cpu
-            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
+            (m, k), (l, n) = a.shape, c.shape
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
+                       timeout=cpu.timeout_for(m * l * (k + n)) if timeout is None else timeout)
 
     def launcher(self, a, b, c, e, graph: bool = False):
         """A no-argument function that launches on these device arrays: for timing (GPU only).
@@ -613,7 +610,7 @@ def step(name: str, backend: str | None = None, source: str | None = None, **par
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class Case:
-    kind: str  # "identity", "ones", "random", "nan"
+    kind: str  # "identity", "ones", "random", "nan", "inf"
     m: int
     k: int
     l: int
@@ -644,7 +641,7 @@ class Report:
             listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
             return (f"FAIL: {self.name} on the {c.kind} input M={c.m} K={c.k} L={c.l} N={c.n}: first mismatches "
                     f"(row, col, got, want): {listed}")
-        shapes = len({c.dims for c in self.cases if c.kind != "nan"})
+        shapes = len({c.dims for c in self.cases if c.kind not in ("nan", "inf")})
         text = f"PASS: {self.name} matches the float64 reference on {shapes} shapes"
         if any(c.kind == "nan" for c in self.cases):
             text += "; a NaN in A fills its row of E with NaN"
@@ -660,20 +657,25 @@ def default_cases(kern: FusedKernel | None = None) -> list[Case]:
     t = max(bm, bn, 4)
     cases = [Case("identity", t, t, t + 1, t + 3), Case("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
              Case("random", 1, 1, 1, 1), Case("random", 17, 17, 17, 17), Case("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
-             Case("random", 67, 33, 70, 129), Case("nan", t + 2, t + 1, t + 3, t + 2)]
+             Case("random", 67, 33, 70, 129), Case("nan", t + 2, t + 1, t + 3, t + 2),
+             Case("inf", t + 2, t + 1, t + 3, t + 2)]
     if kern:  # shapes the step takes (step 07: K, L, N multiples of 4)
         cases = [Case(c.kind, *kern.step.fit(c.dims)) for c in cases]
     return cases
 
 
 def make_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
-    """A, B, C (float32) for one case: identity A with small integers (exact), ones, or uniform [-1, 1]."""
+    """A, B, C (float32) for one case: identity A with small integers (exact), ones, uniform [-1, 1], a NaN in
+    A, or ("inf") small integers with zeros (exact in TF32: 3xTF32's small parts are 0), +Inf in A and -Inf in C."""
     rng = np.random.default_rng(seed + 7919 * m + 104729 * n + 31 * k + l)
     if kind == "identity":
         a = np.eye(m, k)
         b, c = rng.integers(-4, 5, size=(k, l)), rng.integers(-4, 5, size=(l, n))
     elif kind == "ones":
         a, b, c = np.ones((m, k)), np.ones((k, l)), np.ones((l, n))
+    elif kind == "inf":
+        a, b, c = (rng.integers(-2, 3, size=s).astype(float) for s in ((m, k), (k, l), (l, n)))
+        a[m // 2, k // 2], c[l // 2, n // 3] = np.inf, -np.inf
     else:
         a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, l)), rng.uniform(-1, 1, (l, n))
     a, b, c = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
@@ -684,24 +686,24 @@ def make_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
 
 def reference(a, b, c) -> np.ndarray:
     """E = A B C in float64."""
-    return (a.astype(np.float64) @ b.astype(np.float64)) @ c.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (a.astype(np.float64) @ b.astype(np.float64)) @ c.astype(np.float64)
 
 
 def compare(got: np.ndarray, a, b, c) -> tuple[np.ndarray, np.ndarray]:
     """(bad mask, error/bound) of `got` against float64. The bound covers any summation order of
     both products: 2 (K + L) u (|A| |B|) |C| plus the output's rounding. Where the reference is
-    NaN, the kernel must give NaN; elsewhere NaN and Inf never pass."""
+    Inf or NaN, the kernel must give the same (check.special_values); elsewhere NaN and Inf never pass."""
     a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
-    want = (a64 @ b64) @ c64
     k, l = a.shape[1], b.shape[1]
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # Inf * 0 and Inf - Inf in the "inf" case
+        want = (a64 @ b64) @ c64
         bound = 2 * (k + l) * UNIT_ROUNDOFF * ((np.abs(a64) @ np.abs(b64)) @ np.abs(c64))
         bound += UNIT_ROUNDOFF * np.abs(want) + float(np.finfo(np.float32).smallest_subnormal)
         g = got.astype(np.float64)
         err = np.abs(g - want)
-        ratio = np.where(np.isnan(want), np.where(np.isnan(g), 0.0, np.inf), err / bound)
-        bad = np.where(np.isnan(want), ~np.isnan(g), ~(err <= bound))
-    return bad, np.where(np.isfinite(ratio), ratio, np.inf)
+        ratio, bad = err / bound, ~(err <= bound)
+    return special_values(bad, ratio, g, want)
 
 
 def check(kern: FusedKernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True, **params) -> Report:
@@ -1171,10 +1173,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 print(check(step(st.name, backend=args.backend)))
         else:
+            from .__main__ import need_gpu
+            need_gpu("python -m gemmlab.fusion bench")
             benchmark(sizes=tuple(args.sizes))
     except GemmlabError as e:
-        print(f"error: {e}")
-        return 1
+        from .__main__ import report_error
+        return report_error(e)
     return 0
 
 

@@ -144,6 +144,7 @@ class Kernel(Instance):
         self.backend = backend(backend_name)
         target = gpu_target(step) if self.backend == "gpu" else None
         self.module = _module(self.backend, self.source, self.name_expression, self.label, target)
+        self._checked: set = set()  # run()'s layout keys already checked
 
     def __repr__(self) -> str:
         return f"Kernel({self.label}, backend={self.backend!r})"
@@ -159,25 +160,25 @@ class Kernel(Instance):
 
     def check_inputs(self, a, b) -> tuple[int, int, int]:
         """(M, N, K) of a valid pair of inputs; an InputError saying what to fix otherwise."""
-        for name, x in (("A", a), ("B", b)):
-            if not hasattr(x, "dtype") or not hasattr(x, "shape"):
-                raise InputError(f"{name} must be a NumPy or CuPy array, not {type(x).__name__}")
-            if x.ndim != 2:
-                raise InputError(f"{name} must be a 2-D matrix; it has shape {tuple(x.shape)}")
-            if x.dtype != self.dtype:
-                raise InputError(f"{self.step.name} takes {self.dtype} inputs but {name} is {x.dtype}: "
-                                 f"convert with {name}.astype(np.{self.dtype})")
-            if not x.flags.c_contiguous:
-                raise InputError(f"{name} is not C-contiguous (a transposed view or a slice?): the kernel "
-                                 f"reads it as row-major; pass np.ascontiguousarray({name}) "
-                                 f"(cupy.ascontiguousarray on a GPU)")
+        check_matrices(self.step.name, self.dtype, {"A": a, "B": b})
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise InputError(f"shapes do not match: A is {m}x{k} and B is {k2}x{n}; A's columns must equal B's rows")
         registry.check_shape(self.step, m, n, k)
         return m, n, k
 
-    def __call__(self, a, b):
+    def check_output(self, a, b, c) -> None:
+        """check_inputs, and C (what run() writes) of the backend's array type, the step's dtype, C-contiguous
+        and M x N: an InputError saying what to fix otherwise."""
+        m, n, _ = self.check_inputs(a, b)
+        check_matrices(self.step.name, self.dtype, {"C": c})
+        check_backend_arrays(self.step.name, self.backend, {"A": a, "B": b, "C": c})
+        if tuple(c.shape) != (m, n):
+            raise InputError(f"C is {c.shape[0]}x{c.shape[1]} but A ({m}x{a.shape[1]}) times B "
+                             f"({b.shape[0]}x{n}) is {m}x{n}; pass an output of shape ({m}, {n})")
+
+    def __call__(self, a, b, timeout: float | None = None):
+        """C = A B. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
         m, n, k = self.check_inputs(a, b)
         is_cupy = type(a).__module__.startswith("cupy") or type(b).__module__.startswith("cupy")
         if self.backend == "gpu":
@@ -187,11 +188,17 @@ class Kernel(Instance):
         a_dev, b_dev = _to(xp, a), _to(xp, b)
         c = xp.zeros((m, n), dtype=self.dtype)
         if m and n and k:
-            self.run(a_dev, b_dev, c)
+            self.run(a_dev, b_dev, c, timeout=timeout)
         return _to(__import__("cupy") if is_cupy else np, c)
 
-    def run(self, a, b, c, stream=None) -> None:
-        """Launch on arrays already on the backend's device (no checks, no copies): for timing."""
+    def run(self, a, b, c, stream=None, timeout: float | None = None) -> None:
+        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
+        (check_output) once per distinct shape, dtype and layout, so a timing loop pays a key lookup only.
+        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
+        key = layout_key(a, b, c)
+        if key not in self._checked:
+            self.check_output(a, b, c)
+            self._checked.add(key)
         m, k = a.shape
         n = b.shape[1]
         cfg = self.launch_config(m, n, k)
@@ -201,7 +208,8 @@ class Kernel(Instance):
         else:
             from . import cpu
 
-            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes)
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
+                       timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout)
 
     def extra_args(self, a, b, c) -> list:
         """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
@@ -230,6 +238,39 @@ class Kernel(Instance):
         extra = self.step.extra_args("cpu", a, b, c, self.params) if self.step.extra_args else []
         return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c, *extra],
                            shared_mem=cfg.shared_bytes, max_blocks=max_blocks, names=["M", "N", "K", "A", "B", "C"])
+
+
+def check_matrices(name: str, dtype, arrays: dict) -> None:
+    """Each of `arrays` ({"A": a, ...}) a 2-D, C-contiguous NumPy or CuPy array of `dtype`: an InputError
+    naming the first that is not and what to do (the GEMM and the fused steps' one check)."""
+    for label, x in arrays.items():
+        if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+            raise InputError(f"{label} must be a NumPy or CuPy array, not {type(x).__name__}")
+        if x.ndim != 2:
+            raise InputError(f"{label} must be a 2-D matrix; it has shape {tuple(x.shape)}")
+        if x.dtype != dtype:
+            raise InputError(f"{name} takes {dtype} inputs but {label} is {x.dtype}: "
+                             f"convert with {label}.astype(np.{dtype})")
+        if not x.flags.c_contiguous:
+            raise InputError(f"{label} is not C-contiguous (a transposed view or a slice?): the kernel reads it as "
+                             f"row-major; pass np.ascontiguousarray({label}) (cupy.ascontiguousarray on a GPU)")
+
+
+def check_backend_arrays(name: str, backend_name: str, arrays: dict) -> None:
+    """run()'s arrays on the backend's device: NumPy arrays for 'cpu', CuPy arrays for 'gpu'."""
+    for label, x in arrays.items():
+        on_gpu = type(x).__module__.startswith("cupy")
+        if on_gpu != (backend_name == "gpu"):
+            raise InputError(f"{name} runs on the {backend_name} backend but {label} is a {type(x).__module__}."
+                             f"{type(x).__name__}; run() takes arrays already there: pass "
+                             + ("NumPy arrays" if backend_name == "cpu" else "CuPy arrays (cupy.asarray)")
+                             + ", or call the kernel itself, which copies")
+
+
+def layout_key(*arrays) -> tuple:
+    """What run()'s checks depend on: each array's type, shape, dtype and strides."""
+    return tuple((type(x), getattr(x, "shape", None), getattr(x, "dtype", None), getattr(x, "strides", None))
+                 for x in arrays)
 
 
 def _to(xp, x):

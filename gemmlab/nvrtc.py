@@ -384,7 +384,7 @@ def compile(source: str, name_expression: str, arch: str = "sm_75", options: tup
             label: str = "kernel") -> Artifact:
     """Compile one template instantiation for `arch` with no GPU present (cached)."""
     if not re.fullmatch(r"sm_\d{2,3}a?", arch):
-        raise ValueError(f"arch must look like 'sm_75', 'sm_80' or 'sm_90', not {arch!r}")
+        raise ConfigError(f"arch must look like 'sm_75', 'sm_80' or 'sm_90', not {arch!r}; pass one of those.")
     try:
         return _compile_cached(source, name_expression, arch, tuple(options), label)
     except MissingReport:

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from .errors import ConfigError, ShapeError
+
+MAX_PARAM = 1 << 16  # no tile, thread count or stage count comes near it; C++'s int template arguments stay safe
+MAX_ELEMENTS = 2**31 - 1  # the kernels index with 32-bit ints
 
 
 def cdiv(a: int, b: int) -> int:
@@ -117,11 +122,7 @@ class Step(ArchRequirement):
 
     def resolve(self, overrides: dict) -> dict:
         """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
-        unknown = set(overrides) - set(self.params)
-        if unknown:
-            raise ConfigError(f"{self.name} has no template parameter {sorted(unknown)}; "
-                              f"its parameters are {list(self.params)}.")
-        params = {k: int(overrides.get(k, p.default)) for k, p in self.params.items()}
+        params = resolve_params(self.name, self.params, overrides)
         problems = self.rules(params)
         if problems:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
@@ -133,6 +134,24 @@ class Step(ArchRequirement):
 
     def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
         return self.geometry(m, n, k, params)
+
+
+def resolve_params(name: str, specs: dict[str, Param], overrides: dict) -> dict:
+    """The one check of template parameters, for the GEMM and the fused steps alike: `specs`' defaults
+    overridden by `overrides`, each a whole number from 1 to MAX_PARAM; a ConfigError names what is
+    wrong (an unknown name, 0, -4, 8.9, True, 'abc', None) and which values are allowed. The step's
+    own rules run after it, on values they can divide by."""
+    unknown = set(overrides) - set(specs)
+    if unknown:
+        raise ConfigError(f"{name} has no template parameter {sorted(unknown)}; its parameters are {list(specs)}.")
+    params = {}
+    for k, p in specs.items():
+        v = overrides.get(k, p.default)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_PARAM:
+            raise ConfigError(f"{name}: {k}={v!r} is not allowed; a template parameter is a whole number from 1 "
+                              f"to {MAX_PARAM} (the sliders offer {', '.join(map(str, p.choices))}).")
+        params[k] = int(v)
+    return params
 
 
 def _threads_rule(threads: Callable[[dict], int]) -> Callable[[dict], list[str]]:
@@ -192,6 +211,22 @@ def _naive_geometry(row_from_x: bool) -> Geometry:
 _BLOCK_XY = {"BLOCK_X": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along x"),
              "BLOCK_Y": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along y")}
 _xy_threads = _threads_rule(lambda p: p["BLOCK_X"] * p["BLOCK_Y"])
+
+
+def _is_power_of_two(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def _swizzle_rule(p):
+    """hgemm/03 on: the A and B tiles' rows are XOR-swizzled in 16-byte chunks, which needs power-of-two widths."""
+    return [f"{x}={p[x]} must be a power of two of at least 16 (the XOR swizzle of the shared tile's rows)"
+            for x in ("BLOCK_K", "BLOCK_N") if p[x] < 16 or not _is_power_of_two(p[x])]
+
+
+def _xor_advance_rule(p):
+    """hgemm/05 on: swizzled addresses are advanced by XOR with constants, which needs a power-of-two WARP_N."""
+    return [] if _is_power_of_two(p["WARP_N"]) else [
+        f"WARP_N={p['WARP_N']} must be a power of two (swizzled addresses are advanced by XOR)"]
 
 
 def _mma_geometry(m, n, k, p):
@@ -469,25 +504,27 @@ STEPS: list[Step] = [
     Step("hgemm/03_swizzled", "hgemm_swizzled", _MMA_TILING, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/02_vectorized_copy",
          summary="XOR-swizzled shared tiles: ldmatrix reads one wavefront per 8x8 matrix",
-         rules=_mma_tiling_rules(16, 16, 16)),
+         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
     Step("hgemm/04_register_prefetch", "hgemm_register_prefetch", _MMA_TILING, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/03_swizzled",
          summary="the next block tile's global loads are issued into registers before this tile's mmas",
-         rules=_mma_tiling_rules(16, 16, 16)),
+         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
     Step("hgemm/05_tuned_tiles", "hgemm_tuned_tiles", _MMA_TUNED, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/04_register_prefetch",
          summary="a 256x128 block tile; swizzled addresses advanced by XOR with constants",
-         rules=_all(_mma_tiling_rules(16, 16, 16), _mma_copy_rule)),
+         rules=_all(_mma_tiling_rules(16, 16, 16), _mma_copy_rule, _swizzle_rule, _xor_advance_rule)),
     Step("hgemm/06_double_buffer", "hgemm_double_buffer", _MMA_TUNED, _mma_dynamic_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/05_tuned_tiles",
          summary="two shared buffers: one barrier per K tile instead of two",
-         rules=_all(_mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule)),
+         rules=_all(_mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule, _swizzle_rule,
+                    _xor_advance_rule)),
     Step("hgemm/07_cp_async", "hgemm_cp_async", {**_MMA_TUNED, "NUM_STAGES": Param(3, (2, 3, 4, 5))},
          _mma_dynamic_geometry, chapter=7, dtype="float16", min_arch=80, previous="hgemm/06_double_buffer",
          summary="sm_80+: a NUM_STAGES-deep cp.async pipeline feeding mma.m16n8k16",
          rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=227 * 1024,
                                       smem_what="shared memory, over the 227 KB a block may have on sm_90 "
-                                                "(163 KB on sm_80)"), _mma_copy_rule)),
+                                                "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
+                    _xor_advance_rule)),
     Step("hgemm/08_wgmma", "hgemm_wgmma",
          {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
           "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
@@ -518,17 +555,25 @@ STEPS: list[Step] = [
          fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps),
 ]
 
-_BY_NAME = {s.name: s for s in STEPS}
 
 
 def get(name: str) -> Step:
     """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique)."""
-    if name in _BY_NAME:
-        return _BY_NAME[name]
-    matches = [s for s in STEPS if s.short == name or s.short.split("_", 1)[-1] == name]
+    return find_step(name, STEPS, "step")
+
+
+def find_step(name: str, steps: list, what: str):
+    """The step of `steps` called `name`, its full name or its short one ("03_smem_tiling", "smem_tiling");
+    a ConfigError naming the candidates when a short name fits several, or listing `what`s otherwise."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a {what} name is a string such as {steps[0].name!r}, not {name!r}")
+    matches = [s for s in steps if name in (s.name, s.short, s.short.split("_", 1)[-1])]
     if len(matches) == 1:
         return matches[0]
-    raise ConfigError(f"no step called {name!r}; the steps are: {', '.join(_BY_NAME)}")
+    if matches:
+        raise ConfigError(f"{name!r} names {len(matches)} {what}s, {' and '.join(s.name for s in matches)}; "
+                          f"give the full name.")
+    raise ConfigError(f"no {what} called {name!r}; the {what}s are: {', '.join(s.name for s in steps)}")
 
 
 def steps(track: str | None = None) -> list[Step]:
@@ -540,9 +585,19 @@ def check_shape(step: Step, m: int, n: int, k: int) -> None:
     """Reject a problem shape the step does not support, before any launch."""
     if min(m, n, k) < 0:
         raise ShapeError(f"{step.name}: negative sizes M={m}, N={n}, K={k}")
+    check_32bit_indices(step.name, {"A": (m, k), "B": (k, n), "C": (m, n)})
     problem = step.shape_rule(m, n, k)
     if problem:
         raise ShapeError(f"{step.name}: {problem}.")
+
+
+def check_32bit_indices(name: str, matrices: dict[str, tuple[int, int]]) -> None:
+    """A ShapeError if a matrix ({name: (rows, cols)}) has more elements than the kernels' 32-bit int
+    indices reach (MAX_ELEMENTS), for the GEMM and the fused steps alike."""
+    over = [f"{x} is {r} x {c} = {r * c} elements" for x, (r, c) in matrices.items() if r * c > MAX_ELEMENTS]
+    if over:
+        raise ShapeError(f"{name}: {', '.join(over)}, more than the 2^31 - 1 that the kernel's 32-bit indices "
+                         f"reach; split the product into smaller blocks.")
 
 
 def parse_params(pairs: list[str] | None) -> dict:

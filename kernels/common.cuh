@@ -219,6 +219,13 @@ __device__ __forceinline__ u32 tf32_round(float x) {
     return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
+// The big part of 3xTF32's x = big + small (sgemm/12, fused/05 to 08: their split_tf32): x rounded
+// to TF32 and clamped to the largest finite TF32, +-0x7f7fe000. So an Inf lands in small = x - big
+// (Inf - big = Inf) and no product of the three mmas is Inf * 0 = NaN; a NaN still reaches small.
+__device__ __forceinline__ float tf32_big(float x) {
+    return fminf(fmaxf(__uint_as_float(tf32_round(x)), -0x1.ffcp+127f), 0x1.ffcp+127f);
+}
+
 
 // sm_80; 16x8x8, TF32 inputs, fp32 accumulators; a: 4 regs (a0 (g, t), a1 (g+8, t), a2 (g, t+4),
 // a3 (g+8, t+4)), b: 2 regs (b0 (k t, col g), b1 (k t+4, col g)), c/d: 4 floats as for f16.

@@ -179,7 +179,7 @@ def test_cli_steps_and_resources(capsys):
 
 
 def test_cli_rejects_a_bad_parameter(capsys):
-    assert cli(["resources", "sgemm/03_smem_tiling", "--param", "BLOCK=64"]) == 1
+    assert cli(["resources", "sgemm/03_smem_tiling", "--param", "BLOCK=64"]) == 2  # an error: status 2
     assert "1024" in capsys.readouterr().err
 
 

@@ -159,6 +159,7 @@ struct ArrayArg { int arg; long long offset; Region region; };
 struct LaunchDesc {
     dim3 grid, block;
     size_t smem = 0;
+    int workers = 1;  // OS threads running blocks: gemmlab/cpu.py's cpu_threads(), parsed there only
     std::string data_path;
     std::vector<ArgDesc> args;
     std::vector<ArrayArg> arrays;
@@ -612,8 +613,8 @@ int launch_begin(int argc, char** argv, ArgDesc** args, int* nargs) {
     if (!in) fail(EXIT_BAD_LAUNCH, "cannot read the launch description %s", argv[1]);
     LaunchDesc& L = g_launch;
     int n = 0;
-    if (fscanf(in, " grid %u %u %u block %u %u %u smem %zu nargs %d", &L.grid.x, &L.grid.y, &L.grid.z,
-               &L.block.x, &L.block.y, &L.block.z, &L.smem, &n) != 8)
+    if (fscanf(in, " grid %u %u %u block %u %u %u smem %zu workers %d nargs %d", &L.grid.x, &L.grid.y, &L.grid.z,
+               &L.block.x, &L.block.y, &L.block.z, &L.smem, &L.workers, &n) != 9 || L.workers < 1)
         fail(EXIT_BAD_LAUNCH, "malformed launch description %s", argv[1]);
     const char* path = argv[2];
     L.data_path = path;
@@ -677,9 +678,7 @@ void run_grid(void (*entry)(const void*), const void* ctx) {
         for (const ArrayArg& a : L.arrays) arrays.push_back(AnalysisArray{a.region.start, a.region.nbytes, a.arg});
         analysis->launch(arrays.data(), (int)arrays.size());
     }
-    int nthreads = (int)std::max(1u, std::thread::hardware_concurrency());
-    if (const char* cap = getenv("GEMMLAB_CPU_THREADS")) nthreads = std::min(nthreads, std::max(1, atoi(cap)));
-    nthreads = (int)std::min<long long>(std::min(nthreads, kMaxWorkers), nblocks);
+    int nthreads = (int)std::min<long long>(std::min(L.workers, kMaxWorkers), nblocks);
     std::atomic<long long> next{0};
     std::vector<std::thread> pool;
     for (int i = 1; i < nthreads; ++i) pool.emplace_back(worker_main, i, &next, nblocks);

@@ -21,9 +21,9 @@
 // each K tile's sum added to the total with a rounded fp32 add (see compute: the tensor cores
 // truncate).
 // The error is then of the order of fp32's, and the check (float64 reference, fp32 bound) is the
-// same as for 01-04. A cost of the split: an Inf has no finite small part (Inf - Inf = NaN), so
-// where fp32 would give +-Inf this step gives NaN; finite inputs whose products stay finite are
-// unaffected, and a NaN in an input still fills its row or column with NaN.
+// same as for 01-04, Inf and NaN included: big is clamped to the largest finite TF32 (tf32_big), so
+// an Inf lands in small and no product of the three mmas is Inf * 0 = NaN; a NaN in an input still
+// fills its row or column with NaN.
 //
 // The tile GEMM (gemm_tile) is hgemm/07's structure in fp32: a warp owns a WARP_M x WARP_N tile,
 // (WARP_M / 16) x (WARP_N / 8) mma tiles of 16 x 8 with 4 accumulators per lane each; operand
@@ -49,13 +49,15 @@
 //         zeroed once before the first launch.
 #include "common.cuh"
 
-// x = big + small (see the header) in three instructions. x - big is exact in fp32 and has at
+// x = big + small (see the header) in five instructions. x - big is exact in fp32 and has at
 // most 12 significant bits; the mma reads the top 19 bits of small's register, dropping at most
 // one of them (2^-23 of x), so small is not rounded here. A NaN always reaches small (NaN - big
-// is NaN), even where tf32_round wraps its bits: that is how NaN still propagates.
+// is NaN), even where tf32_round wraps its bits: that is how NaN still propagates. Two instructions
+// more for the clamp (tf32_big) keep an Inf Inf.
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    big = tf32_round(x);
-    small = __float_as_uint(x - __uint_as_float(big));
+    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
+    big = __float_as_uint(b);
+    small = __float_as_uint(x - b);
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>

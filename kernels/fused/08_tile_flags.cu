@@ -29,8 +29,9 @@
 // x = big + small, as in 05 and 06 (each step's file keeps its own copy: the experiments' patches of
 // 05 and 06 rewrite theirs).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    big = tf32_round(x);
-    small = __float_as_uint(x - __uint_as_float(big));
+    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
+    big = __float_as_uint(b);
+    small = __float_as_uint(x - b);
 }
 
 template <int BLOCK_N>

@@ -11,9 +11,8 @@
 //     a * b = big_a big_b + big_a small_b + small_a big_b   (+ small_a small_b ~ 2^-22: dropped)
 // Three mmas per product instead of one, small terms first; each K tile's products are summed in
 // a fresh `chunk` and added to the total with a rounded fp32 add, because the tensor cores add
-// with truncation. The result passes the same float64 check (fp32 bound) as steps 01-11. The
-// price: an Inf has no finite small part (Inf - Inf = NaN), so where FFMA would give +-Inf this
-// step gives NaN; finite inputs whose products stay finite are unaffected.
+// with truncation. The result passes the same float64 check (fp32 bound) as steps 01-11, Inf and
+// NaN included: big is clamped to a finite value, so an Inf lands in small and no product is Inf * 0.
 //
 // The structure is hgemm/07's in fp32 (and chapter 8's step 05 without its split K): a warp owns a
 // WARP_M x WARP_N tile of (WARP_M / 16) x (WARP_N / 8) mma tiles (m16n8k8, 4 accumulators per lane
@@ -27,10 +26,11 @@
 //         cdiv(M, BLOCK_M)), dynamic shared memory NUM_STAGES * sizeof(Stage).
 #include "common.cuh"
 
-// x = big + small in three instructions; x - big is exact in fp32 (see chapter 8's step 05).
+// x = big + small in five instructions; x - big is exact in fp32 (see chapter 8's step 05).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    big = tf32_round(x);
-    small = __float_as_uint(x - __uint_as_float(big));
+    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
+    big = __float_as_uint(b);
+    small = __float_as_uint(x - b);
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
