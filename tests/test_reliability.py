@@ -263,8 +263,16 @@ def test_every_nan_payload_still_propagates(name):
 @pytest.mark.parametrize("name", FUSED_TF32X3)
 def test_inf_stays_inf_in_the_3xtf32_fused_steps(name):
     kern = fusion.step(name, backend="cpu")
-    report = fusion.check(kern, cases=[fusion.Case("inf", *kern.step.fit((34, 33, 36, 35)))])
-    assert report.passed
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.integers(-2, 3, size=s).astype(np.float32) for s in ((34, 36), (36, 36), (36, 36)))
+    a[7, 3], c[11, 5] = np.inf, -np.inf  # small integers and zeros: 3xTF32's small parts are 0
+    got = np.asarray(kern(a, b, c)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = fusion.reference(a, b, c)
+    for kind in (np.isposinf, np.isneginf, np.isnan):
+        np.testing.assert_array_equal(kind(got), kind(want), err_msg=kind.__name__)
+    assert np.isinf(got).any() and np.isfinite(got).any()
+    assert fusion.check(kern, cases=[fusion.Case("inf", *kern.step.fit((34, 33, 36, 35)))]).passed
 
 
 def test_the_checks_hold_every_step_to_float64_on_inf():
