@@ -208,7 +208,16 @@ def patched(patch: str | Path, kernel: str | None = None) -> str:
                 f"{label} was measured against {rec.kernel} at commit {rec.commit[:12]}, which cannot be read here "
                 f"({why}), so it was applied to the current {_relative(current)} instead, and it does not apply "
                 f"to that ({e}). Run it from a git clone with the history (not --depth 1).") from None
-    return apply_patch(base, text, label=f"{label} (against {rec.kernel} at {rec.commit[:12]})")
+    return without_moved_helpers(apply_patch(base, text, label=f"{label} (against {rec.kernel} at {rec.commit[:12]})"))
+
+
+def without_moved_helpers(text: str) -> str:
+    """`text` (a kernel at an older commit) without the helper definitions that have since moved, verbatim, into
+    common.cuh (the FP32 steps' edge helpers): kept, they would be defined twice."""
+    header = kernel_path("common.cuh").read_text()
+    for block in re.findall(r"(?:^//[^\n]*\n)*^__device__ __forceinline__[^{;]*\{.*?^\}\n", header, re.M | re.S):
+        text = text.replace(block, "")
+    return text
 
 
 def lab_folder(folder: str | Path) -> Path:

@@ -79,10 +79,13 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 def apply_patch(text: str, patch: str, label: str = "patch") -> str:
     """`text` with a unified diff (`diff -u`, one file) applied; every context and removed line must
-    match exactly, else a ValueError says which hunk does not apply (the file changed since)."""
+    match exactly, else a ValueError says which hunk does not apply (the file changed since). As GNU patch
+    does, a hunk whose lines moved (lines added or removed above it) is found at an offset, which carries
+    over to the hunks after it."""
     old = text.splitlines(keepends=True)
     out: list[str] = []
-    pos = 0  # next line of `old` not yet copied
+    pos = 0      # next line of `old` not yet copied
+    offset = 0   # how far the previous hunk had moved
     lines = patch.splitlines(keepends=True)
     i = 0
     while i < len(lines):
@@ -90,23 +93,30 @@ def apply_patch(text: str, patch: str, label: str = "patch") -> str:
         i += 1
         if not m:
             continue  # the ---/+++ header, or anything before the first hunk
-        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
-        if start < pos:
-            raise ValueError(f"{label}: hunks overlap or are out of order at line {start + 1}")
-        out += old[pos:start]
-        pos = start
+        body = []  # (tag, line) of this hunk
         while i < len(lines) and not lines[i].startswith("@@"):
-            tag, body = lines[i][:1], lines[i][1:]
+            if lines[i][:1] != "\\":  # "\ No newline at end of file"
+                body.append((lines[i][:1], lines[i][1:]))
             i += 1
-            if tag == "\\":  # "\ No newline at end of file"
-                continue
+        want = [line.rstrip("\n") for tag, line in body if tag in " -"]
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1) + offset
+
+        def matches(at: int) -> bool:
+            return at >= pos and at + len(want) <= len(old) and all(
+                old[at + j].rstrip("\n") == w for j, w in enumerate(want))
+
+        found = next((at for d in range(len(old) + 1) for at in (start - d, start + d) if matches(at)), None)
+        if found is None:
+            raise ValueError(f"{label}: hunk {m.group(0)} does not apply at line {start + 1}: "
+                             "the file it was made against has changed")
+        offset += found - start
+        out += old[pos:found]
+        pos = found
+        for tag, line in body:
             if tag in " -":
-                if pos >= len(old) or old[pos].rstrip("\n") != body.rstrip("\n"):
-                    raise ValueError(f"{label}: hunk {m.group(0)} does not apply at line {pos + 1}: "
-                                     "the file it was made against has changed")
                 pos += 1
                 if tag == " ":
                     out.append(old[pos - 1])
             elif tag == "+":
-                out.append(body if body.endswith("\n") else body + "\n")
+                out.append(line if line.endswith("\n") else line + "\n")
     return "".join(out + old[pos:])

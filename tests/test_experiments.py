@@ -347,13 +347,15 @@ def test_every_patch_records_the_kernel_commit_it_applies_to(tmp_path):
 
 
 def _kernel_changed(tmp_path, monkeypatch, file):
-    """The current text of kernel `file`, as gemmlab.experiments reads it, edited (a line added at the top: every
-    hunk's lines move), as if the kernel had been edited since its experiments ran; returns the edited copy."""
+    """The current text of kernel `file`, as gemmlab.experiments reads it, edited (a line added at the top and a
+    comment at the end of every line: no hunk's lines match anywhere, at any offset), as if the kernel had been
+    edited since its experiments ran; returns the edited copy."""
     from gemmlab.source import kernel_path
 
     real = kernel_path(file)
     edited = tmp_path / real.name
-    edited.write_text("// edited after the experiment ran\n" + real.read_text())
+    edited.write_text("// edited after the experiment ran\n" + "".join(
+        line + "  // edited\n" for line in real.read_text().splitlines()))
     monkeypatch.setattr(experiments, "kernel_path", lambda f: edited if kernel_path(f) == real else kernel_path(f))
     assert experiments.kernel_path(file) == edited
     return edited
@@ -370,7 +372,9 @@ def test_a_patch_still_applies_and_builds_after_its_kernel_changes(tmp_path, mon
     with pytest.raises(ValueError, match="has changed"):
         experiments.apply_patch(edited.read_text(), patch.read_text())
     text = experiments.variant_source("sgemm-vs-cublas", step, "xor")
-    assert text == experiments.apply_patch(experiments.kernel_at(rec.commit, rec.kernel), patch.read_text())
+    measured = experiments.apply_patch(experiments.kernel_at(rec.commit, rec.kernel), patch.read_text())
+    assert text == experiments.without_moved_helpers(measured)  # less what common.cuh now holds
+    assert "load_float4_guarded(const float* src" in measured and "load_float4_guarded(const float* src" not in text
     assert "edited after the experiment" not in text
     assert verify(kernel.Kernel(step, {}, "cpu", source_text=text)).passed
 
@@ -1503,3 +1507,14 @@ def test_readsplit_marks_and_claims():
     for row, values in want.items():
         cells = re.search(rf"^\| {re.escape(row)} \|(.+)\|$", table, re.M).group(1).split("|")
         assert [c.strip() for c in cells] == [f"{x:.{d}f}" for x, d in values], row
+
+
+def test_a_hunk_that_moved_is_found_at_an_offset():
+    """Lines added above a hunk move it: the patch still applies there (GNU patch's offset), and a hunk whose
+    lines changed still does not."""
+    text = "".join(f"line {i}\n" for i in range(20))
+    patch = "--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n line 4\n-line 5\n+LINE 5\n line 6\n@@ -15,2 +15,2 @@\n-line 14\n+LINE 14\n line 15\n"
+    moved = "new\nnew\n" + text
+    assert experiments.apply_patch(moved, patch) == moved.replace("line 5\n", "LINE 5\n").replace("line 14\n", "LINE 14\n")
+    with pytest.raises(ValueError, match="has changed"):
+        experiments.apply_patch(moved.replace("line 6\n", "line six\n"), patch)
