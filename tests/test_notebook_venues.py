@@ -242,3 +242,19 @@ def test_core_chapter_has_the_course_shape(path):
     # the order: each part first appears at or after the previous part's first appearance
     for (a, i), (b, j) in zip(first, first[1:]):
         assert j >= i, f"{path.name}: {b} (cell {j}) comes before {a} (cell {i})"
+
+
+def test_step_diffs_follow_the_registry():
+    """A chapter's diff of a step is against the step the registry says it extends (show.previous_step), so the
+    book and the registry tell one story of which idea each step adds."""
+    from gemmlab import show
+
+    pairs = [(path.name, m.group(1), m.group(2)) for path in NOTEBOOKS for cell in _cells(path)
+             if cell.cell_type == "code" for m in re.finditer(r'show\.diff\("([^"]+)"(?:,\s*"([^"]+)")?', cell.source)]
+    assert pairs
+    ladder = {s.name for s in gemmlab.steps()} | {s.name for s in fusion.steps()}
+    for notebook, name, against in pairs:
+        if name not in ladder:  # a demo or lab kernel against the step it varies (chapter 7's fp16 sums)
+            continue
+        assert against is None or against == show.previous_step(name), \
+            f"{notebook}: diff of {name} against {against}, but the registry says it extends {show.previous_step(name)}"
