@@ -1,8 +1,9 @@
-"""How many thread-block clusters the live GPU runs at once (hgemm/10's persistent grid).
+"""How many thread-block clusters the live GPU runs at once (the persistent grid of the clusters lab kernel,
+lab/hgemm-past-cublas/clusters.cu).
 
 The hardware places a cluster's blocks on SMs of one GPC. With one block per SM, a GPC whose SM count
 is not a multiple of the cluster size leaves SMs idle, so fewer than SMs / size clusters may be resident
-at once; step 10 walks its tiles with a static stride, so a grid of more clusters than that would run a
+at once; that kernel walks its tiles with a static stride, so a grid of more clusters than that would run a
 second wave of clusters after the first: a long tail. The driver answers the question
 (cuOccupancyMaxActiveClusters); it needs a kernel, so it is asked about a stand-in that occupies an SM
 as the step does (its threads and dynamic shared memory; shared memory limits the step to one block per

@@ -97,6 +97,7 @@ class Step(ArchRequirement):
     # Spills measured at the default parameters with NVRTC releases other than the pinned one, as
     # {(arch, release): (store bytes, load bytes)}: a T4 claim that holds with one compiler only says so.
     other_nvrtc_spills: dict = field(default_factory=dict)
+    path: str = ""  # the kernel file (from the repository root) when it is not kernels/<name>.cu: a lab kernel
 
     def compiler_notes(self, arch: str, release: str) -> list[str]:
         """What NVRTC releases other than `release` were measured to spill on `arch` (default parameters),
@@ -110,7 +111,7 @@ class Step(ArchRequirement):
 
     @property
     def file(self) -> str:
-        return f"kernels/{self.name}.cu"
+        return self.path or f"kernels/{self.name}.cu"
 
     @property
     def track(self) -> str:
@@ -386,7 +387,7 @@ def _persistent_grid(m, n, p) -> int:
 
 
 def _cluster_grid(m, n, p) -> int:
-    """Step 10: whole clusters of CLUSTER_M blocks, one block per SM, at most one cluster per cluster tile."""
+    """The clusters lab kernel: whole clusters of CLUSTER_M blocks, one block per SM, at most one per cluster tile."""
     from . import gpu
 
     sms = gpu.device()["sms"] if gpu.available() else 132
@@ -543,7 +544,13 @@ STEPS: list[Step] = [
          summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
-    Step("hgemm/10_clusters", "hgemm_clusters",
+]
+
+# Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests
+# and the lab's scripts, but not steps of the course: steps() does not list them, no chapter shows them.
+LAB_STEPS: list[Step] = [
+    # Measured as step hgemm/10_clusters (2026-11-26); it lost to 09 on an H100 (lab/hgemm-past-cublas/README.md).
+    Step("hgemm-past-cublas/clusters", "hgemm_clusters",
          {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
           "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
           "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
@@ -552,14 +559,15 @@ STEPS: list[Step] = [
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
          summary="sm_90a: clusters of blocks along M share each B tile, loaded once and multicast by TMA",
          rules=_cluster_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
-         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps),
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps,
+         path="lab/hgemm-past-cublas/clusters.cu"),
 ]
 
 
 
 def get(name: str) -> Step:
-    """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique)."""
-    return find_step(name, STEPS, "step")
+    """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique), or a lab kernel's."""
+    return find_step(name, STEPS + LAB_STEPS, "step")
 
 
 def find_step(name: str, steps: list, what: str):

@@ -1,4 +1,4 @@
-"""How many clusters of step 10 the GPU runs at once (cuOccupancyMaxActiveClusters), asked about the
+"""How many clusters of the clusters lab kernel (clusters.cu, once step 10) the GPU runs at once (cuOccupancyMaxActiveClusters), asked about the
 compiled step itself and about gemmlab/clusters.py's stand-in (what the registry's grid uses), beside
 the grid the registry launches at 8192.
 
@@ -11,7 +11,7 @@ from gemmlab import clusters, gpu, registry
 
 
 def main(argv):
-    kern = gemmlab.step("hgemm/10_clusters", backend="gpu", **registry.parse_params(argv))
+    kern = gemmlab.step("hgemm-past-cublas/clusters", backend="gpu", **registry.parse_params(argv))
     launch = kern.launch_config(8192, 8192, 8192)
     kern.module.allow_dynamic_shared(launch.shared_bytes)
     fn = getattr(kern.module.function, "kernel", kern.module.function).ptr
