@@ -13,3 +13,22 @@ def pytest_configure(config):
     """The lab's tests (tests/test_experiments.py: lab/'s patches and scripts, results/experiments/'s records) carry
     the marker `lab`: `pytest -m lab` runs them alone, `-m "not lab"` leaves them out. CI runs tests/ whole."""
     config.addinivalue_line("markers", "lab: the lab's experiments (lab/ and results/experiments/): patches, scripts, records")
+    config.addinivalue_line("markers", "unit: a test of the code (runtime, emulator, models, kernels): it fails on a defect")
+    config.addinivalue_line("markers", "claims: a test that holds the book to the records (its figures, structure and "
+                                       "prose against results/ and the seeds)")
+
+
+# The claim tests: whole modules about the book, and tests elsewhere whose name says they check a claim.
+CLAIM_MODULES = {"test_notebooks_rerun.py", "test_notebook_venues.py", "test_seeds.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test is `unit` or `claims` (issue 42): `pytest -m unit` catches code defects fast, `pytest -m claims`
+    checks the book against its records; CI runs both (and nbval over book/, which is neither)."""
+    import pytest
+
+    for item in items:
+        if item.path.suffix != ".py" or item.path.parent.name not in ("tests", "site"):
+            continue  # nbval's notebook cells
+        is_claim = item.path.name in CLAIM_MODULES or "claim" in item.name
+        item.add_marker(pytest.mark.claims if is_claim else pytest.mark.unit)

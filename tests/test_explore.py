@@ -20,11 +20,15 @@ def test_report_checks_a_possible_configuration():
     assert "PASS" in text and "block(s) per SM" in text and "T4 (sm_75)" in text
 
 
-def test_explorer_has_one_control_per_parameter():
+def test_explorer_has_one_control_per_parameter(monkeypatch):
+    calls = []
+    monkeypatch.setattr(explore, "report", lambda name, size, **params: calls.append(params) or "report")
     box = explore.explorer("sgemm/04_1d_blocktiling", BLOCK_M=32)
     controls = [c for row in box.children[:-1] for c in row.children]
     assert [c.description for c in controls] == list(registry.get("sgemm/04_1d_blocktiling").params)
-    controls[0].value = 16  # a change re-runs the report without raising
+    assert calls[-1]["BLOCK_M"] == 32
+    controls[0].value = 16  # a change re-runs the report with the new value
+    assert len(calls) == 2 and calls[-1]["BLOCK_M"] == 16
 
 
 def test_timing_line_formats_one_live_record(monkeypatch):
