@@ -76,8 +76,8 @@ __global__ void sgemm_warptiling(int M, int N, int K, const float* A, const floa
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
     float a[THREAD_M];                   // THREAD_M x 1 sliver of the A tile: column k, the thread's rows
     float b[THREAD_N];                   // 1 x THREAD_N sliver of sB: row k, the thread's columns
-    float4 rA[A_LOADS];                  // this thread's float4s of the A tile, on their way to sA
-    float4 rB[B_LOADS];                  // this thread's float4s of the B tile, on their way to sB
+    float4 staged_a[A_LOADS];            // this thread's float4s of the A tile, on their way to sA
+    float4 staged_b[B_LOADS];            // this thread's float4s of the B tile, on their way to sB
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
     // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row.
@@ -90,7 +90,7 @@ __global__ void sgemm_warptiling(int M, int N, int K, const float* A, const floa
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                rA[i] = a_inside ? *reinterpret_cast<const float4*>(A + row * K + col)
+                staged_a[i] = a_inside ? *reinterpret_cast<const float4*>(A + row * K + col)
                                  : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
@@ -99,7 +99,7 @@ __global__ void sgemm_warptiling(int M, int N, int K, const float* A, const floa
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                rB[i] = b_inside ? *reinterpret_cast<const float4*>(B + row * N + col)
+                staged_b[i] = b_inside ? *reinterpret_cast<const float4*>(B + row * N + col)
                                  : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
@@ -112,17 +112,17 @@ __global__ void sgemm_warptiling(int M, int N, int K, const float* A, const floa
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[c + 0][r] = rA[i].x;
-                sA[c + 1][r] = rA[i].y;
-                sA[c + 2][r] = rA[i].z;
-                sA[c + 3][r] = rA[i].w;
+                sA[c + 0][r] = staged_a[i].x;
+                sA[c + 1][r] = staged_a[i].y;
+                sA[c + 2][r] = staged_a[i].z;
+                sA[c + 3][r] = staged_a[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = staged_b[i];
         }
     };
 

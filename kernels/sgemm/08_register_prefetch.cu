@@ -14,8 +14,9 @@
 // Extends 07 by loading the next tile while computing this one, to hide the latency of global
 // memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each
 // tile is loaded, then waited for at a barrier, then computed: no FMA runs while its loads are in
-// flight. Here the global loads of tile t+1 are issued into registers (rA, rB) before the FMAs of
-// tile t, so their latency hides behind compute, and stored to shared memory after them. There is
+// flight. Here the global loads of tile t+1 are issued into registers (staged_a, staged_b)
+// before the FMAs of tile t, so their latency hides behind compute, and stored to shared memory
+// after them. There is
 // still one buffer: a barrier before the store (no thread still reads tile t) and one after it
 // (tile t+1 complete before anyone reads it), two per K tile as in 07.
 // The next tile waits in registers across the FMAs, so __launch_bounds__ budgets accumulators +
@@ -88,8 +89,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
     float a[THREAD_M];                   // THREAD_M x 1 sliver of the A tile: column k, the thread's rows
     float b[THREAD_N];                   // 1 x THREAD_N sliver of sB: row k, the thread's columns
-    float4 rA[A_LOADS];                  // this thread's float4s of the next A tile, on their way to sA
-    float4 rB[B_LOADS];                  // this thread's float4s of the next B tile, on their way to sB
+    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA
+    float4 staged_b[B_LOADS];            // this thread's float4s of the next B tile, on their way to sB
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
     // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row. Inside the
@@ -106,7 +107,7 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                rA[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
+                staged_a[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
                                  : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
@@ -115,7 +116,7 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                rB[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
+                staged_b[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
                                  : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
@@ -128,17 +129,17 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[c + 0][r] = rA[i].x;
-                sA[c + 1][r] = rA[i].y;
-                sA[c + 2][r] = rA[i].z;
-                sA[c + 3][r] = rA[i].w;
+                sA[c + 0][r] = staged_a[i].x;
+                sA[c + 1][r] = staged_a[i].y;
+                sA[c + 2][r] = staged_a[i].z;
+                sA[c + 3][r] = staged_a[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = staged_b[i];
         }
     };
 

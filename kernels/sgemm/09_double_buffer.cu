@@ -16,7 +16,7 @@
 // until no thread still reads tile t from the single buffer. Here the buffer it overwrites was
 // last read in iteration t - 1, which every thread has left at the previous barrier, so that
 // barrier goes: one barrier per K tile instead of two, at the cost of twice the shared memory.
-// The staging (rA, rB, a_src, b_src) and __launch_bounds__ are 08's.
+// The staging (staged_a, staged_b, a_src, b_src) and __launch_bounds__ are 08's.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, K-major: sA[buf][k][m] = A[block_row + m][k0 + k];
@@ -85,8 +85,8 @@ sgemm_double_buffer(int M, int N, int K, const float* A, const float* B, float* 
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
     float a[THREAD_M];                   // THREAD_M x 1 sliver of the A tile: column k, the thread's rows
     float b[THREAD_N];                   // 1 x THREAD_N sliver of sB: row k, the thread's columns
-    float4 rA[A_LOADS];                  // this thread's float4s of the next A tile, on their way to sA
-    float4 rB[B_LOADS];                  // this thread's float4s of the next B tile, on their way to sB
+    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA
+    float4 staged_b[B_LOADS];            // this thread's float4s of the next B tile, on their way to sB
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
     // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row. Inside the
@@ -103,7 +103,7 @@ sgemm_double_buffer(int M, int N, int K, const float* A, const float* B, float* 
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                rA[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
+                staged_a[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
                                  : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
@@ -112,7 +112,7 @@ sgemm_double_buffer(int M, int N, int K, const float* A, const float* B, float* 
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                rB[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
+                staged_b[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
                                  : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
@@ -125,17 +125,17 @@ sgemm_double_buffer(int M, int N, int K, const float* A, const float* B, float* 
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[buf][c + 0][r] = rA[i].x;
-                sA[buf][c + 1][r] = rA[i].y;
-                sA[buf][c + 2][r] = rA[i].z;
-                sA[buf][c + 3][r] = rA[i].w;
+                sA[buf][c + 0][r] = staged_a[i].x;
+                sA[buf][c + 1][r] = staged_a[i].y;
+                sA[buf][c + 2][r] = staged_a[i].z;
+                sA[buf][c + 3][r] = staged_a[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = staged_b[i];
         }
     };
 

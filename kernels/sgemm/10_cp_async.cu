@@ -12,8 +12,9 @@
 //   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
 //
 // Extends 09 by a NUM_STAGES-deep cp.async pipeline (sm_80+). cp.async copies 16 bytes from
-// global to shared memory without passing through registers, so the rA / rB staging registers of
-// 09 are gone, and NUM_STAGES - 1 tiles are in flight while one is computed instead of one.
+// global to shared memory without passing through registers, so the staging registers of 09
+// (staged_a, staged_b) are gone, and NUM_STAGES - 1 tiles are in flight while one is computed
+// instead of one.
 // Tile t waits for its copies (cp_async_wait_group<NUM_STAGES - 2>) and one barrier; right after
 // that barrier the copies of tile t + NUM_STAGES - 1 are issued into the stage tile t - 1 used.
 //

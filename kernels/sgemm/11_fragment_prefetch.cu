@@ -19,7 +19,8 @@
 // registers). That needs registers the 128-register cap of 09 does not have, so the default thread
 // tile grows to 8 x 16: 128 accumulators, for which the budget formula below asks one block per SM
 // instead of two (no cap), and the block tile to 128 x 256 (8 warps of 64 x 64): 1.33 FFMAs per
-// shared-memory byte instead of 1, and half as many blocks re-reading A. Staging, double buffering and the epilogue are 09's.
+// shared-memory byte instead of 1, and half as many blocks re-reading A. Staging, double
+// buffering and the epilogue are 09's.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, K-major: sA[buf][k][m] = A[block_row + m][k0 + k];
@@ -86,8 +87,8 @@ sgemm_fragment_prefetch(int M, int N, int K, const float* A, const float* B, flo
 
     // acc[4i + r][4j + c]: row thread_row + i * WARP_SUB_M + r, column thread_col + j * WARP_SUB_N + c.
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
-    float4 rA[A_LOADS];                  // this thread's float4s of the next A tile, on their way to sA
-    float4 rB[B_LOADS];                  // this thread's float4s of the next B tile, on their way to sB
+    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA
+    float4 staged_b[B_LOADS];            // this thread's float4s of the next B tile, on their way to sB
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
     // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row. Inside the
@@ -104,7 +105,7 @@ sgemm_fragment_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                rA[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
+                staged_a[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
                                  : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
@@ -113,7 +114,7 @@ sgemm_fragment_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                rB[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
+                staged_b[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
                                  : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
@@ -126,17 +127,17 @@ sgemm_fragment_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[buf][c + 0][r] = rA[i].x;
-                sA[buf][c + 1][r] = rA[i].y;
-                sA[buf][c + 2][r] = rA[i].z;
-                sA[buf][c + 3][r] = rA[i].w;
+                sA[buf][c + 0][r] = staged_a[i].x;
+                sA[buf][c + 1][r] = staged_a[i].y;
+                sA[buf][c + 2][r] = staged_a[i].z;
+                sA[buf][c + 3][r] = staged_a[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = rB[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[buf][r][c]) = staged_b[i];
         }
     };
 
