@@ -52,18 +52,18 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     const bool x_vec = inner % 4 == 0, y_vec = cols % 4 == 0;
 
     float acc[THREAD_M][THREAD_N] = {};
-    float4 rX[X_LOADS], rY[Y_LOADS];  // the next K tile, on its way from global to shared memory
+    float4 staged_x[X_LOADS], staged_y[Y_LOADS];  // the next K tile, on its way from global to shared memory
 
     auto load = [&](int k0) {  // global -> registers; float4 e of a tile goes to thread e % NUM_THREADS
 #pragma unroll
         for (int i = 0; i < X_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
-            if (e < X_VECS) rX[i] = load4(X, block_row + e / (BLOCK_K / 4), k0 + e % (BLOCK_K / 4) * 4, rows, inner, x_vec);
+            if (e < X_VECS) staged_x[i] = load4(X, block_row + e / (BLOCK_K / 4), k0 + e % (BLOCK_K / 4) * 4, rows, inner, x_vec);
         }
 #pragma unroll
         for (int i = 0; i < Y_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
-            if (e < Y_VECS) rY[i] = load4(Y, k0 + e / (BLOCK_N / 4), block_col + e % (BLOCK_N / 4) * 4, inner, cols, y_vec);
+            if (e < Y_VECS) staged_y[i] = load4(Y, k0 + e / (BLOCK_N / 4), block_col + e % (BLOCK_N / 4) * 4, inner, cols, y_vec);
         }
     };
     auto store = [&](int buf) {  // registers -> shared; X's float4 runs along k: transpose it
@@ -72,16 +72,16 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < X_VECS) {
-                sX[buf][c + 0][r] = rX[i].x;
-                sX[buf][c + 1][r] = rX[i].y;
-                sX[buf][c + 2][r] = rX[i].z;
-                sX[buf][c + 3][r] = rX[i].w;
+                sX[buf][c + 0][r] = staged_x[i].x;
+                sX[buf][c + 1][r] = staged_x[i].y;
+                sX[buf][c + 2][r] = staged_x[i].z;
+                sX[buf][c + 3][r] = staged_x[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < Y_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
-            if (e < Y_VECS) *reinterpret_cast<float4*>(&sY[buf][e / (BLOCK_N / 4)][e % (BLOCK_N / 4) * 4]) = rY[i];
+            if (e < Y_VECS) *reinterpret_cast<float4*>(&sY[buf][e / (BLOCK_N / 4)][e % (BLOCK_N / 4) * 4]) = staged_y[i];
         }
     };
 
