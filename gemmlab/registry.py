@@ -426,6 +426,26 @@ def _wgmma_tensor_maps(backend, a, b, c, p):
     return [tma.tensor_map(backend, a, 3, 128, 64), tma.tensor_map(backend, b, 4, 64, 64)]
 
 
+def _tma_store_bytes(p):
+    """Step 10: 09's shared memory and STORE_BUFS staging boxes of C (64 x 64 halves) per consumer warpgroup."""
+    return _wgmma_bytes(p) + 2 * p["STORE_BUFS"] * 64 * 64 * 2
+
+
+def _tma_store_rules(p):
+    out = [m for m in _wgmma_rules(p) if "227 KB" not in m]
+    if _tma_store_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages and {p['STORE_BUFS']} staging buffers per warpgroup need "
+                   f"{_tma_store_bytes(p)} bytes of shared memory, over the 227 KB a block may have on sm_90 "
+                   "(NUM_STAGES=4 takes STORE_BUFS up to 2, NUM_STAGES=3 up to 4)")
+    return out
+
+
+def _tma_store_tensor_maps(backend, a, b, c, p):
+    from . import tma
+
+    return _wgmma_tensor_maps(backend, a, b, c, p) + [tma.tensor_map(backend, c, 5, 64, 64)]
+
+
 _MMA_TUNED = {**_MMA_TILING, "BLOCK_M": Param(256, (32, 64, 128, 256))}
 # T4 (sm_75) has 64 KB of shared memory per block; a step meant to run there must fit it.
 _T4_DYNAMIC = dict(smem_limit=64 * 1024, smem_what="shared memory, over the 64 KB a T4 block may have")
@@ -544,6 +564,16 @@ STEPS: list[Step] = [
          summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
+    Step("hgemm/10_tma_store", "hgemm_tma_store",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
+         summary="sm_90a: C goes out through shared memory and TMA stores; the next tile's wgmmas start meanwhile",
+         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
 ]
 
 # Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests

@@ -717,3 +717,41 @@ using emu::mbarrier_arrive_cluster;
 using emu::mbarrier_wait_cluster;
 using emu::tma_load_2d_multicast;
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// TMA stores (sm_90), for the hgemm track's step 10. One thread copies a box of shared memory to a
+// 2-D tensor in global memory (cp.async.bulk.tensor, global <- shared::cta): the tensor map gives the
+// box and the swizzle of its layout in shared memory, and elements of the box outside the tensor are
+// not written (the M and N edges clip themselves). The copy is asynchronous and tracked per thread in
+// bulk groups: bulk_commit_group() closes the stores issued so far into a group;
+// bulk_wait_group_read<N>() returns when at most N of this thread's groups may still be reading their
+// shared memory (older buffers may be written again); bulk_wait_group<N>() when at most N are still
+// writing global memory. The threads' ordinary stores into the buffer reach the TMA unit (the async
+// proxy) only after each writer's fence_proxy_async(), before the barrier that hands the buffer to the
+// issuing thread.
+// ---------------------------------------------------------------------------------------------
+#ifndef GEMMLAB_EMULATOR
+// sm_90; one thread: store the box at src (1024-byte aligned for a swizzled map) to (col, row) of `map`'s tensor.
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, const void* src, int col, int row) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"(map), "r"(col), "r"(row), "r"(smem_u32(src)) : "memory");
+}
+
+// sm_90; this thread's bulk copies issued since the last commit form one group.
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// sm_90; wait until at most N of this thread's groups are still reading their shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+
+// sm_90; wait until at most N of this thread's groups are still running (their writes not yet done).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() { asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory"); }
+#else
+using emu::tma_store_2d;
+using emu::bulk_commit_group;
+using emu::bulk_wait_group_read;
+using emu::bulk_wait_group;
+#endif

@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 using std::isfinite;  // CUDA's device math has them unqualified
 using std::isinf;
@@ -741,7 +744,85 @@ template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long l
 // D : 0). Warp w's rows of D need only warp w's rows of A, so it is a warp collective: each warp
 // gathers its 16 x 8 slice of A from its lanes (mma.m16n8k8's layout) and reads B through the
 // descriptor. Summed and rounded toward zero once per call (tf32_sum_rows), as the TF32 mma.sync twin does.
-inline void fence_proxy_async() {}
+// TMA stores (common.cuh's tma_store_2d, bulk_commit_group, bulk_wait_group(_read)): each thread keeps
+// its stores in bulk groups, as the GPU does. A store is performed at the wait that retires its group
+// (the latest moment the GPU may read its shared memory), clipped to the tensor. What the GPU leaves
+// undefined is an error here: shared memory that changes between the store's issue and that wait (the
+// buffer reused without bulk_wait_group_read), a store whose issuing thread has not run
+// fence_proxy_async() since its previous store (its writes to the buffer may not be seen by the TMA
+// unit; only the issuing thread's fence is checked), and a thread that exits with stores not waited for.
+namespace detail {
+struct BulkStore {
+    const char* smem; size_t at; const void* map; int col, row, group, line;
+    std::vector<unsigned char> issued;  // the box's shared-memory bytes when the store was issued
+};
+struct BulkState { std::vector<BulkStore> stores; int open_group = 0; bool fenced = false; };
+inline thread_local std::unordered_map<const Fiber*, BulkState> bulk_states;
+inline BulkState& bulk_state() { return bulk_states[current]; }
+inline size_t tma_box_bytes(const unsigned long long* f) { return f[TMA_BOX_COLS] * f[TMA_ELEM] * f[TMA_BOX_ROWS]; }
+inline void bulk_perform(const BulkStore& s) {
+    const unsigned long long* f = static_cast<const unsigned long long*>(s.map);
+    if (std::memcmp(s.smem + s.at, s.issued.data(), s.issued.size()) != 0) {
+        misuse(("thread " + std::to_string(current->tid) + ": the shared memory that the TMA store of line " +
+                std::to_string(s.line) + " reads was written again before the store's group was waited for "
+                "(bulk_wait_group_read): the buffer was reused while the TMA unit could still be reading it").c_str());
+    }
+    unsigned char* dst = static_cast<unsigned char*>(array_argument((int)f[TMA_ARG]));
+    const size_t elem = f[TMA_ELEM], row_bytes = f[TMA_BOX_COLS] * elem;
+    unsigned char* base = reinterpret_cast<unsigned char*>(const_cast<char*>(s.smem));
+    for (size_t r = 0; r < f[TMA_BOX_ROWS]; ++r)
+        for (size_t c = 0; c < f[TMA_BOX_COLS]; ++c) {
+            const long long gr = s.row + (long long)r, gc = s.col + (long long)c;
+            if (gr < 0 || gc < 0 || gr >= (long long)f[TMA_ROWS] || gc >= (long long)f[TMA_COLS]) continue;  // clipped
+            const size_t offset = s.at + r * row_bytes + c * elem;
+            const unsigned char* in = f[TMA_SWIZZLE] == 128 ? swizzle128(base, offset) : base + offset;
+            std::memcpy(dst + gr * f[TMA_STRIDE] + gc * elem, in, elem);
+        }
+}
+inline void bulk_wait(int pending_groups) {
+    BulkState& st = bulk_state();
+    const int done_below = st.open_group - pending_groups;  // committed groups older than this retire
+    size_t n = 0;
+    for (; n < st.stores.size() && st.stores[n].group < done_below; ++n) bulk_perform(st.stores[n]);
+    st.stores.erase(st.stores.begin(), st.stores.begin() + n);
+}
+// runtime.cpp calls this when a thread's kernel function returns.
+inline void bulk_thread_exit() {
+    auto it = bulk_states.find(current);
+    if (it == bulk_states.end()) return;
+    if (!it->second.stores.empty()) {
+        misuse(("thread " + std::to_string(current->tid) + " exited with " + std::to_string(it->second.stores.size()) +
+                " TMA store(s) not waited for (the first on line " + std::to_string(it->second.stores[0].line) +
+                "): end with bulk_wait_group<0>(), the block's shared memory goes away with its threads").c_str());
+    }
+    bulk_states.erase(it);
+}
+}  // namespace detail
+inline void fence_proxy_async() {
+    if (detail::current) detail::bulk_state().fenced = true;
+}
+inline void tma_store_2d(const void* map, const void* src, int col, int row, int line = __builtin_LINE()) {
+    const unsigned long long* f = static_cast<const unsigned long long*>(map);
+    if (f[detail::TMA_MAGIC] != detail::kTmaMagic)
+        detail::misuse("tma_store_2d got a tensor map not made for the emulator (make it with gemmlab.tma.tensor_map)");
+    const size_t at = smem_u32(src);
+    if (at % 128) detail::misuse("tma_store_2d: the shared-memory box must start 128-byte aligned (1024 for a swizzled map)");
+    if (f[detail::TMA_SWIZZLE] == 128 && at % 1024) detail::misuse("tma_store_2d: a 128-byte-swizzled box must start 1024-byte aligned");
+    detail::BulkState& st = detail::bulk_state();
+    if (!st.fenced) {
+        detail::misuse(("thread " + std::to_string(detail::current->tid) + ": TMA store on line " + std::to_string(line) +
+                        " without fence_proxy_async() since this thread's previous store: the threads' writes to "
+                        "the buffer are not ordered before the TMA unit's reads of it").c_str());
+    }
+    st.fenced = false;
+    const char* smem = detail::dynamic_smem_base;
+    detail::BulkStore s{smem, at, map, col, row, st.open_group, line, {}};
+    s.issued.assign(smem + at, smem + at + detail::tma_box_bytes(f));
+    st.stores.push_back(std::move(s));
+}
+inline void bulk_commit_group() { detail::bulk_state().open_group++; }
+template <int N> inline void bulk_wait_group_read() { detail::bulk_wait(N); }
+template <int N> inline void bulk_wait_group() { detail::bulk_wait(N); }
 
 // Clusters: the runtime runs all blocks of a cluster on one OS thread (their threads are fibers of
 // one scheduler, so a wait on another block's progress is a spin like any other) and gives each its
