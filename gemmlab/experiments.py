@@ -197,12 +197,12 @@ def patched(patch: str | Path, kernel: str | None = None) -> str:
         raise ValueError(f"{label} records no '# measured against COMMIT (KERNEL)' line and no kernel was given")
     current = kernel_path(kernel or rec.kernel)
     if rec is None:
-        return apply_patch(current.read_text(), text, label=label)
+        return without_moved_helpers(apply_patch(current.read_text(), text, label=label))
     try:
         base = kernel_at(rec.commit, rec.kernel)
     except LookupError as why:
         try:
-            return apply_patch(current.read_text(), text, label=label)
+            return without_moved_helpers(apply_patch(current.read_text(), text, label=label))
         except ValueError as e:
             raise ValueError(
                 f"{label} was measured against {rec.kernel} at commit {rec.commit[:12]}, which cannot be read here "
@@ -212,10 +212,11 @@ def patched(patch: str | Path, kernel: str | None = None) -> str:
 
 
 def without_moved_helpers(text: str) -> str:
-    """`text` (a kernel at an older commit) without the helper definitions that have since moved, verbatim, into
-    common.cuh (the FP32 steps' edge helpers): kept, they would be defined twice."""
+    """`text` (a kernel at an older commit, or a patch's variant) without the helper definitions that common.cuh
+    now holds, the same code (the FP32 steps' edge helpers, the cluster wrappers): kept, they would be defined
+    twice. Their comments stay; only the definitions, matched on their code, go."""
     header = kernel_path("common.cuh").read_text()
-    for block in re.findall(r"(?:^//[^\n]*\n)*^__device__ __forceinline__[^{;]*\{.*?^\}\n", header, re.M | re.S):
+    for block in re.findall(r"^__device__ __forceinline__[^{;]*\{.*?^\}\n", header, re.M | re.S):
         text = text.replace(block, "")
     return text
 
