@@ -1,0 +1,92 @@
+"""What the Inf clamp costs the 3xTF32 steps (sgemm/12, fused/05 to 08): each step as it is against the same
+step without the clamp (big = tf32(x) unclamped, as before commit ebbeb35: an Inf becomes NaN), timed launch by
+launch in turn with cuBLAS on the same inputs, on an H100 or H200. Both versions are checked first: the step
+against float64 with its Inf case, the unclamped one without it.
+
+    python lab/inf-clamp/ab.py [ROUNDS] > ab.json      (one JSON line per size and round; a table on stderr)
+"""
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+import gemmlab
+from gemmlab import bench, check, fusion
+from gemmlab.fusion_report import params_text
+from gemmlab.source import kernel_path
+
+CLAMPED = "const float b = tf32_big(x);"
+UNCLAMPED = "const float b = __uint_as_float(tf32_round(x));"
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+REPEAT = 30
+
+
+def unclamped(path: pathlib.Path) -> str:
+    text = path.read_text()
+    if text.count(CLAMPED) != 1:
+        raise SystemExit(f"{path}: expected one '{CLAMPED}' (the clamp this experiment removes)")
+    return text.replace(CLAMPED, UNCLAMPED)
+
+
+def report(line: dict) -> None:
+    print(json.dumps(line), flush=True)
+    base = min(v for k, v in line["us"].items() if k.startswith(("cupy", "torch")))
+    print(f"{line['what']:22s} {line['size']:5d} round {line['round']}: " + "  ".join(
+        f"{k} {v:8.1f} us ({base / v * 100 if not k.startswith(('cupy', 'torch')) else 100:5.1f}%)"
+        for k, v in line["us"].items()), file=sys.stderr, flush=True)
+
+
+def gemm(rounds: int) -> None:
+    import cupy
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    name = "sgemm/12_tf32x3"
+    step = gemmlab.step(name, backend="gpu")
+    variant = gemmlab.step(name, backend="gpu", source=unclamped(kernel_path(step.step.file)))
+    print(gemmlab.verify(step), file=sys.stderr)
+    cases = check.default_cases({**variant.step.fixed_tile, **variant.params}, variant.step.shape_multiple)
+    print("unclamped:", gemmlab.verify(variant, cases=[c for c in cases if c.kind != "inf"]), file=sys.stderr)
+    for n in (4096, 8192):
+        a, b = (cupy.asarray(np.random.default_rng(n + i).standard_normal((n, n), dtype=np.float32)) for i in (0, 1))
+        c1, c2 = cupy.empty((n, n), np.float32), cupy.empty((n, n), np.float32)
+        ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+        calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
+                 "step (clamp)": lambda: step.run(a, b, c1), "no clamp": lambda: variant.run(a, b, c2)}
+        for r in range(rounds):
+            t = bench.time_interleaved(calls, REPEAT, 3)
+            report({"what": name, "size": n, "round": r, "us": {k: v["median_s"] * 1e6 for k, v in t.items()}})
+
+
+def fused(rounds: int) -> None:
+    import cupy
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for name in ("fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags"):
+        st = fusion.get(name)
+        if not fusion.gpu_arch_ok(st):
+            continue
+        for n in (512, 1024):
+            tiles = st.tiles_for((n, n, n, n))
+            step = fusion.step(name, backend="gpu", **tiles)
+            variant = fusion.step(name, backend="gpu", source=unclamped(kernel_path(st.file)), **tiles)
+            fusion.check(step)
+            fusion.check(variant, cases=[c for c in fusion.default_cases(variant) if c.kind != "inf"])
+            rng = np.random.default_rng(n)
+            a, b, c = (cupy.asarray(rng.standard_normal((n, n), dtype=np.float32)) for _ in range(3))
+            e1, e2 = cupy.empty((n, n), np.float32), cupy.empty((n, n), np.float32)
+            ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+            calls = {"cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c), "torch a@b@c": lambda: ta @ tb @ tc,
+                     "step (clamp)": lambda: step.run(a, b, c, e1), "no clamp": lambda: variant.run(a, b, c, e2)}
+            for r in range(rounds):
+                t = bench.time_interleaved(calls, REPEAT * 4, 10)
+                report({"what": f"{name} {params_text(tiles)}",
+                        "size": n, "round": r, "us": {k: v["median_s"] * 1e6 for k, v in t.items()}})
+
+
+if __name__ == "__main__":
+    print(json.dumps({"gpu": gemmlab.gpu.device()["name"], "rounds": ROUNDS}), flush=True)
+    gemm(ROUNDS)
+    fused(ROUNDS)
