@@ -196,7 +196,7 @@ def test_cli_errors_are_one_line_with_status_2(args, message, capsys):
 
 
 def test_cli_without_a_gpu_says_so_and_fails(capsys, monkeypatch):
-    if gemmlab.kernel.backend() == "gpu":
+    if gemmlab.gpu.available():
         pytest.skip("a GPU is here")
     for args in (["sweep", "sgemm/03_smem_tiling", "--vary", "BLOCK=8,16"], ["bench", "sgemm/01_naive"],
                  ["run", "sgemm/01_naive", "--size", "64"]):

@@ -247,6 +247,14 @@ def test_cupy_compiles_with_its_own_major_and_the_analysis_with_the_pin():
     release of CuPy's own CUDA major (12 for cupy-cuda12x), whose PTX a CUDA 12 driver loads. Without
     load_for_cupy CuPy would take 13.5 (the newest wheel)."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from importlib import metadata
+
+    try:
+        pinned_installed = metadata.version("nvidia-cuda-nvrtc").startswith(nvrtc.pinned_version() or "?")
+    except metadata.PackageNotFoundError:
+        pinned_installed = False
+    if not pinned_installed:
+        pytest.skip("the pinned NVRTC wheel (requirements.txt) is not installed here")
     if not any(nvrtc._release(lib)[:1] == (nvrtc.cupy_cuda_major(),) for lib in nvrtc._wheel_libraries()):
         pytest.skip("no NVRTC wheel of CuPy's CUDA major is installed (pip install -r requirements.txt)")
     code = ("import gemmlab; from gemmlab import gpu, nvrtc; gpu.available = lambda: True; "
