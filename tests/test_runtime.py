@@ -1,4 +1,5 @@
 """The runtime on the CPU: registry, compile-only analysis, verify(), bad inputs, command line."""
+import re
 import subprocess
 import sys
 
@@ -199,3 +200,16 @@ def test_memory_order_merges_runs_in_program_order():
                      enumerate(["LDG.E.128", "LDG.E.128", "STS.128", "BAR.SYNC", "LDS.128", "FFMA", "LDS.128",
                                 "@!P0 BAR.SYNC"]))
     assert nvrtc.memory_order(sass) == "LDGx2 STSx1 BARx1 LDSx2 BARx1"
+
+
+def test_each_tracks_roadmap_lists_every_step():
+    """The first file of each track opens with the track's roadmap: every step of the registry, in order."""
+    from gemmlab import fusion
+
+    for track, names in (("sgemm", [s.name for s in registry.steps("sgemm")]),
+                         ("hgemm", [s.name for s in registry.steps("hgemm")]),
+                         ("fused", [s.name for s in fusion.steps()])):
+        first = (gemmlab.source.KERNELS / f"{names[0]}.cu").read_text()
+        header = first[:first.index("\n\n")] if "\n\n" in first else first
+        listed = re.findall(r"^//   (\d\d_[a-z0-9_]+)\s", header, re.M)
+        assert [f"{track}/{n}" for n in listed] == names, (track, listed)

@@ -5,6 +5,11 @@
 //                  then E = T * C; float4 loads and register tiles as in sgemm/06
 //   04_split_k     03 with SPLIT_K groups of threads per tile, each summing its share of the K
 //                  tiles, added up in shared memory: more warps per SM when N is small
+//   05_tf32x3      04 on the tensor cores at fp32 accuracy (3xTF32), a cp.async pipeline (sm_80+)
+//   06_wgmma_tf32x3  05 with the right operand split once into shared memory and multiplied by
+//                  wgmma (sm_90a; chapter 9)
+//   07_tma_tf32x3  06 with the tiles brought in by TMA and a producer warp (sm_90a; chapter 9)
+//   08_tile_flags  07 with a counter per tile of T in place of the grid barrier (sm_90a; chapter 9)
 //
 // Step 01: the seed's kernel, without its N <= 1024 limit. Block `row` first computes row `row`
 // of T = A * B (L values) into shared memory, then row `row` of E = T * C from it. The seed gave

@@ -10,6 +10,7 @@
 //   09_double_buffer      two shared buffers: one barrier per K tile instead of two
 //   10_cp_async           NUM_STAGES shared buffers filled by cp.async, no staging registers
 //   11_fragment_prefetch  the next k step's slivers loaded from shared memory during the FMAs
+//   12_tf32x3             sm_80+: the multiply-adds on the tensor cores, at fp32 accuracy (3xTF32)
 //
 // Extends nothing: the starting point.
 //
