@@ -219,13 +219,41 @@ __device__ __forceinline__ u32 tf32_round(float x) {
     return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
-// The big part of 3xTF32's x = big + small (sgemm/12, fused/05 to 08: their split_tf32): x rounded
-// to TF32 and clamped to the largest finite TF32, +-0x7f7fe000. So an Inf lands in small = x - big
-// (Inf - big = Inf) and no product of the three mmas is Inf * 0 = NaN; a NaN still reaches small.
-__device__ __forceinline__ float tf32_big(float x) {
-    return fminf(fmaxf(__uint_as_float(tf32_round(x)), -0x1.ffcp+127f), 0x1.ffcp+127f);
+// 3xTF32's Inf and NaN (sgemm/12, fused/05 to 08). Their split, big = tf32_round(x), small = x - big,
+// makes an Inf's small part NaN (Inf - Inf), so the tensor-core sum of every output whose dot product
+// meets an Inf or NaN input (or a finite input that rounds to Inf, or finite products that overflow
+// both ways) ends NaN. The split stays three instructions (clamping big in it kept Inf in small but
+// cost 10-35%: lab/inf-clamp); the epilogue repairs instead. Once a thread has stored its outputs,
+// any_nan tests its accumulators (one FSETP each, chained, and one branch, almost never taken); only
+// then does repair_nans read back each output it stored and replace a NaN by the plain fp32 dot
+// product of its row of X and column of Y, FMAs in order of k from global memory: Inf, -Inf or NaN
+// as FFMA and float64 give them.
+template <int N>
+__device__ __forceinline__ bool any_nan(const float* v) {
+    bool nan = false;
+#pragma unroll
+    for (int q = 0; q < N; ++q) nan |= isnan(v[q]);
+    return nan;
 }
 
+// The slow path: each output this thread stored that is NaN, recomputed in fp32 as its row of X
+// (rows x inner) times its column of Y (inner x cols). The outputs are where the mma layouts put
+// accumulator e = (i * tiles_n + j) * 4 + q of lane (g, t): row warp_row + g + 16 i + 8 (q / 2), column
+// warp_col + 2 t + 8 j + q % 2 (mma.sync: acc[i][j][q]; wgmma: i = 0, acc[e]); count of them.
+// Ordinary loads, not __ldg: X may be data this launch wrote (the fused steps' T, once the phase's
+// synchronisation has made it visible).
+__device__ __forceinline__ void repair_nans(float* out, const float* X, const float* Y, int rows, int cols, int inner,
+                                            int warp_row, int warp_col, int count, int tiles_n) {
+    const int row0 = warp_row + threadIdx.x % 32 / 4, col0 = warp_col + threadIdx.x % 4 * 2;  // g, 2 t
+    for (int e = 0; e < count; ++e) {
+        const int row = row0 + e / (tiles_n * 4) * 16 + e % 4 / 2 * 8, col = col0 + e / 4 % tiles_n * 8 + e % 2;
+        if (row >= rows || col >= cols || !isnan(out[row * cols + col])) continue;
+        float s = 0.0f;
+        const float* y = Y + col;
+        for (int k = 0; k < inner; ++k, y += cols) s = fmaf(X[row * inner + k], *y, s);
+        out[row * cols + col] = s;
+    }
+}
 
 // sm_80; 16x8x8, TF32 inputs, fp32 accumulators; a: 4 regs (a0 (g, t), a1 (g+8, t), a2 (g, t+4),
 // a3 (g+8, t+4)), b: 2 regs (b0 (k t, col g), b1 (k t+4, col g)), c/d: 4 floats as for f16.

@@ -318,7 +318,8 @@ def test_variant_specs_and_their_errors():
 
 def _check_as_measured(kern, **kw):
     """fusion.check without its Inf case: the lab's fused variants were measured (and are rebuilt) from kernels that
-    predate the clamp that keeps an Inf Inf in the 3xTF32 split (ebbeb35), so an Inf in them becomes NaN, as then."""
+    predate the 3xTF32 steps' Inf handling (ebbeb35's clamp, now the epilogue's repair_nans), so an Inf in them
+    becomes NaN, as then."""
     return fusion.check(kern, cases=[c for c in fusion.default_cases(kern) if c.kind != "inf"], **kw)
 
 

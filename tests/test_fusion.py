@@ -271,11 +271,11 @@ def test_step05_is_refused_on_a_t4_before_compiling(monkeypatch):
 @pytest.mark.parametrize("name", ["fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3",
                                   "fused/08_tile_flags"])
 def test_tf32x3_inf_input_gives_what_float64_gives(kernels, name):
-    """05_tf32x3.cu's header: big is clamped to the largest finite TF32, so an Inf lands in small and E has
-    Inf (or NaN) exactly where float64 has, in the Inf's row of E only."""
+    """05_tf32x3.cu's header: the Inf's NaN sums are recomputed in fp32 in the epilogue, so E has Inf (or NaN)
+    exactly where float64 has, in the Inf's row of E only."""
     a, b, c = _inputs(40, 24, 36, 20, seed=4)
     a[3, 2] = np.inf
-    b[5, 7], c[9, 4] = 1.0, 1.0  # exact in TF32: their small parts are 0 (Inf * 0 would be NaN)
+    b[5, 7], c[9, 4] = 1.0, 1.0
     e = np.asarray(kernels[name](a, b, c))
     assert not fusion.compare(e, a, b, c)[0].any()
     assert not np.isfinite(e[3]).any() and np.isfinite(np.delete(e, 3, axis=0)).all()

@@ -286,13 +286,37 @@ def test_the_checks_hold_every_step_to_float64_on_inf():
     assert check.compare(np.array([[-np.inf]], np.float32), a, b, "float32")[0].all()
 
 
-def test_every_3xtf32_split_takes_the_clamped_big_part():
-    """Each step keeps its own split_tf32 (the lab's variants rebuild older texts of them against today's
-    common.cuh); the clamp is common.cuh's tf32_big, once."""
-    assert (ROOT / "kernels" / "common.cuh").read_text().count("float tf32_big(float x)") == 1
+def test_every_3xtf32_split_is_three_instructions_and_its_epilogue_repairs():
+    """Each step keeps its own split_tf32, unclamped (a clamp in the K loop cost 10-35%: lab/inf-clamp), and
+    repairs the NaN outputs an Inf leaves with common.cuh's any_nan / repair_nans, once per tile's epilogue."""
+    common = (ROOT / "kernels" / "common.cuh").read_text()
+    assert "tf32_big" not in common and common.count("void repair_nans(") == 1
     for name in TF32X3 + FUSED_TF32X3:
         text = (ROOT / "kernels" / f"{name}.cu").read_text()
-        assert "const float b = tf32_big(x);" in text and "big = tf32_round(x);" not in text, name
+        assert "big = tf32_round(x);" in text and "fminf" not in text and "tf32_big" not in text, name
+        assert text.count("repair_nans(") == 1 and text.count("any_nan<") == 1, name
+
+
+@pytest.mark.parametrize("name", TF32X3 + FUSED_TF32X3)
+def test_inf_among_values_that_are_not_tf32_and_a_finite_input_that_rounds_to_inf(name):
+    """The repair recomputes in fp32, so Inf needs no TF32-exact partners (Inf x a value with a nonzero small part),
+    and FLT_MAX, which the split's rounding makes Inf, still gives its finite product."""
+    rng = np.random.default_rng(11)
+    if name in TF32X3:
+        a, b = rng.uniform(-1, 1, (20, 24)).astype(np.float32), rng.uniform(-1, 1, (24, 18)).astype(np.float32)
+        a[3, 5], a[9, 7], b[7, 2] = np.inf, np.finfo(np.float32).max, 0.25
+        got = gemmlab.step(name, backend="cpu", BLOCK_M=32, BLOCK_N=32, WARP_M=16, WARP_N=16, BLOCK_K=8)(a, b)
+        bad = gemmlab.check.compare(got, a, b, "float32")[0]
+        assert np.isinf(got[3]).all() and np.isfinite(got[9]).all()
+    else:
+        kern = fusion.step(name, backend="cpu")
+        a, b, c = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((34, 36), (36, 36), (36, 36)))
+        a[7, 3], a[9, 7] = np.inf, np.finfo(np.float32).max  # row 9 finite (T near 3e35)
+        b[7] /= 1024
+        got = np.asarray(kern(a, b, c))
+        bad = fusion.compare(got, a, b, c)[0]
+        assert not np.isfinite(got[7]).any() and np.isfinite(got[9]).all()  # row 7: Inf of both signs in T
+    assert not bad.any()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -21,9 +21,12 @@
 // each K tile's sum added to the total with a rounded fp32 add (see compute: the tensor cores
 // truncate).
 // The error is then of the order of fp32's, and the check (float64 reference, fp32 bound) is the
-// same as for 01-04, Inf and NaN included: big is clamped to the largest finite TF32 (tf32_big), so
-// an Inf lands in small and no product of the three mmas is Inf * 0 = NaN; a NaN in an input still
-// fills its row or column with NaN.
+// same as for 01-04, Inf and NaN included. The split makes an Inf's small part NaN (Inf - Inf), so a
+// tile's sums end NaN wherever their dot product meets an Inf or NaN; the epilogue recomputes those
+// outputs, and only those, as plain fp32 dot products from global memory (common.cuh's repair_nans:
+// phase 1 from A and B, phase 2 from T, whole after the grid barrier, and C), which gives Inf, -Inf
+// or NaN where FFMA and float64 do. The split stays three instructions (clamping big in it instead cost
+// this step 25% at N = 512: lab/inf-clamp); the epilogue adds one compare per output and a branch.
 //
 // The tile GEMM (gemm_tile) is hgemm/07's structure in fp32: a warp owns a WARP_M x WARP_N tile,
 // (WARP_M / 16) x (WARP_N / 8) mma tiles of 16 x 8 with 4 accumulators per lane each; operand
@@ -49,15 +52,14 @@
 //         zeroed once before the first launch.
 #include "common.cuh"
 
-// x = big + small (see the header) in five instructions. x - big is exact in fp32 and has at
+// x = big + small (see the header) in three instructions. x - big is exact in fp32 and has at
 // most 12 significant bits; the mma reads the top 19 bits of small's register, dropping at most
 // one of them (2^-23 of x), so small is not rounded here. A NaN always reaches small (NaN - big
-// is NaN), even where tf32_round wraps its bits: that is how NaN still propagates. Two instructions
-// more for the clamp (tf32_big) keep an Inf Inf.
+// is NaN), even where tf32_round wraps its bits, and so does an Inf (Inf - Inf): the epilogue's
+// repair_nans turns those NaN sums into what fp32 gives.
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
-    big = __float_as_uint(b);
-    small = __float_as_uint(x - b);
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
@@ -208,6 +210,9 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
                     if (col + 1 < cols) Out[row * cols + col + 1] = acc[i][j][2 * h + 1];
                 }
             }
+    // An Inf input made its outputs NaN (Inf - Inf in the split): recompute those in fp32 (common.cuh).
+    if (group == 0 && any_nan<ACC>(&acc[0][0][0]))
+        repair_nans(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col + warp_col, ACC, MMA_N);
     if (SPLIT_K > 1) __syncthreads();  // group 0 has read `partial` before the next tile refills it
 }
 

@@ -35,11 +35,11 @@
 //         stage bytes, (SPLIT_K - 1) * 64 * BLOCK_N * 4), sync zeroed once before the first launch.
 #include "common.cuh"
 
-// x = big + small, as in 05: big = TF32 rounding of x, small = x - big (the mma reads its top bits).
+// x = big + small, as in 05: big = TF32 rounding of x, small = x - big (the mma reads its top bits); an Inf's
+// small part is NaN (Inf - Inf), and the epilogue repairs the NaN sums it leaves, as in 05 (common.cuh).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
-    big = __float_as_uint(b);
-    small = __float_as_uint(x - b);
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 template <int BLOCK_N>
@@ -207,6 +207,9 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
                 if (col + 1 < cols) Out[row * cols + col + 1] = acc[4 * j + 2 * h + 1];
             }
         }
+    // An Inf input made its outputs NaN (Inf - Inf in the split): recompute those in fp32, as in 05.
+    if (group == 0 && any_nan<ACC>(acc))
+        repair_nans(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
     if (SPLIT_K > 1) __syncthreads();
 }
 

@@ -47,11 +47,10 @@
 #include "common.cuh"
 
 // x = big + small, as in 05 and 06 (each step's file keeps its own copy: the experiments' patches of
-// 05 and 06 rewrite theirs).
+// 05 and 06 rewrite theirs); an Inf's small part is NaN, and the epilogue repairs the NaN sums, as in 05.
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
-    big = __float_as_uint(b);
-    small = __float_as_uint(x - b);
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 template <int BLOCK_N>
@@ -88,8 +87,10 @@ __device__ __forceinline__ int swizzled(int r, int c) { return r * 32 + ((c / 4 
 
 // Consumer group g's part of one 64 x BLOCK_N tile: Out[block_row.., block_col..] = X (rows x inner) *
 // Y (inner x cols), K tiles g, g + SPLIT_K, ..., which are ring steps step0 + g, step0 + g + SPLIT_K, ...
+// (the ring brings X and Y; the pointers are for the epilogue's repair of NaN sums only).
 template <int BLOCK_N, int SPLIT_K, int NUM_STAGES>
-__device__ void gemm_tile(int rows, int cols, int inner, float* Out, int block_row, int block_col, u32 step0,
+__device__ void gemm_tile(int rows, int cols, int inner, const float* X, const float* Y, float* Out, int block_row,
+                          int block_col, u32 step0,
                           Stage<BLOCK_N>* stages, SplitB<BLOCK_N>& split, float* partial,
                           unsigned long long* full, unsigned long long* empty) {
     constexpr int NUM_THREADS = 128, ACC = BLOCK_N / 2, CONSUMERS = SPLIT_K * 128;
@@ -197,6 +198,9 @@ __device__ void gemm_tile(int rows, int cols, int inner, float* Out, int block_r
                 if (col + 1 < cols) Out[row * cols + col + 1] = acc[4 * j + 2 * h + 1];
             }
         }
+    // An Inf input made its outputs NaN (Inf - Inf in the split): recompute those in fp32, as in 05.
+    if (group == 0 && any_nan<ACC>(acc))
+        repair_nans(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
     if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read `partial` before the next tile's sums
 }
 
@@ -251,22 +255,23 @@ fused_tma_tf32x3(int M, int K, int L, int N, const float* A, const float* B, con
 
     u32 step = 0;  // K tiles through the ring so far: the producer and the consumers count alike
     // One phase: Out (M x cols) = X (M x inner) * Y (inner x cols), tile by tile; X and Y by their maps.
-    auto phase = [&](int cols, int inner, const TmaMap* x_map, const TmaMap* y_map, float* Out) {
+    auto phase = [&](int cols, int inner, const float* X, const float* Y, const TmaMap* x_map, const TmaMap* y_map,
+                     float* Out) {
         const int n_cols = cdiv(cols, BLOCK_N), tiles = cdiv(M, TILE_M) * n_cols;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, step += cdiv(inner, TILE_K)) {
             const int row = tile / n_cols * TILE_M, col = tile % n_cols * BLOCK_N;
             if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(inner, x_map, y_map, row, col, step, stages, full, empty);
             if (!producer)
-                gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, cols, inner, Out, row, col, step, stages,
+                gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, cols, inner, X, Y, Out, row, col, step, stages,
                                                         splits[threadIdx.x / 128], partial, full, empty);
         }
     };
 
-    phase(L, K, a_map, b_map, T);  // phase 1: T = A * B (M x L)
+    phase(L, K, A, B, a_map, b_map, T);  // phase 1: T = A * B (M x L)
     if (!producer) fence_proxy_async_global();  // this thread's stores of T, ordered before TMA's reads of T
 
     grid_barrier(sync);  // all of T is written before any block reads it
 
     if (fetcher) fence_proxy_async_global();  // and this thread's copies of T after what the barrier acquired
-    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)
+    phase(N, L, T, C, t_map, c_map, E);  // phase 2: E = T * C (M x N)
 }

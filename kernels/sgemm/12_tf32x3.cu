@@ -12,7 +12,11 @@
 // Three mmas per product instead of one, small terms first; each K tile's products are summed in
 // a fresh `chunk` and added to the total with a rounded fp32 add, because the tensor cores add
 // with truncation. The result passes the same float64 check (fp32 bound) as steps 01-11, Inf and
-// NaN included: big is clamped to a finite value, so an Inf lands in small and no product is Inf * 0.
+// NaN included. The split makes an Inf's small part NaN (Inf - Inf), so every output whose dot product
+// meets an Inf or NaN ends NaN; the epilogue recomputes those (and only those) as a plain fp32 dot
+// product over K from global memory (common.cuh's repair_nans), which gives Inf, -Inf or NaN as FFMA
+// does. The split stays three instructions: one compare per output after the K loop (a clamp in
+// the split cost 10%: lab/inf-clamp).
 //
 // The structure is hgemm/07's in fp32 (and chapter 8's step 05 without its split K): a warp owns a
 // WARP_M x WARP_N tile of (WARP_M / 16) x (WARP_N / 8) mma tiles (m16n8k8, 4 accumulators per lane
@@ -26,11 +30,10 @@
 //         cdiv(M, BLOCK_M)), dynamic shared memory NUM_STAGES * sizeof(Stage).
 #include "common.cuh"
 
-// x = big + small in five instructions; x - big is exact in fp32 (see chapter 8's step 05).
+// x = big + small in three instructions; x - big is exact in fp32 (see chapter 8's step 05).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-    const float b = tf32_big(x);  // clamped: an Inf goes to small, so Inf stays Inf (common.cuh)
-    big = __float_as_uint(b);
-    small = __float_as_uint(x - b);
+    big = tf32_round(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
@@ -159,4 +162,7 @@ __global__ void sgemm_tf32x3(int M, int N, int K, const float* A, const float* B
                     if (col + 1 < N) C[row * N + col + 1] = acc[i][j][2 * h + 1];
                 }
             }
+    // An Inf input made its outputs NaN (Inf - Inf in the split): recompute those in fp32 (common.cuh).
+    if (any_nan<MMA_M * MMA_N * 4>(&acc[0][0][0]))
+        repair_nans(C, A, B, M, N, K, block_row + warp_row, block_col + warp_col, MMA_M * MMA_N * 4, MMA_N);
 }
