@@ -1,7 +1,9 @@
-"""What the Inf clamp costs the 3xTF32 steps (sgemm/12, fused/05 to 08): each step as it is against the same
-step without the clamp (big = tf32(x) unclamped, as before commit ebbeb35: an Inf becomes NaN), timed launch by
-launch in turn with cuBLAS on the same inputs, on an H100 or H200. Both versions are checked first: the step
-against float64 with its Inf case, the unclamped one without it.
+"""What keeping Inf costs the 3xTF32 steps (sgemm/12, fused/05 to 08): each step as it is (the three-instruction
+split; the epilogue recomputes in fp32 the outputs an Inf made NaN: common.cuh's any_nan / repair_nans) against
+the same step with big clamped in the split instead (commit ebbeb35's tf32_big, written out; no repair) and
+without either (as before ebbeb35: an Inf becomes NaN), timed launch by launch in turn with cuBLAS on the same
+inputs, on an H100 or H200. All three are checked first: the step and the clamped one against float64 with
+the Inf case, the bare one without it.
 
     python lab/inf-clamp/ab.py [ROUNDS] > ab.json      (one JSON line per size and round; a table on stderr)
 """
@@ -16,17 +18,21 @@ from gemmlab import bench, check, fusion
 from gemmlab.fusion_report import params_text
 from gemmlab.source import kernel_path
 
-CLAMPED = "const float b = tf32_big(x);"
-UNCLAMPED = "const float b = __uint_as_float(tf32_round(x));"
+SPLIT = "    big = tf32_round(x);\n    small = __float_as_uint(x - __uint_as_float(big));\n"
+CLAMPED = ("    const float b = fminf(fmaxf(__uint_as_float(tf32_round(x)), -0x1.ffcp+127f), 0x1.ffcp+127f);  // tf32_big\n"
+           "    big = __float_as_uint(b);\n    small = __float_as_uint(x - b);\n")
+INCLUDE = '#include "common.cuh"\n'
+NO_REPAIR = INCLUDE + "#define repair_nans(...) ((void)0)  // lab/inf-clamp: the epilogue's repair left out\n"
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 REPEAT = 30
 
 
-def unclamped(path: pathlib.Path) -> str:
+def variant(path: pathlib.Path, clamp: bool) -> str:
+    """The step without its epilogue repair, and with the clamp in its split if `clamp`."""
     text = path.read_text()
-    if text.count(CLAMPED) != 1:
-        raise SystemExit(f"{path}: expected one '{CLAMPED}' (the clamp this experiment removes)")
-    return text.replace(CLAMPED, UNCLAMPED)
+    if text.count(SPLIT) != 1 or text.count(INCLUDE) != 1 or "repair_nans(" not in text:
+        raise SystemExit(f"{path}: expected one three-instruction split and a repair_nans call (what this experiment changes)")
+    return text.replace(INCLUDE, NO_REPAIR).replace(SPLIT, CLAMPED if clamp else SPLIT)
 
 
 def report(line: dict) -> None:
@@ -44,16 +50,19 @@ def gemm(rounds: int) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     name = "sgemm/12_tf32x3"
     step = gemmlab.step(name, backend="gpu")
-    variant = gemmlab.step(name, backend="gpu", source=unclamped(kernel_path(step.step.file)))
+    clamped = gemmlab.step(name, backend="gpu", source=variant(kernel_path(step.step.file), True))
+    bare = gemmlab.step(name, backend="gpu", source=variant(kernel_path(step.step.file), False))
     print(gemmlab.verify(step), file=sys.stderr)
-    cases = check.default_cases({**variant.step.fixed_tile, **variant.params}, variant.step.shape_multiple)
-    print("unclamped:", gemmlab.verify(variant, cases=[c for c in cases if c.kind != "inf"]), file=sys.stderr)
+    print("clamp:", gemmlab.verify(clamped), file=sys.stderr)
+    cases = check.default_cases({**bare.step.fixed_tile, **bare.params}, bare.step.shape_multiple)
+    print("no repair:", gemmlab.verify(bare, cases=[c for c in cases if c.kind != "inf"]), file=sys.stderr)
     for n in (4096, 8192):
         a, b = (cupy.asarray(np.random.default_rng(n + i).standard_normal((n, n), dtype=np.float32)) for i in (0, 1))
-        c1, c2 = cupy.empty((n, n), np.float32), cupy.empty((n, n), np.float32)
+        c1, c2, c3 = (cupy.empty((n, n), np.float32) for _ in range(3))
         ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
         calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
-                 "step (clamp)": lambda: step.run(a, b, c1), "no clamp": lambda: variant.run(a, b, c2)}
+                 "step (repair)": lambda: step.run(a, b, c1), "clamp": lambda: clamped.run(a, b, c2),
+                 "no repair": lambda: bare.run(a, b, c3)}
         for r in range(rounds):
             t = bench.time_interleaved(calls, REPEAT, 3)
             report({"what": name, "size": n, "round": r, "us": {k: v["median_s"] * 1e6 for k, v in t.items()}})
@@ -71,15 +80,18 @@ def fused(rounds: int) -> None:
         for n in (512, 1024):
             tiles = st.tiles_for((n, n, n, n))
             step = fusion.step(name, backend="gpu", **tiles)
-            variant = fusion.step(name, backend="gpu", source=unclamped(kernel_path(st.file)), **tiles)
+            clamped = fusion.step(name, backend="gpu", source=variant(kernel_path(st.file), True), **tiles)
+            bare = fusion.step(name, backend="gpu", source=variant(kernel_path(st.file), False), **tiles)
             fusion.check(step)
-            fusion.check(variant, cases=[c for c in fusion.default_cases(variant) if c.kind != "inf"])
+            fusion.check(clamped)
+            fusion.check(bare, cases=[c for c in fusion.default_cases(bare) if c.kind != "inf"])
             rng = np.random.default_rng(n)
             a, b, c = (cupy.asarray(rng.standard_normal((n, n), dtype=np.float32)) for _ in range(3))
-            e1, e2 = cupy.empty((n, n), np.float32), cupy.empty((n, n), np.float32)
+            e1, e2, e3 = (cupy.empty((n, n), np.float32) for _ in range(3))
             ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
             calls = {"cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c), "torch a@b@c": lambda: ta @ tb @ tc,
-                     "step (clamp)": lambda: step.run(a, b, c, e1), "no clamp": lambda: variant.run(a, b, c, e2)}
+                     "step (repair)": lambda: step.run(a, b, c, e1), "clamp": lambda: clamped.run(a, b, c, e2),
+                     "no repair": lambda: bare.run(a, b, c, e3)}
             for r in range(rounds):
                 t = bench.time_interleaved(calls, REPEAT * 4, 10)
                 report({"what": f"{name} {params_text(tiles)}",
