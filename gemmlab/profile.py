@@ -18,6 +18,7 @@ KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "smsp__inst_executed_op_shared_ld.sum",
         "gpu__time_duration.sum", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
         "smsp__issue_active.avg.pct_of_peak_sustained_active",
         # shared memory per instruction kind (chapter 5): ld = LDS and LDSM together, st = STS
         "smsp__inst_executed_op_ldsm.sum", "smsp__inst_executed_op_shared_st.sum",
