@@ -70,6 +70,14 @@ struct WgmmaTf32<64> {
 
 constexpr int TILE_M = 64, TILE_K = 32;  // a warpgroup's 64 rows; one 128-byte row of K
 
+// The epilogue's slow path (common.cuh's repair_nans), out of line: inlined, its registers counted against the
+// consumers', and the lab's variants at 128 registers a thread spilled (lab/fusion-tma/limits.py).
+__device__ __attribute__((noinline)) void repair_nans_out_of_line(float* out, const float* X, const float* Y, int rows,
+                                                                  int cols, int inner, int warp_row, int warp_col,
+                                                                  int count, int tiles_n) {
+    repair_nans(out, X, Y, rows, cols, inner, warp_row, warp_col, count, tiles_n);
+}
+
 template <int BLOCK_N>
 struct Stage {  // one K tile of both operands as TMA writes them: 128-byte rows, swizzled
     float x[TILE_M * TILE_K];
@@ -200,7 +208,7 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
         }
     // An Inf input made its outputs NaN (Inf - Inf in the split): recompute those in fp32, as in 05.
     if (group == 0 && any_nan<ACC>(acc))
-        repair_nans(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
+        repair_nans_out_of_line(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
     if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read `partial` before the next tile's sums
 }
 
@@ -255,9 +263,9 @@ fused_tma_tf32x3(int M, int K, int L, int N, const float* A, const float* B, con
 
     u32 step = 0;  // K tiles through the ring so far: the producer and the consumers count alike
     // One phase: Out (M x cols) = X (M x inner) * Y (inner x cols), tile by tile; X and Y by their maps.
-    auto phase = [&](int cols, int inner, const float* X, const float* Y, const TmaMap* x_map, const TmaMap* y_map,
-                     float* Out) {
+    auto phase = [&](int cols, int inner, const TmaMap* x_map, const TmaMap* y_map, float* Out) {
         const int n_cols = cdiv(cols, BLOCK_N), tiles = cdiv(M, TILE_M) * n_cols;
+        const float *X = Out == T ? A : T, *Y = Out == T ? B : C;  // for the repair: T = A B, E = T C
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, step += cdiv(inner, TILE_K)) {
             const int row = tile / n_cols * TILE_M, col = tile % n_cols * BLOCK_N;
             if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(inner, x_map, y_map, row, col, step, stages, full, empty);
@@ -267,11 +275,11 @@ fused_tma_tf32x3(int M, int K, int L, int N, const float* A, const float* B, con
         }
     };
 
-    phase(L, K, A, B, a_map, b_map, T);  // phase 1: T = A * B (M x L)
+    phase(L, K, a_map, b_map, T);  // phase 1: T = A * B (M x L)
     if (!producer) fence_proxy_async_global();  // this thread's stores of T, ordered before TMA's reads of T
 
     grid_barrier(sync);  // all of T is written before any block reads it
 
     if (fetcher) fence_proxy_async_global();  // and this thread's copies of T after what the barrier acquired
-    phase(N, L, T, C, t_map, c_map, E);  // phase 2: E = T * C (M x N)
+    phase(N, L, t_map, c_map, E);  // phase 2: E = T * C (M x N)
 }

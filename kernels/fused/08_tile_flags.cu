@@ -50,6 +50,14 @@ struct WgmmaTf32<64> {
 
 constexpr int TILE_M = 64, TILE_K = 32;  // a warpgroup's 64 rows; one 128-byte row of K
 
+// The epilogue's slow path (common.cuh's repair_nans), out of line: inlined, its registers counted against the
+// consumers', and the lab's variants at 128 registers a thread spilled (lab/fusion-tma/limits.py).
+__device__ __attribute__((noinline)) void repair_nans_out_of_line(float* out, const float* X, const float* Y, int rows,
+                                                                  int cols, int inner, int warp_row, int warp_col,
+                                                                  int count, int tiles_n) {
+    repair_nans(out, X, Y, rows, cols, inner, warp_row, warp_col, count, tiles_n);
+}
+
 template <int BLOCK_N>
 struct Stage {  // one K tile of both operands as TMA writes them: 128-byte rows, swizzled
     float x[TILE_M * TILE_K];
@@ -182,7 +190,7 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     // Phase 2 reads row r of T, all L columns: its row panel, whose counters the producer acquired before
     // fetching this tile's K tile 0; this group's wait on that stage's `full` carries that acquire to it.
     if (group == 0 && any_nan<ACC>(acc))
-        repair_nans(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
+        repair_nans_out_of_line(Out, X, Y, rows, cols, inner, block_row + warp_row, block_col, ACC, BLOCK_N / 8);
     if (done && group == 0) {  // phase 1: the tile of T is stored; announce how many reads may come
         fence_proxy_async_global();  // this thread's stores, ordered before TMA's reads of them
         bar_sync(10, NUM_THREADS);   // the group's stores all made (barrier 10: group 0 alone)
@@ -246,9 +254,9 @@ fused_tile_flags(int M, int K, int L, int N, const float* A, const float* B, con
     auto k_tiles_in = [](int width) { return (u32)cdiv(width < BLOCK_N ? width : BLOCK_N, TILE_K); };
     // One phase: Out (M x cols) = X (M x inner) * Y (inner x cols), tile by tile; X and Y by their maps.
     // Phase 1 releases each tile's counter; phase 2 waits on the counters of its row panel of T.
-    auto phase = [&](int cols, int inner, const float* X, const float* Y, const TmaMap* x_map, const TmaMap* y_map,
-                     float* Out, bool first) {
+    auto phase = [&](int cols, int inner, const TmaMap* x_map, const TmaMap* y_map, float* Out, bool first) {
         const int n_cols = cdiv(cols, BLOCK_N), tiles = cdiv(M, TILE_M) * n_cols;
+        const float *X = first ? A : T, *Y = first ? B : C;  // for the repair: T = A B, E = T C
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, step += cdiv(inner, TILE_K)) {
             const int row = tile / n_cols * TILE_M, col = tile % n_cols * BLOCK_N;
             // phase 1: E's tiles in this row panel read this tile of T once per K tile it spans
@@ -265,6 +273,6 @@ fused_tile_flags(int M, int K, int L, int N, const float* A, const float* B, con
         }
     };
 
-    phase(L, K, A, B, a_map, b_map, T, true);   // phase 1: T = A * B (M x L), each tile announced when stored
-    phase(N, L, T, C, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited
+    phase(L, K, a_map, b_map, T, true);   // phase 1: T = A * B (M x L), each tile announced when stored
+    phase(N, L, t_map, c_map, E, false);  // phase 2: E = T * C (M x N), each K tile of T awaited
 }
