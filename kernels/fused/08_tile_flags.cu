@@ -1,4 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapter 8).
+// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 9).
 //   01_naive_row .. 06_wgmma_tf32x3: see 06_wgmma_tf32x3.cu; 07_tma_tf32x3: see 07_tma_tf32x3.cu
 //   08_tile_flags    07 with a counter per tile of T in place of the grid barrier: a tile of phase 2
 //                    waits only for its row panel of T (Hopper only: compiled for sm_90a)
