@@ -757,8 +757,13 @@ struct BulkStore {
     std::vector<unsigned char> issued;  // the box's shared-memory bytes when the store was issued
 };
 struct BulkState { std::vector<BulkStore> stores; int open_group = 0; bool fenced = false; };
-inline thread_local std::unordered_map<const Fiber*, BulkState> bulk_states;
-inline BulkState& bulk_state() { return bulk_states[current]; }
+// A __thread pointer (no TLS guard, one %fs load) to a heap map: the analysis excludes the pointer from
+// shared memory (analysis.cpp), and a thread_local map's guard and wrapper would count as shared accesses.
+inline __thread std::unordered_map<const Fiber*, BulkState>* bulk_states = nullptr;
+inline BulkState& bulk_state() {
+    if (!bulk_states) bulk_states = new std::unordered_map<const Fiber*, BulkState>();
+    return (*bulk_states)[current];
+}
 inline size_t tma_box_bytes(const unsigned long long* f) { return f[TMA_BOX_COLS] * f[TMA_ELEM] * f[TMA_BOX_ROWS]; }
 inline void bulk_perform(const BulkStore& s) {
     const unsigned long long* f = static_cast<const unsigned long long*>(s.map);
@@ -788,14 +793,15 @@ inline void bulk_wait(int pending_groups) {
 }
 // runtime.cpp calls this when a thread's kernel function returns.
 inline void bulk_thread_exit() {
-    auto it = bulk_states.find(current);
-    if (it == bulk_states.end()) return;
+    if (!bulk_states) return;  // no thread of this OS thread has stored anything
+    auto it = bulk_states->find(current);
+    if (it == bulk_states->end()) return;
     if (!it->second.stores.empty()) {
         misuse(("thread " + std::to_string(current->tid) + " exited with " + std::to_string(it->second.stores.size()) +
                 " TMA store(s) not waited for (the first on line " + std::to_string(it->second.stores[0].line) +
                 "): end with bulk_wait_group<0>(), the block's shared memory goes away with its threads").c_str());
     }
-    bulk_states.erase(it);
+    bulk_states->erase(it);
 }
 }  // namespace detail
 inline void fence_proxy_async() {
