@@ -146,3 +146,20 @@ def test_command_line(tmp_path, monkeypatch, capsys):
     assert main(["exercise", "check", "ch2/coalesced_index", "--backend", "cpu"]) == 0
     assert main(["exercise", "check", "ch3/tile_barriers", "--solution", "--backend", "cpu"]) == 0
     assert main(["exercise", "check", "ch3/tile_barriers", "--file", "missing.cu"]) == 2
+
+
+def test_exercises_are_their_steps_with_a_gap(tmp_path):
+    """kernels/exercises/ is what generate.py writes from the current steps: a step's edit reaches its exercise
+    (run `python kernels/exercises/generate.py` after editing a step)."""
+    import subprocess
+    import sys
+
+    from gemmlab.source import KERNELS
+
+    subprocess.run([sys.executable, str(KERNELS / "exercises" / "generate.py"), str(tmp_path)], check=True,
+                   capture_output=True, timeout=60)
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.cu"))
+    assert written
+    for rel in written:
+        assert (tmp_path / rel).read_text() == (KERNELS / "exercises" / rel).read_text(), \
+            f"kernels/exercises/{rel} differs from its step: run python kernels/exercises/generate.py"

@@ -2,7 +2,7 @@
 // Check it: python -m gemmlab exercise check ch7/ldmatrix_address   (or gemmlab.exercises.check in a notebook)
 //
 // hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4.
+// ladder for the T4, and past it on Hopper.
 //   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
 //   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
 //   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
@@ -10,6 +10,9 @@
 //   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
 //   06_double_buffer    two shared buffers: one barrier per K tile instead of two
 //   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
+//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
+//   09_persistent       sm_90a: one block per SM walks over the tiles
+//   10_tma_store        sm_90a: C goes out through shared memory and TMA stores
 //
 // Extends nothing: the first tensor-core step. Three levels of tiling:
 //   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of

@@ -1,7 +1,7 @@
 // EXERCISE ch8/fused_phase2 (fused/02_row_panel): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch8/fused_phase2   (or gemmlab.exercises.check in a notebook)
 //
-// fused track: fp32 E = A * B * C in one kernel launch (chapter 8).
+// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 8).
 //   01_naive_row   one block per row of E; the row of T = A * B waits in shared memory
 //   02_row_panel   PANEL_M rows of T in shared memory, register tiles as in sgemm/05
 //   03_two_phase   a persistent grid: T tile by tile into global scratch, a grid-wide barrier,

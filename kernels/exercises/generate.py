@@ -1,0 +1,311 @@
+"""Writes the exercises (kernels/exercises/*.cu) and their solutions (solutions/*.cu) from the real steps: each
+exercise is its step's file with one gap (defined below), so a step's edit reaches its exercise by running this
+again. tests/test_exercises.py fails when the committed files differ from what this writes.
+
+    python kernels/exercises/generate.py [OUT_DIR]      (default: kernels/exercises itself)
+"""
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # kernels/
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "exercises"
+SOL = OUT / "solutions"
+OUT.mkdir(exist_ok=True); SOL.mkdir(exist_ok=True)
+
+def once(text, old, new):
+    assert text.count(old) == 1, (old[:80], text.count(old))
+    return text.replace(old, new)
+
+def _dedent(text):
+    lines = text.split("\n")
+    d = min(len(l) - len(l.lstrip()) for l in lines if l.strip() and not l.startswith("#"))
+    return "\n".join(l if l.startswith("#") else l[d:] for l in lines)
+
+def make(name, step, title, edits, gap_old, gap_task, shipped, check_line=None):
+    """edits: (old, new) applied to both; gap_old: the real code the gap replaces (its lines kept in the
+    solution); gap_task: comment lines put above the marker; shipped: the template's gap code."""
+    text = (ROOT / f"{step}.cu").read_text()
+    for old, new in edits:
+        text = once(text, old, new)
+    assert text.count(gap_old) == 1, (name, gap_old[:60])
+    start = text.index(gap_old)
+    line_start = text.rindex("\n", 0, start) + 1
+    indent = text[line_start:start]
+    assert indent.strip() == "", (name, indent)
+    if not indent:  # the gap starts with a #pragma at column 0: indent like its first statement
+        indent = next(re.match(r"\s*", l).group(0) for l in gap_old.split("\n") if not l.startswith("#"))
+    task = "".join(f"{indent}// {l}".rstrip() + "\n" for l in textwrap.dedent(gap_task).strip("\n").split("\n"))
+    head = f"{task}{indent}// ---- EXERCISE: {title} ----\n"
+    tail = f"{indent}// ---- END ----\n"
+    body_real = text[line_start:start + len(gap_old)]
+    if not body_real.endswith("\n"):
+        body_real += "\n"; after = start + len(gap_old) + 1
+    else:
+        after = start + len(gap_old)
+    rest = text[after:]
+    pre = text[:line_start]
+    shipped_txt = textwrap.indent(textwrap.dedent(shipped).strip("\n"), indent, lambda l: True) + "\n"
+    stem = name.replace("/", "_")
+    banner = (f"// EXERCISE {name} ({step}): fill in the gap between the EXERCISE and END markers below.\n"
+              f"// Check it: python -m gemmlab exercise check {name}   (or gemmlab.exercises.check in a notebook)\n//\n")
+    (OUT / f"{stem}.cu").write_text(banner + pre + head + shipped_txt + tail + rest)
+    (SOL / f"{stem}.cu").write_text(
+        f"// SOLUTION of exercise {name}: the lines of {step}.cu that fill the gap of ../{stem}.cu.\n"
+        f"// Try the exercise first: python -m gemmlab exercise check {name}\n"
+        + head.split("\n")[-2].lstrip() + "\n" + _dedent(body_real) + "// ---- END ----\n")
+
+# ---- ch2: the coalesced index mapping (sgemm/02)
+make("ch2/coalesced_index", "sgemm/02_coalesced", "the coalesced index mapping",
+     [("// Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row\n"
+       "// segment and writes one C row segment (coalesced), and all its lanes share one A element.\n",
+       "// Extends 01 by changing which element of C each thread computes, so that a warp's loads coalesce.\n"),
+      ("    // x picks the column: consecutive threads of a warp walk ALONG a row of C, so at every k\n"
+       "    // they read one A element (a broadcast) and consecutive floats of B and C.\n", "")],
+     "    const int col = blockIdx.x * BLOCK_X + threadIdx.x;\n    const int row = blockIdx.y * BLOCK_Y + threadIdx.y;\n",
+     """
+     Which element (row, col) of C does this thread compute? A warp is 32 consecutive threadIdx.x
+     (same threadIdx.y). The code in the gap is 01's mapping, x picks the row: it is correct (with
+     BLOCK_X == BLOCK_Y), and its loads do not coalesce. Change it so that they do.
+     The launch (do not change it): blockDim (BLOCK_X, BLOCK_Y), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).
+     """,
+     """
+     const int row = blockIdx.y * BLOCK_Y + threadIdx.x;  // x picks the row, as in 01
+     const int col = blockIdx.x * BLOCK_X + threadIdx.y;
+     """)
+
+# ---- ch3: the tile loads and the two barriers (sgemm/03)
+make("ch3/tile_barriers", "sgemm/03_smem_tiling", "the tile loads and the two barriers", [],
+     """        // Each thread stages one element of each tile; zeros past the edges add nothing to acc.
+        // Threads outside C still load: their elements are needed by the rest of the block.
+        sA[ty][tx] = load_or_zero(A, row, k0 + tx, M, K);  // zero outside A (common.cuh)
+        sB[ty][tx] = load_or_zero(B, k0 + ty, col, K, N);
+        // Barrier 1: no thread may read the tiles before every thread has written its element.
+        __syncthreads();
+
+        for (int k = 0; k < BLOCK; ++k) {
+            acc += sA[ty][k] * sB[k][tx];  // sA[ty][k]: broadcast; sB[k][tx]: one row, no conflict
+        }
+        // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
+        __syncthreads();
+""",
+     """
+     Stage the tiles of this k0: thread (tx, ty) copies A[row][k0 + tx] into sA[ty][tx] and
+     B[k0 + ty][col] into sB[ty][tx], zero where the element lies outside A or B (threads outside C
+     still load: the rest of the block needs their elements); load_or_zero(X, r, c, rows, cols) from
+     common.cuh reads X[r][c] of a rows x cols matrix, or 0. The compute loop is given. Put a
+     __syncthreads() wherever one thread could otherwise read or overwrite what another has not yet
+     written or finished reading.
+     """,
+     """
+     for (int k = 0; k < BLOCK; ++k) {
+         acc += sA[ty][k] * sB[k][tx];
+     }
+     """)
+
+# ---- ch4: the 2D register-blocking inner loop (sgemm/05)
+make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking", [],
+     """#pragma unroll
+            for (int m = 0; m < THREAD_M; ++m) a[m] = sA[thread_row + m][k];
+#pragma unroll
+            for (int n = 0; n < THREAD_N; ++n) b[n] = sB[k][thread_col + n];
+            // Outer product of the slivers: every register is reused THREAD_N (a) or THREAD_M (b) times.
+#pragma unroll
+            for (int m = 0; m < THREAD_M; ++m) {
+#pragma unroll
+                for (int n = 0; n < THREAD_N; ++n) {
+                    acc[m][n] += a[m] * b[n];
+                }
+            }
+""",
+     """
+     One k step of the thread's THREAD_M x THREAD_N tile: copy the THREAD_M values of sA's column k
+     (rows thread_row..) into a[] and the THREAD_N values of sB's row k (columns thread_col..) into
+     b[], then add their outer product into acc[][]: THREAD_M * THREAD_N FMAs from registers for
+     THREAD_M + THREAD_N shared loads. Keep every array index a compile-time constant after
+     unrolling (#pragma unroll), or the arrays leave the registers for local memory.
+     """,
+     """
+     // your code: load the slivers a[] and b[], then acc[m][n] += a[m] * b[n]
+     """)
+
+# ---- ch5: a swizzle function (hgemm/03)
+make("ch5/swizzle", "hgemm/03_swizzled", "the swizzle", [
+     ("""// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
+// reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
+// fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or
+// more all 8 do (8 wavefronts). Swizzling stores chunk c (16 bytes, 8 halves) of row r at chunk
+// c ^ ((r / ROWS) % XOR) of the same row, where XOR = min(chunks per row, 8) and ROWS = 8 / XOR
+// rows share one 128-byte line of the 32 banks; the 8 consecutive rows of any 8x8 matrix then
+// land on 8 different 16-byte bank groups, one wavefront per matrix. The 16-byte stores of the
+// copy stay conflict-free too (8 consecutive chunks still cover 8 different bank groups).
+// Stores and ldmatrix row addresses go through the one helper `swizzle<WIDTH>(row, col)`; the
+// memory and the copy are those of 02, only where each chunk sits in shared memory changes.
+// It is CuTe's Swizzle<log2 XOR, 3, log2(ROWS * WIDTH) - 3> on the element offset
+// row * WIDTH + col: Swizzle<3,3,3> on a 64-wide row (chunk ^= row % 8), <2,3,3> on BLOCK_K = 32
+// (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/swizzle.py is the Python twin.
+""", """// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
+// reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
+// fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or
+// more all 8 do (8 wavefronts). Stores and ldmatrix row addresses go through the one helper
+// `swizzle<WIDTH>(row, col)`; the memory and the copy are those of 02, only where each 16-byte
+// chunk sits in shared memory changes.
+"""),
+     ("""// Element offset of (row, col) in a row-major shared tile WIDTH halves wide whose 16-byte chunks
+// are XOR-swizzled: chunk col / 8 of a row is stored at chunk (col / 8) ^ ((row / ROWS) % XOR),
+// XOR = min(WIDTH / 8, 8) (the XOR stays inside the row), ROWS = 8 / XOR (rows per 128 bytes).
+// The 8 halves of a chunk stay together and in order, so 16-byte accesses keep working.
+""", """// Element offset of (row, col) in a row-major shared tile WIDTH halves wide (WIDTH = BLOCK_K = 32
+// for sA, BLOCK_N = 128 for sB) whose 16-byte chunks (8 halves) are XOR-swizzled.
+"""),
+     ("""    constexpr int ROWS = 8 / XOR;                 // rows that share one 128-byte line of banks
+    static_assert(WIDTH >= 16 && (WIDTH & (WIDTH - 1)) == 0,
+                  "swizzled tile width must be a power of two, at least 16 halves");
+""", """    constexpr int ROWS = 8 / XOR;                 // rows that share one 128-byte line of banks
+"""),
+     ("""__device__ __forceinline__ int swizzle(int row, int col) {
+""", """__device__ __forceinline__ int swizzle(int row, int col) {
+    static_assert(WIDTH >= 16 && (WIDTH & (WIDTH - 1)) == 0,
+                  "swizzled tile width must be a power of two, at least 16 halves");
+""")],
+     """    constexpr int CHUNKS = WIDTH / 8;             // 16-byte chunks per row
+    constexpr int XOR = CHUNKS < 8 ? CHUNKS : 8;  // chunk indices the XOR permutes
+    constexpr int ROWS = 8 / XOR;                 // rows that share one 128-byte line of banks
+    return row * WIDTH + (((col / 8) ^ (row / ROWS % XOR)) * 8) + col % 8;
+""",
+     """
+     Return where element (row, col) is stored. The rules: (1) a permutation inside each row: every
+     (row, col) of the tile gets its own offset, in the same row; (2) the 8 halves of a 16-byte chunk
+     stay together and in order (the copy stores whole chunks, ldmatrix reads whole chunks); (3) the 8
+     consecutive rows of any 8x8 matrix that an ldmatrix reads (8 rows, one 16-byte chunk column) fall
+     on 8 different 16-byte groups of banks. 32 banks x 4 bytes = 128 bytes: a row of sA (64 bytes)
+     is half of that, a row of sB (256 bytes) two of it. The gap as shipped does not swizzle.
+     """,
+     """
+     return row * WIDTH + col;  // not swizzled: correct, with bank conflicts
+     """)
+
+# ---- ch7: an ldmatrix address (hgemm/01)
+make("ch7/ldmatrix_address", "hgemm/01_mma_tiling", "the ldmatrix address of each lane", [
+     ("""            // One ldmatrix.x4 per 16x16 piece. Lane l points at row (l % 16), column
+            // 8 * (l / 16) of the piece, so matrices 0..3 are its (top, k 0-7), (bottom, k 0-7),
+            // (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
+""", """            // One ldmatrix.x4 per 16x16 piece. Its matrices 0..3 must be the piece's (top, k 0-7),
+            // (bottom, k 0-7), (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
+""")],
+     """            const int lane_row = lane_id % 16;
+            const int lane_col = (lane_id / 16) * 8;
+""",
+     """
+     ldmatrix.x4 takes one row address from each lane: lanes 8i .. 8i + 7 give the addresses of
+     rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Which row (lane_row, 0..15) and which
+     column (lane_col, 0 or 8) of the 16x16 piece must lane lane_id point at, so that matrices 0..3
+     are the quarters listed above? (The same two numbers serve sA and sB, whose .trans load takes
+     (k 0-7, left), (k 8-15, left), (k 0-7, right), (k 8-15, right): the same walk over the piece.)
+     """,
+     """
+     const int lane_row = 0;  // your expression of lane_id
+     const int lane_col = 0;  // your expression of lane_id
+     """)
+
+# ---- ch6: prefetch into registers (sgemm/08); the FMAs of one tile move into a lambda, compute_tile()
+_FMA = """#pragma unroll
+        for (int k = 0; k < BLOCK_K; ++k) {
+            // The slivers as float4s, one per sub-tile: sA row k holds column k of the A tile.
+#pragma unroll
+            for (int i = 0; i < WARP_ITERS_M; ++i) {
+                const float4 v = *reinterpret_cast<const float4*>(&sA[k][thread_row + i * WARP_SUB_M]);
+                a[4 * i + 0] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
+            }
+#pragma unroll
+            for (int j = 0; j < WARP_ITERS_N; ++j) {
+                const float4 v = *reinterpret_cast<const float4*>(&sB[k][thread_col + j * WARP_SUB_N]);
+                b[4 * j + 0] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
+            }
+#pragma unroll
+            for (int m = 0; m < THREAD_M; ++m) {
+#pragma unroll
+                for (int n = 0; n < THREAD_N; ++n) {
+                    acc[m][n] += a[m] * b[n];
+                }
+            }
+        }
+"""
+_LAMBDA = "    // The FMAs of the tile in shared memory: acc += its A tile x its B tile.\n    auto compute_tile = [&]() {\n" + _FMA + "    };\n\n"
+make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch into registers", [
+     ("    const int num_tiles = cdiv(K, BLOCK_K);\n", _LAMBDA + "    const int num_tiles = cdiv(K, BLOCK_K);\n"),
+     ("""        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
+
+""" + _FMA + "\n", """        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
+        compute_tile();
+""")],
+     """        const bool has_next = t + 1 < num_tiles;
+        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
+        compute_tile();
+        // Barrier 1: no thread may overwrite the tiles with tile t + 1 while others still read them.
+        __syncthreads();
+        if (has_next) store_tiles();
+        // Barrier 2: tile t + 1 complete before anyone reads it.
+        __syncthreads();
+""",
+     """
+     One K tile: tile t is in shared memory. Use load_tiles(k0) (global -> registers staged_a, staged_b),
+     compute_tile() (the FMAs of the tile in shared memory) and store_tiles() (registers -> shared)
+     so that the global loads of tile t + 1 are in flight while tile t is computed. The gap as
+     shipped is 07's order: correct, and nothing overlaps the loads. One shared buffer: mind the
+     barriers.
+     """,
+     """
+     compute_tile();
+     __syncthreads();
+     if (t + 1 < num_tiles) {
+         load_tiles((t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
+         store_tiles();
+     }
+     __syncthreads();
+     """)
+
+# ---- ch8: the fused kernel's second phase (fused/02)
+make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the panel on chip", [],
+     """    for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
+        for (int m = 0; m < THREAD_M; ++m)
+            for (int n = 0; n < THREAD_N; ++n) acc[m][n] = 0.0f;
+        for (int l0 = 0; l0 < L; l0 += BLOCK_K) {
+            stage_Y(C, L, N, l0, n0);
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < BLOCK_K; ++k) {
+                float a[THREAD_M], b[THREAD_N];
+#pragma unroll
+                for (int m = 0; m < THREAD_M; ++m) a[m] = sT[(thread_row + m) * LP + l0 + k];
+#pragma unroll
+                for (int n = 0; n < THREAD_N; ++n) b[n] = sY[k][thread_col + n];
+#pragma unroll
+                for (int m = 0; m < THREAD_M; ++m)
+#pragma unroll
+                    for (int n = 0; n < THREAD_N; ++n) acc[m][n] += a[m] * b[n];
+            }
+            __syncthreads();
+        }
+        for (int m = 0; m < THREAD_M; ++m) {
+            const int row = panel_row + thread_row + m;
+            for (int n = 0; n < THREAD_N; ++n) {
+                const int col = n0 + thread_col + n;
+                if (row < M && col < N) E[row * N + col] = acc[m][n];
+            }
+        }
+    }
+""",
+     """
+     Phase 2: rows panel_row .. panel_row + PANEL_M - 1 of E = T * C, where those rows of T are in
+     sT (PANEL_M x LP, row-major, zeros past column L). Go over E BLOCK_N columns at a time; for
+     each, slide along L in BLOCK_K steps: stage C's slice with stage_Y(C, L, N, l0, n0) into sY,
+     then give each thread its THREAD_M x THREAD_N register tile as in phase 1 (a[] from sT, b[]
+     from sY), and store the tile into E where it lies inside (M x N). C is read from global memory
+     once per block; T never leaves the chip. Mind the barriers around sY.
+     """,
+     """
+     // your code: phase 2
+     """)
+print(f"written to {OUT}")
