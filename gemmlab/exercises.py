@@ -580,11 +580,11 @@ def splice(name: str, code: str) -> str:
 
 def show(name: str):
     """The template, highlighted, its gap marked: a notebook cell's output (plain text outside Jupyter)."""
-    from .show import Listing, _highlighted_lines
+    from .show import Listing, highlighted_lines
 
     ex = get(name)
     text = ex.file.read_text().rstrip("\n")
-    lines = _highlighted_lines(text)
+    lines = highlighted_lines(text)
     plain = text.split("\n")
     inside, marked = False, []
     for src, hl in zip(plain, lines):

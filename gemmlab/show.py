@@ -47,7 +47,7 @@ def _label(path: Path) -> str:
     return f"kernels/{path.relative_to(KERNELS).as_posix()}"
 
 
-def _highlighted_lines(text: str) -> list[str]:
+def highlighted_lines(text: str) -> list[str]:
     """One HTML string per line of `text`, highlighted as CUDA (plain escaped text if pygments is missing)."""
     try:
         from pygments import highlight
@@ -84,7 +84,7 @@ def source(name: str, start_at: str | None = None, end_before: str | None = None
     path = kernel_file(name)
     text, first = _excerpt(path.read_text().rstrip("\n"), start_at, end_before)
     title = _label(path) + (f" (from line {first})" if first > 1 or end_before else "")
-    return Listing(title, _highlighted_lines(text), text)
+    return Listing(title, highlighted_lines(text), text)
 
 
 def previous_step(name: str) -> str:
@@ -102,7 +102,7 @@ def diff(name: str, against: str | None = None, context: int = 3) -> Listing:
     new_path, old_path = kernel_file(name), kernel_file(against or previous_step(name))
     new, old = new_path.read_text().rstrip("\n"), old_path.read_text().rstrip("\n")
     new_lines, old_lines = new.split("\n"), old.split("\n")
-    new_html, old_html = _highlighted_lines(new), _highlighted_lines(old)
+    new_html, old_html = highlighted_lines(new), highlighted_lines(old)
     html_lines, text_lines = [], []
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
