@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, action="append", help="M = N = K (repeatable)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter (all steps)")
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--alone", action="store_true", help="also time each call by itself, launches back to back")
     p.add_argument("--no-save", action="store_true")
     p = sub.add_parser("run", help="launch a step once on random inputs (GPU), e.g. under a profiler")
     p.add_argument("step")
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             params = params_for(args.steps, registry.parse_params(args.param))
             need_gpu("bench")
             kernels = [step(s.name, **p) for s, p in params]
-            benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save)
+            benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save,
+                      alone=args.alone)
             return 0
         if args.command == "run":
             kernel = step(args.step, backend="gpu", **registry.parse_params(args.param))  # no GPU: BackendError

@@ -4,8 +4,11 @@ Protocol: a step is timed only after verify() passed; inputs are uniform in [-1,
 the baselines are timed launch by launch, interleaved (cuBLAS, the step, cuBLAS, the step, ...;
 CUDA events around each launch, warm-up first), so that both see the same clock: an H100 that heats
 up or reaches its power limit in a long run slows everything that runs then, and a baseline measured
-minutes earlier would flatter or wrong the step. Each is summarised by the median and the 10th/90th
-percentiles. The baseline is the faster of cupy.matmul and torch.matmul (both cuBLAS; TF32 off for
+minutes earlier would flatter or wrong the step. Since 2026-11-28 the order rotates every turn, so each
+call is timed as often in each place (records say "order": "rotated"): the kernel launched right after
+cuBLAS paid for that place, up to 4 points at 4096 on an H200 (lab/hgemm-past-cublas/README.md). With
+alone=True each call is also timed by itself, its launches back to back (the "alone" fields). Each is
+summarised by the median and the 10th/90th percentiles. The baseline is the faster of cupy.matmul and torch.matmul (both cuBLAS; TF32 off for
 fp32), measured next to each step.
 """
 from __future__ import annotations
@@ -48,14 +51,24 @@ def _baseline_calls(a, b) -> dict:
     return out
 
 
-def _baselines(a, b, n_repeat: int, n_warmup: int) -> dict:
-    """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs, timed one after the other."""
-    return {name: _time(fn, n_repeat, n_warmup) for name, fn in _baseline_calls(a, b).items()}
+def time_alone(calls: dict, n_repeat: int, n_warmup: int) -> dict:
+    """Each call timed by itself, its launches back to back (the protocol before 2026-11-24, kept as a second
+    view): name -> median and percentiles in seconds."""
+    return {name: _time(fn, n_repeat, n_warmup) for name, fn in calls.items()}
 
 
-def time_interleaved(calls: dict, n_repeat: int, n_warmup: int) -> dict:
-    """Time several calls launch by launch in turn (CUDA events around each launch, on the current
-    stream, which PyTorch's default stream shares): name -> median and percentiles in seconds."""
+def rotated(names: list, turn: int) -> list:
+    """The order of one turn of the interleaved loop: `names` rotated by `turn`, so that over len(names)
+    turns every call is timed once in every place."""
+    shift = turn % len(names)
+    return names[shift:] + names[:shift]
+
+
+def time_interleaved(calls: dict, n_repeat: int, n_warmup: int, between=None, rotate: bool = True) -> dict:
+    """Time several calls launch by launch in turn, the order rotating each turn (CUDA events around each
+    launch, on the current stream, which PyTorch's default stream shares): name -> median and percentiles
+    in seconds. `between`, if given, runs untimed before every timed launch (e.g. to flush the L2);
+    rotate=False keeps the order of `calls` every turn (the protocol of 2026-11-24 to 11-27)."""
     import cupy
 
     for _ in range(n_warmup):
@@ -63,8 +76,11 @@ def time_interleaved(calls: dict, n_repeat: int, n_warmup: int) -> dict:
             fn()
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(n_repeat):
-        for name, fn in calls.items():
+    for turn in range(n_repeat):
+        for name in rotated(list(calls), turn if rotate else 0):
+            fn = calls[name]
+            if between is not None:
+                between()
             start.record()
             fn()
             end.record()
@@ -104,13 +120,16 @@ def _resolve(steps, params: dict | None, make, kind) -> list:
 
 
 def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int = 30,
-              n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None) -> list[dict]:
+              n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None,
+              alone: bool = False) -> list[dict]:
     """Records of each step at each size (M = N = K), with the baseline measured in the same run.
 
     On a GPU they are measured now (and saved to results/<gpu>.json when `save`); without one, the
     recorded records for these steps and sizes are returned, each labelled source="recorded", of GPU
     `gpu` (a name or slug), or if None of the one GPU that has the most of them (results.one_gpu).
-    `params` maps a step name to template parameters; a step may also be given as a Kernel.
+    `params` maps a step name to template parameters; a step may also be given as a Kernel. With `alone`, each
+    record also holds the step and the baselines timed each by itself, launches back to back ("alone_median_s",
+    "baseline_alone_median_s", "pct_of_baseline_alone"), after the interleaved timing.
     """
     if backend() != "gpu":
         wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
@@ -157,11 +176,19 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
                    "baseline_tflops": flops / base[best]["median_s"] / 1e12,
                    "pct_of_baseline": 100.0 * base[best]["median_s"] / t["median_s"],
                    "baselines": {name: v["median_s"] for name, v in base.items()},
-                   **env, "date": date, "n_repeat": n_repeat, "source": "live"}
+                   **env, "date": date, "n_repeat": n_repeat, "order": "rotated", "source": "live"}
+            if alone:
+                by_itself = time_alone({**calls, "step": lambda: k.run(a, b, c)}, n_repeat, n_warmup)
+                step_alone = by_itself.pop("step")["median_s"]
+                base_alone = min(v["median_s"] for v in by_itself.values())
+                rec.update(alone_median_s=step_alone, baseline_alone_median_s=base_alone,
+                           pct_of_baseline_alone=100.0 * base_alone / step_alone)
             records.append(rec)
             if verbose:
                 print(f"{k.label:55s} {size:6d}  {rec['tflops']:8.2f} TFLOP/s  "
-                      f"{rec['pct_of_baseline']:6.1f}% of {best} ({rec['baseline_tflops']:.1f})")
+                      f"{rec['pct_of_baseline']:6.1f}% of {best} ({rec['baseline_tflops']:.1f})"
+                      + (f"  alone: {rec['pct_of_baseline_alone']:.1f}% ({flops / base_alone / 1e12:.1f})"
+                         if alone else ""))
     if save and records:
         results.save(records)
     return records

@@ -25,7 +25,7 @@ for n in (4096, 8192):
         calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
                  "first": lambda: k.run(a, b, c1), "second": lambda: k.run(a, b, c2)}
         for r in range(ROUNDS):
-            t = {key: v["median_s"] for key, v in bench.time_interleaved(calls, 30, 3).items()}
+            t = {key: v["median_s"] for key, v in bench.time_interleaved(calls, 30, 3, rotate=False).items()}
             base = min(t["cupy.matmul"], t["torch.matmul"])
             print(f"{name:20s} {n}  cuBLAS {2 * n**3 / base / 1e12:6.1f} TFLOP/s   first {100 * base / t['first']:5.1f}%"
                   f"   second {100 * base / t['second']:5.1f}%   ({t['first'] * 1e6:8.1f} vs {t['second'] * 1e6:8.1f} us)",

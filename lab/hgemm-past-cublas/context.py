@@ -1,0 +1,69 @@
+"""What does a launch's context cost steps 09 and 10 against cuBLAS? At 4096 and 8192, one set of inputs, four ways:
+
+  fixed      the protocol of 2026-11-24 to 11-27: cupy, torch, 09, 10 in that order every turn
+  rotated    the protocol since 2026-11-28: the order rotates every turn (bench.time_interleaved)
+  cold       rotated, with a 256 MB read before every timed launch (untimed), so each starts with the L2
+             holding none of A, B or C, as under Nsight Compute's cache control
+  alone      each call by itself, launches back to back (bench.time_alone)
+
+then each call alone for about 2 s while nvidia-smi samples the SM clock and the board power every 20 ms.
+
+    python lab/hgemm-past-cublas/context.py [ROUNDS]      (an H100 or H200; prints one line per mode, size, round)
+"""
+import statistics
+import subprocess
+import sys
+import time
+
+import cupy
+import numpy as np
+import torch
+
+import gemmlab
+from gemmlab import bench
+
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+STEPS = {"09": "hgemm/09_persistent", "10": "hgemm/10_tma_store"}
+torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def line(mode: str, n: int, r: int, t: dict) -> None:
+    base = min(t["cupy.matmul"], t["torch.matmul"])
+    pct = "   ".join(f"{key} {100 * base / t[key]:5.1f}%" for key in STEPS)
+    print(f"{mode:8s} {n:5d} r{r}  cuBLAS {2 * n**3 / base / 1e12:6.1f} TFLOP/s   {pct}   "
+          f"(us: {', '.join(f'{k} {v * 1e6:.1f}' for k, v in t.items())})", flush=True)
+
+
+def sampled(fn, seconds: float = 2.0) -> str:
+    """Run fn back to back for `seconds` while nvidia-smi samples clocks and power; the samples' medians."""
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+                            "--format=csv,noheader,nounits", "--loop-ms=20"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # nvidia-smi's own start
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            fn()
+        cupy.cuda.runtime.deviceSynchronize()
+    smi.terminate()
+    rows = [r.split(",") for r in smi.communicate()[0].strip().splitlines() if r.count(",") == 2]
+    rows = rows[len(rows) // 3:]  # the first third may still show the previous load
+    clock, power, temp = (statistics.median(float(r[i]) for r in rows) for i in range(3))
+    return f"SM clock {clock:6.0f} MHz   power {power:6.1f} W   {temp:3.0f} C   ({len(rows)} samples)"
+
+
+print(gemmlab.gpu.device()["name"], flush=True)
+flush_buf = cupy.ones(64 * 2**20, dtype=cupy.float32)  # 256 MB: more than the L2 (50 MB on an H100, 60 on an H200)
+for n in (4096, 8192):
+    rng = np.random.default_rng(n)
+    a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    kernels = {key: gemmlab.step(name, backend="gpu") for key, name in STEPS.items()}
+    outs = {key: cupy.empty((n, n), np.float16) for key in STEPS}
+    calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
+             **{key: (lambda k=k, c=outs[key]: k.run(a, b, c)) for key, k in kernels.items()}}
+    for r in range(ROUNDS):
+        for mode, kw in (("fixed", {"rotate": False}), ("rotated", {}), ("cold", {"between": flush_buf.sum})):
+            line(mode, n, r, {k: v["median_s"] for k, v in bench.time_interleaved(calls, 30, 3, **kw).items()})
+        line("alone", n, r, {k: v["median_s"] for k, v in bench.time_alone(calls, 30, 3).items()})
+    for key, fn in calls.items():
+        print(f"power    {n:5d} {key:13s} {sampled(fn)}", flush=True)
