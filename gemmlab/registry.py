@@ -574,6 +574,16 @@ STEPS: list[Step] = [
          summary="sm_90a: C goes out through shared memory and TMA stores; the next tile's wgmmas start meanwhile",
          rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
          fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
+    Step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/10_tma_store",
+         summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)",
+         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
 ]
 
 # Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests

@@ -700,8 +700,9 @@ inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned l
     detail::tma_box(detail::dynamic_smem_base, smem_u32(dst), map, col, row, smem_u32(bar));
 }
 inline void wgmma_fence() {}
-inline void wgmma_commit() {}
-template <int N> inline void wgmma_wait() {}
+namespace detail {
+inline void wgmma_record(unsigned long long a, unsigned long long b, int n);  // below, beside the TMA stores
+}
 template <int R> inline void wgmma_fence_operands(float (&)[R]) {}
 template <int R> inline void wgmma_fence_operands(unsigned (&)[R]) {}
 template <int R> inline void setmaxnreg_dec() {}
@@ -720,6 +721,7 @@ template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long l
     if ((a >> 62) != 1 || (b >> 62) != 1) {
         detail::misuse("the emulator's wgmma models 128-byte-swizzled descriptors (layout type 1) only");
     }
+    if (threadIdx.x % 128 == 0) detail::wgmma_record(a, b, N);  // what its group reads, checked at the wait
     const size_t a_start = field(a, 0), a_sbo = field(a, 32);
     const size_t b_start = field(b, 0), b_lbo = field(b, 16), b_sbo = field(b, 32);
     auto A = [&](int m, int k) {  // K-major: 8-row atoms sbo apart, 128-byte rows
@@ -756,13 +758,38 @@ struct BulkStore {
     const char* smem; size_t at; const void* map; int col, row, group, line;
     std::vector<unsigned char> issued;  // the box's shared-memory bytes when the store was issued
 };
-struct BulkState { std::vector<BulkStore> stores; int open_group = 0; bool fenced = false; };
+// wgmma (fp16, descriptors for A and B) computes at once, but on the GPU the tensor cores may read its
+// shared-memory operands until wgmma_wait retires its group. Thread 0 of each warpgroup records a hash of
+// the bytes each of its wgmmas read; the wait that retires the group hashes them again, and a difference
+// is an error: the stage was refilled (its `empty` arrival came before the wait) while it could still be read.
+struct WgmmaRead { size_t a_start, a_sbo, b_start, b_lbo, b_sbo; int n, group; unsigned long long hash; };
+struct BulkState {
+    std::vector<BulkStore> stores; int open_group = 0; bool fenced = false;
+    std::vector<WgmmaRead> wgmma_reads; int wgmma_open = 0;  // wgmma groups, as the TMA stores' bulk groups
+};
 // A __thread pointer (no TLS guard, one %fs load) to a heap map: the analysis excludes the pointer from
 // shared memory (analysis.cpp), and a thread_local map's guard and wrapper would count as shared accesses.
 inline __thread std::unordered_map<const Fiber*, BulkState>* bulk_states = nullptr;
 inline BulkState& bulk_state() {
     if (!bulk_states) bulk_states = new std::unordered_map<const Fiber*, BulkState>();
     return (*bulk_states)[current];
+}
+// FNV-1a over the 16-byte chunks a wgmma m64nNk16 reads: A's 64 rows x 16 k (32 bytes of each 128-byte
+// row), B's 16 k rows x N columns (N / 64 boxes of 128 bytes), both through the 128-byte swizzle.
+inline unsigned long long wgmma_operand_hash(const WgmmaRead& w) {
+    const unsigned char* base = reinterpret_cast<const unsigned char*>(dynamic_smem_base);
+    unsigned long long h = 1469598103934665603ull;
+    auto mix = [&](size_t offset) {
+        unsigned long long v[2];
+        std::memcpy(v, swizzle128(const_cast<unsigned char*>(base), offset), 16);
+        h = ((h ^ v[0]) * 1099511628211ull ^ v[1]) * 1099511628211ull;
+    };
+    for (int m = 0; m < 64; ++m)
+        for (int c = 0; c < 32; c += 16) mix(w.a_start + m / 8 * w.a_sbo + m % 8 * 128 + c);
+    for (int k = 0; k < 16; ++k)
+        for (int box = 0; box < (w.n + 63) / 64; ++box)
+            for (int c = 0; c < 128; c += 16) mix(w.b_start + box * w.b_lbo + k / 8 * w.b_sbo + k % 8 * 128 + c);
+    return h;
 }
 inline size_t tma_box_bytes(const unsigned long long* f) { return f[TMA_BOX_COLS] * f[TMA_ELEM] * f[TMA_BOX_ROWS]; }
 inline void bulk_perform(const BulkStore& s) {
@@ -791,11 +818,36 @@ inline void bulk_wait(int pending_groups) {
     for (; n < st.stores.size() && st.stores[n].group < done_below; ++n) bulk_perform(st.stores[n]);
     st.stores.erase(st.stores.begin(), st.stores.begin() + n);
 }
+inline void wgmma_record(unsigned long long a, unsigned long long b, int n) {
+    auto field = [](unsigned long long desc, int shift) { return (size_t)((desc >> shift) & 0x3fff) << 4; };
+    BulkState& st = bulk_state();
+    WgmmaRead w{field(a, 0), field(a, 32), field(b, 0), field(b, 16), field(b, 32), n, st.wgmma_open, 0};
+    w.hash = wgmma_operand_hash(w);
+    st.wgmma_reads.push_back(w);
+}
+inline void wgmma_retire(int pending_groups) {
+    BulkState& st = bulk_state();
+    const int done_below = st.wgmma_open - pending_groups;  // committed groups older than this are done
+    size_t n = 0;
+    for (; n < st.wgmma_reads.size() && st.wgmma_reads[n].group < done_below; ++n) {
+        if (wgmma_operand_hash(st.wgmma_reads[n]) != st.wgmma_reads[n].hash) {
+            misuse(("thread " + std::to_string(current->tid) + ": the shared memory that a wgmma of group " +
+                    std::to_string(st.wgmma_reads[n].group) + " reads changed before wgmma_wait retired the group: "
+                    "its stage was handed back (an `empty` arrival) and refilled while the tensor cores could still "
+                    "be reading it; release a stage only after a wgmma_wait that leaves its group done").c_str());
+        }
+    }
+    st.wgmma_reads.erase(st.wgmma_reads.begin(), st.wgmma_reads.begin() + n);
+}
 // runtime.cpp calls this when a thread's kernel function returns.
 inline void bulk_thread_exit() {
     if (!bulk_states) return;  // no thread of this OS thread has stored anything
     auto it = bulk_states->find(current);
     if (it == bulk_states->end()) return;
+    if (!it->second.wgmma_reads.empty()) {
+        misuse(("thread " + std::to_string(current->tid) + " exited with wgmma groups not waited for: end the "
+                "k loop with wgmma_wait<0>() before the accumulators are read").c_str());
+    }
     if (!it->second.stores.empty()) {
         misuse(("thread " + std::to_string(current->tid) + " exited with " + std::to_string(it->second.stores.size()) +
                 " TMA store(s) not waited for (the first on line " + std::to_string(it->second.stores[0].line) +
@@ -827,6 +879,12 @@ inline void tma_store_2d(const void* map, const void* src, int col, int row, int
     st.stores.push_back(std::move(s));
 }
 inline void bulk_commit_group() { detail::bulk_state().open_group++; }
+inline void wgmma_commit() {
+    if (threadIdx.x % 128 == 0) detail::bulk_state().wgmma_open++;
+}
+template <int N> inline void wgmma_wait() {
+    if (threadIdx.x % 128 == 0) detail::wgmma_retire(N);
+}
 template <int N> inline void bulk_wait_group_read() { detail::bulk_wait(N); }
 template <int N> inline void bulk_wait_group() { detail::bulk_wait(N); }
 

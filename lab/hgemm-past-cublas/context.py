@@ -8,7 +8,8 @@
 
 then each call alone for about 2 s while nvidia-smi samples the SM clock and the board power every 20 ms.
 
-    python lab/hgemm-past-cublas/context.py [ROUNDS]      (an H100 or H200; prints one line per mode, size, round)
+    python lab/hgemm-past-cublas/context.py [ROUNDS [STEP ...]]   (an H100 or H200; one line per mode, size, round;
+                                                                  default steps: 09 and 10)
 """
 import statistics
 import subprocess
@@ -23,7 +24,8 @@ import gemmlab
 from gemmlab import bench
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-STEPS = {"09": "hgemm/09_persistent", "10": "hgemm/10_tma_store"}
+NAMES = sys.argv[2:] or ["hgemm/09_persistent", "hgemm/10_tma_store"]
+STEPS = {name.split("/")[1][:2]: name for name in NAMES}  # "hgemm/10_tma_store" -> "10"
 torch.backends.cuda.matmul.allow_tf32 = False
 
 

@@ -1,0 +1,44 @@
+"""results/experiments/hgemm-past-cublas/results.json from the runs' logs: every line of context.py and overlap.py
+(mode, size, round, cuBLAS's rate, each kernel's time in us and % of the faster cuBLAS call) and every power line,
+each with the run it came from. The chapter (7b) reads this file; the logs stay beside it.
+
+    python lab/hgemm-past-cublas/summarize.py
+"""
+import json
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[2] / "results" / "experiments" / "hgemm-past-cublas"
+RUNS = {  # log -> (run, the kernels' names in that log -> step)
+    "gpu-run-2026-11-28-protocol/context.log": ("protocol", {"09": "hgemm/09_persistent", "10": "hgemm/10_tma_store"}),
+    "overlap-h200-2026-11-28.log": ("overlap", {"10": "hgemm/10_tma_store", "overlap": "hgemm/11_mma_in_flight"}),
+    "gpu-run-2026-11-28-step11/context.log": ("step11", {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight"}),
+}
+TIMED = re.compile(r"^(\w+)\s+(\d+) r(\d+)\s+cuBLAS\s+([\d.]+) TFLOP/s.*\(us: (.*)\)$")
+POWER = re.compile(r"^power\s+(\d+) (\S+)\s+SM clock\s+(\d+) MHz\s+power\s+([\d.]+) W")
+
+
+def main() -> None:
+    timed, power = [], []
+    for log, (run, names) in RUNS.items():
+        for line in (HERE / log).read_text().splitlines():
+            if m := TIMED.match(line):
+                mode, n, rnd, cublas, us = m.groups()
+                us = {k: float(v) for k, v in (item.rsplit(" ", 1) for item in us.split(", "))}
+                base = min(us["cupy.matmul"], us["torch.matmul"])
+                timed.append({"run": run, "mode": mode, "n": int(n), "round": int(rnd), "cublas_tflops": float(cublas),
+                              "us": {names.get(k, k): v for k, v in us.items()},
+                              "pct": {names[k]: 100 * base / v for k, v in us.items() if k in names}})
+            elif m := POWER.match(line):
+                n, who, clock, watts = m.groups()
+                power.append({"run": run, "n": int(n), "call": names.get(who, who), "sm_clock_mhz": float(clock),
+                              "power_w": float(watts)})
+    out = {"question": "Does step 11 (one wgmma group in flight) gain on step 10, and what does the benchmark's "
+                       "context (order, L2 state, clocks) do to both against cuBLAS?",
+           "gpu": "NVIDIA H200", "date": "2026-11-28", "logs": sorted(RUNS), "timed": timed, "power": power}
+    (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{len(timed)} timed lines, {len(power)} power lines -> {HERE / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()
