@@ -1,10 +1,15 @@
-"""Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters | exercise."""
+"""Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters | fusion-lane |
+exercise.
+
+One command line for every step: the GEMM steps (sgemm/, hgemm/: registry.py) and the fused A B C steps
+(fused/: fusion.py) alike, except `counters` (GEMM steps) and `fusion-lane` (the fused steps' GPU lane).
+A bench or sweep takes steps of one kind: GEMM steps against cuBLAS, fused steps against a @ b @ c."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import nvrtc, registry
+from . import fusion, nvrtc, registry
 from .errors import BackendError, ConfigError, GemmlabError
 from .kernel import instance, set_backend, step
 
@@ -22,17 +27,19 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter")
         p.add_argument("--backend", choices=["cpu", "gpu"])
         if name != "verify":
-            p.add_argument("--arch", default="sm_75", help="sm_75 (T4), sm_80, sm_90 ...")
+            p.add_argument("--arch", help="sm_75 (T4), sm_80, sm_90 ... (default: sm_75; sm_90 for a fused step)")
     p = sub.add_parser("counters", help="global sectors and shared wavefronts per request (CPU emulator)")
     p.add_argument("step")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter")
     p.add_argument("--size", type=int, nargs=3, metavar=("M", "N", "K"), default=[256, 256, 256])
     p.add_argument("--blocks", type=int, default=4, help="blocks to run (0: the whole grid)")
-    p = sub.add_parser("bench", help="time steps against cuBLAS on the GPU, save to results/")
+    p = sub.add_parser("bench", help="time steps on the GPU against cuBLAS (fused steps: against a @ b @ c), "
+                                     "save to results/")
     p.add_argument("steps", nargs="+")
-    p.add_argument("--size", type=int, action="append", help="M = N = K (repeatable)")
+    p.add_argument("--size", type=int, action="append", help="M = N = K (= L), repeatable (default: 4096; fused "
+                                                                  f"steps {', '.join(map(str, fusion.DEFAULT_SIZES))})")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="template parameter (all steps)")
-    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--repeat", type=int, help="timed calls (default: 30; fused steps: by size)")
     p.add_argument("--alone", action="store_true", help="also time each call by itself, launches back to back")
     p.add_argument("--no-save", action="store_true")
     p = sub.add_parser("run", help="launch a step once on random inputs (GPU), e.g. under a profiler")
@@ -44,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vary", action="append", required=True, metavar="NAME=V1,V2,...")
     p.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed template parameter")
     p.add_argument("--size", type=int, default=4096)
+    p = sub.add_parser("fusion-lane", help="on a GPU: check the fused steps, benchmark them and the baselines at "
+                                           "256..4096, sweep their tiles at 512 and 1024, record")
+    p.add_argument("--sweeps", nargs="+", metavar="STEP",
+                   help="the steps whose tiles are swept (default: 08, 07, 06, 05, 04, 03, 02)")
     from . import exercises  # `exercise list | start | check`: its parser and its command live there
 
     exercises.add_cli_parser(sub)
@@ -53,66 +64,75 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "steps":
-            for s in registry.steps():
-                if args.names:
-                    print(s.name)
-                    continue
-                params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
-                summary = s.summary.removeprefix(f"{s.arch_tag}: ") if s.arch_tag else s.summary
-                print(f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} {s.arch_tag:7s} <{params}>  {summary}")
+            for s in registry.steps() + fusion.steps():
+                print(s.name if args.names else listing_line(s))
+            return 0
+        if args.command == "fusion-lane":
+            fusion.lane(**({"sweep_names": tuple(fusion.get(n).name for n in args.sweeps)} if args.sweeps else {}))
             return 0
         if args.command == "bench":
+            chosen = params_for(args.steps, registry.parse_params(args.param))
+            if all_fused(chosen, "bench"):
+                if args.alone:
+                    raise ConfigError("--alone times GEMM steps by themselves; a fused step's bench times each call "
+                                      "back to back already.")
+                need_gpu("bench")
+                fusion.benchmark([s.name for s, _ in chosen], sizes=args.size or fusion.DEFAULT_SIZES,
+                                 params={s.name: p for s, p in chosen}, save_records=not args.no_save,
+                                 n_repeat=args.repeat)
+                return 0
             from .bench import benchmark
 
-            params = params_for(args.steps, registry.parse_params(args.param))
             need_gpu("bench")
-            kernels = [step(s.name, **p) for s, p in params]
-            benchmark(kernels, sizes=args.size or [4096], n_repeat=args.repeat, save=not args.no_save,
-                      alone=args.alone)
+            kernels = [step(s.name, **p) for s, p in chosen]
+            benchmark(kernels, sizes=args.size or [4096], n_repeat=30 if args.repeat is None else args.repeat,
+                      save=not args.no_save, alone=args.alone)
             return 0
         if args.command == "run":
-            kernel = step(args.step, backend="gpu", **registry.parse_params(args.param))  # no GPU: BackendError
-            import cupy
-
-            rng = cupy.random.default_rng(0)
-            a = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
-            b = rng.random((args.size, args.size), dtype=cupy.float32).astype(kernel.dtype)
-            c = cupy.empty((args.size, args.size), dtype=kernel.dtype)
-            kernel.run(a, b, c)
-            cupy.cuda.runtime.deviceSynchronize()
-            print(f"ran {kernel.label} once at {args.size}^3")
+            print(launch_once(lookup(args.step), args.size, registry.parse_params(args.param)))
             return 0
         if args.command == "sweep":
-            from .bench import sweep
-
             grid = parse_vary(args.vary)
             fixed = registry.parse_params(args.param)
-            params_for([args.step], {**fixed, **grid})
+            (s, _), = params_for([args.step], {**fixed, **grid})
             need_gpu("sweep")
-            sweep(args.step, grid, size=args.size, fixed=fixed)
+            if isinstance(s, fusion.FusedStep):  # fixed parameters as one-value axes of the grid
+                fusion.sweep(s.name, {**{k: [v] for k, v in fixed.items()}, **grid}, sizes=(args.size,))
+            else:
+                from .bench import sweep
+
+                sweep(s.name, grid, size=args.size, fixed=fixed)
             return 0
         if args.command == "counters":
+            if isinstance(lookup(args.step), fusion.FusedStep):
+                raise ConfigError(f"counters runs GEMM steps in the emulator; {args.step} is a fused step "
+                                  f"(python -m gemmlab steps lists both).")
             print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
                 *args.size, max_blocks=args.blocks or None))
             return 0
         set_backend(args.backend)
         if args.command == "verify":
-            from .check import verify
-
             failed = 0
             for s, params in params_for(args.step, registry.parse_params(args.param)):
                 # several steps in one process: one sanitizer start-up for all
-                report = verify(step(s.name, **params), raise_on_fail=False)
-                print(report)
-                failed += not report.passed
+                report = check_one(s, params)
+                if report is not None:
+                    print(report)
+                    failed += not report.passed
             return 0 if not failed else 1
-        kernel = instance(args.step, **registry.parse_params(args.param))
+        s = lookup(args.step)
+        if isinstance(s, fusion.FusedStep):  # compile-only, judged by the arch's limits (fusion.compiled)
+            compiled = fusion.compiled(s.name, args.arch or "sm_90", **registry.parse_params(args.param))
+            print(compiled.resources if args.command == "resources" else nvrtc.sass(compiled))
+            return 0
+        arch = args.arch or "sm_75"
+        kernel = instance(s.name, **registry.parse_params(args.param))
         if args.command == "resources":
-            print(kernel.resources(args.arch))
-            if args.arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
-                print(_fit_text(kernel, args.arch, defaults=kernel.params == kernel.step.resolve({})))
+            print(kernel.resources(arch))
+            if arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
+                print(_fit_text(kernel, arch, defaults=kernel.params == kernel.step.resolve({})))
         else:
-            print(kernel.sass(args.arch))
+            print(kernel.sass(arch))
         return 0
     except GemmlabError as e:
         return report_error(e)
@@ -133,10 +153,66 @@ def need_gpu(command: str) -> None:
                            f"CUDA GPU (the recorded timings are in results/).")
 
 
+def lookup(name: str):
+    """The GEMM step (registry.py, lab kernels included) or the fused step (fusion.py) called `name`, by its full
+    or short name; a ConfigError naming the candidates when it fits several or none."""
+    return registry.find_step(name, registry.STEPS + registry.LAB_STEPS + fusion.FUSED_STEPS, "step")
+
+
+def all_fused(chosen: list[tuple], command: str) -> bool:
+    """Whether the (step, parameters) of `chosen` are fused steps; a ConfigError when GEMM and fused steps are
+    mixed, since `command` times each kind against its own baselines."""
+    fused = {isinstance(s, fusion.FusedStep) for s, _ in chosen}
+    if len(fused) > 1:
+        raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
+                          f"in one run; run it once for each kind.")
+    return fused == {True}
+
+
+def listing_line(s) -> str:
+    """One line of `steps`: name, chapter, dtype, architecture tag, default parameters, the idea."""
+    params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
+    summary = s.summary.removeprefix(f"{s.arch_tag}: ").removesuffix(f" ({s.arch_tag})") if s.arch_tag else s.summary
+    return f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} {s.arch_tag:7s} <{params}>  {summary}"
+
+
+def check_one(s, params: dict):
+    """The float64 check of one step (check.verify; fusion.check for a fused step), not raising on a failure;
+    None, with a SKIP line, for a fused step the live GPU lacks the instructions of."""
+    from .kernel import backend
+
+    if isinstance(s, fusion.FusedStep):
+        if backend() == "gpu" and not fusion.gpu_arch_ok(s):
+            print(f"SKIP: {s.name} needs {s.arch_label}")
+            return None
+        return fusion.check(fusion.step(s.name, **params), raise_on_fail=False)
+    from .check import verify
+
+    return verify(step(s.name, **params), raise_on_fail=False)
+
+
+def launch_once(s, size: int, params: dict) -> str:
+    """`run`: step `s` launched once on the GPU on random size^3 inputs (a BackendError without a GPU)."""
+    fused = isinstance(s, fusion.FusedStep)
+    kernel = (fusion.step if fused else step)(s.name, backend="gpu", **params)  # no GPU: BackendError
+    import cupy
+
+    if fused:
+        a, b, c = fusion.random_inputs(size)
+        kernel.run(a, b, c, cupy.empty((size, size), dtype=cupy.float32))
+    else:
+        rng = cupy.random.default_rng(0)
+        a = rng.random((size, size), dtype=cupy.float32).astype(kernel.dtype)
+        b = rng.random((size, size), dtype=cupy.float32).astype(kernel.dtype)
+        kernel.run(a, b, cupy.empty((size, size), dtype=kernel.dtype))
+    cupy.cuda.runtime.deviceSynchronize()
+    return f"ran {kernel.label} once at {size}^3"
+
+
 def params_for(names: list[str], params: dict) -> list[tuple]:
     """(step, the parameters of `params` it has) for each step named; a ConfigError listing the steps'
     parameters when a name in `params` belongs to none of them (a typo must not run the defaults)."""
-    steps = [registry.get(n) for n in names]
+    steps = [lookup(n) for n in names]
     unknown = sorted(set(params) - {k for s in steps for k in s.params})
     if unknown:
         listing = "; ".join(f"{s.name} has {', '.join(s.params) or 'none'}" for s in steps)

@@ -28,7 +28,8 @@ def _stats(times: np.ndarray) -> dict:
             "p90_s": float(np.percentile(times, 90))}
 
 
-def _time(fn, n_repeat: int, n_warmup: int) -> dict:
+def time_back_to_back(fn, n_repeat: int, n_warmup: int) -> dict:
+    """Device time of `fn` called n_repeat times back to back (CUDA events, after n_warmup calls): median, p10, p90."""
     from cupyx.profiler import benchmark as cupy_benchmark
 
     run = cupy_benchmark(fn, (), n_repeat=n_repeat, n_warmup=n_warmup)
@@ -54,7 +55,7 @@ def _baseline_calls(a, b) -> dict:
 def time_alone(calls: dict, n_repeat: int, n_warmup: int) -> dict:
     """Each call timed by itself, its launches back to back (the protocol before 2026-11-24, kept as a second
     view): name -> median and percentiles in seconds."""
-    return {name: _time(fn, n_repeat, n_warmup) for name, fn in calls.items()}
+    return {name: time_back_to_back(fn, n_repeat, n_warmup) for name, fn in calls.items()}
 
 
 def rotated(names: list, turn: int) -> list:

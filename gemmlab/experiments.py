@@ -376,7 +376,7 @@ def fusion_problem(n: int):
     from . import fusion
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    a, b, c = fusion._inputs(n)
+    a, b, c = fusion.random_inputs(n)
     ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
     return a, b, c, fusion.reference_gpu(a, b, c), {"torch a@b@c": lambda: ta @ tb @ tc}
 

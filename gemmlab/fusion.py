@@ -9,7 +9,7 @@ the emulator on the CPU). Shapes: A is M x K, B is K x L, C is L x N, E = A B C 
     E = k(A, B, C)                  # checked inputs, NumPy or CuPy arrays
     fusion.check(k)                 # float64 reference, structured inputs first, NaN propagation
     fusion.benchmark()              # on a GPU: against torch / cupy a @ b @ c and a CUDA graph
-    python -m gemmlab.fusion lane   # on a GPU: check + baselines + benchmark + sweep, recorded
+    python -m gemmlab fusion-lane   # on a GPU: check + baselines + benchmark + sweep, recorded
 
 Records go to results/<gpu>.fusion.json; without a GPU, benchmark() and sweep() return them.
 """
@@ -33,7 +33,7 @@ from .errors import ConfigError, GemmlabError, InputError, ShapeError, Verificat
 from .registry import (ArchRequirement, Launch, Param, cdiv, check_32bit_indices, find_step, resolve_params,
                        tf32x3_tile_rules)
 from . import results
-from .bench import _time as _bench_time, environment
+from .bench import environment, time_back_to_back
 from .check import special_values
 from .source import assemble
 
@@ -79,6 +79,11 @@ class FusedStep(ArchRequirement):
     @property
     def short(self) -> str:
         return self.name.split("/")[1]
+
+    @property
+    def dtype(self) -> str:
+        """The element type of A, B, C and E: float32 for every fused step."""
+        return "float32"
 
     def resolve(self, overrides: dict, target: str | None = None) -> dict:
         """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError.
@@ -444,7 +449,7 @@ class FusedKernel:
         self.source = assemble(step.file, source)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
-        self.module = _kernel._module(self.backend, self.source, self.name_expression, self.label, target)
+        self.module = _kernel.compiled_module(self.backend, self.source, self.name_expression, self.label, target)
         self._scratch: dict = {}
         self._checked: set = set()  # run()'s layout keys already checked
 
@@ -485,13 +490,13 @@ class FusedKernel:
         m, k, l, n = dims
         is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
         xp = __import__("cupy") if self.backend == "gpu" else np
-        a, b, c = (_kernel._to(xp, x) for x in (a, b, c))
+        a, b, c = (_kernel.to_array(xp, x) for x in (a, b, c))
         if self.step.tensor_maps and xp is not np:  # TMA reads from 16-byte boundaries: copy an offset view
             a, b, c = (x.copy() if x.data.ptr % 16 else x for x in (a, b, c))
         e = xp.zeros((m, n), dtype=np.float32)
         if m and n and k and l:
             self.run(a, b, c, e, timeout=timeout)
-        return _kernel._to(__import__("cupy") if is_cupy else np, e)
+        return _kernel.to_array(__import__("cupy") if is_cupy else np, e)
 
     # --- launch ---
     def tiles(self, dims: Dims) -> int:
@@ -589,15 +594,20 @@ class FusedKernel:
         return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label).resources
 
 
-def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
-    """Compile-only (no backend, no GPU): what ptxas reports for fused step `name` on `arch`, its
-    parameters judged by that arch's limits, not the live GPU's (by the emulator's where the step's
-    instructions do not exist on `arch`: the compile's ArchError then says why)."""
+def compiled(name: str, arch: str = "sm_90", source: str | None = None, **params):
+    """Compile-only (no backend, no GPU): fused step `name` compiled for `arch` (nvrtc.Artifact: PTX, cubin,
+    ptxas' report), its parameters judged by that arch's limits, not the live GPU's (by the emulator's where the
+    step's instructions do not exist on `arch`: the compile's ArchError then says why)."""
     from . import nvrtc
     st = get(name)
     cc = int(arch[3:].rstrip("a")) if re.fullmatch(r"sm_\d{2,3}a?", arch) else 0  # nvrtc.compile names a bad one
     p = st.resolve(params, arch if st.runs_on(cc) else "cpu")
-    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name).resources
+    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name)
+
+
+def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
+    """What ptxas reports for fused step `name` on `arch` (compile-only: compiled)."""
+    return compiled(name, arch, source, **params).resources
 
 
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
@@ -713,7 +723,7 @@ def check(kern: FusedKernel | str, cases: list[Case] | None = None, raise_on_fai
     report = Report(kern.name, kern.label)
     for case in cases or default_cases(kern):
         a, b, c = make_inputs(case.kind, *case.dims)
-        got = np.asarray(_kernel._to(np, kern(a, b, c)))
+        got = np.asarray(_kernel.to_array(np, kern(a, b, c)))
         bad, ratio = compare(got, a, b, c)
         case.worst = float(ratio.max()) if ratio.size else 0.0
         report.cases.append(case)
@@ -811,7 +821,7 @@ def _time(fn, n_repeat: int, n_warmup: int = 10) -> dict:
     """Device time (bench's CUDA-event protocol) plus the wall time of a call and a synchronize."""
     import cupy
 
-    t = _bench_time(fn, n_repeat, n_warmup)
+    t = time_back_to_back(fn, n_repeat, n_warmup)
     walls = []
     for _ in range(max(10, n_repeat // 3)):
         start = time.perf_counter()
@@ -821,7 +831,7 @@ def _time(fn, n_repeat: int, n_warmup: int = 10) -> dict:
     return {**t, "wall_median_s": float(statistics.median(walls)), "n_repeat": n_repeat}
 
 
-def _baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
+def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
     """torch and cupy a @ b @ c (two cuBLAS launches, TF32 off), one torch GEMM, and both as CUDA graphs."""
     import cupy
 
@@ -885,7 +895,8 @@ def _record(impl: str, params: dict | None, kind: str, n: int, t: dict, base: di
     return {**rec, **env, "date": datetime.date.today().isoformat(), "source": "live"}
 
 
-def _inputs(n: int):
+def random_inputs(n: int):
+    """A, B, C: N x N float32 CuPy arrays, uniform in [-1, 1], seeded by N (the benchmark's and sweep's inputs)."""
     import cupy
     rng = cupy.random.default_rng(n)
     return tuple((rng.random((n, n), dtype=cupy.float32) * 2 - 1) for _ in range(3))
@@ -919,7 +930,7 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
     want = reference_gpu(a, b, c)
     direct, rel = checked_launcher(kern, a, b, c, want)
     replay, _ = checked_launcher(kern, a, b, c, want, graph=True)
-    graph_t = _bench_time(replay, n_repeat, 10)
+    graph_t = time_back_to_back(replay, n_repeat, 10)
     return _time(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
                                      "graph_median_s": graph_t["median_s"]}
 
@@ -975,9 +986,9 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
     env = environment()
     records = []
     for n in sizes:
-        a, b, c = _inputs(n)
+        a, b, c = random_inputs(n)
         reps = n_repeat or _repeats(n)
-        base = _baselines(a, b, c, reps)
+        base = time_baselines(a, b, c, reps)
         for impl, t in base.items():
             records.append(_record(impl, None, "benchmark", n, t, base, env))
         for k in kernels_at(n):
@@ -1035,9 +1046,9 @@ def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512
     env = environment()
     records = []
     for n in sizes:
-        a, b, c = _inputs(n)
+        a, b, c = random_inputs(n)
         reps = max(50, _repeats(n) // 3)
-        base = {k: v for k, v in _baselines(a, b, c, reps).items() if k in BASELINES}
+        base = {k: v for k, v in time_baselines(a, b, c, reps).items() if k in BASELINES}
         for values in itertools.product(*grid.values()):
             p = dict(zip(grid, values))
             try:
@@ -1152,34 +1163,22 @@ def explorer(name: str = "fused/03_two_phase", n: int = 64):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gemmlab.fusion", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    ln = sub.add_parser("lane", help="on a GPU: check, baselines, benchmark 256..4096, sweep at 512 and 1024, record")
-    ln.add_argument("--sweeps", nargs="+", default=None, metavar="STEP",
-                    help="the steps whose tiles are swept (default: 08, 07, 06, 05, 04, 03, 02)")
-    v = sub.add_parser("check", help="check every fused step against float64 (emulator without a GPU)")
-    v.add_argument("--backend", choices=("gpu", "cpu"), default=None)
-    v.add_argument("steps", nargs="*", metavar="STEP", help="the steps to check (default: all)")
-    b = sub.add_parser("bench", help="benchmark the fused steps and the baselines (GPU)")
-    b.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "lane":
-            lane(**({"sweep_names": tuple(get(n).name for n in args.sweeps)} if args.sweeps else {}))
-        elif args.cmd == "check":
-            for st in [get(n) for n in args.steps] or FUSED_STEPS:
-                if _kernel.backend(args.backend) == "gpu" and not gpu_arch_ok(st):
-                    print(f"SKIP: {st.name} needs {st.arch_label}")
-                    continue
-                print(check(step(st.name, backend=args.backend)))
-        else:
-            from .__main__ import need_gpu
-            need_gpu("python -m gemmlab.fusion bench")
-            benchmark(sizes=tuple(args.sizes))
-    except GemmlabError as e:
-        from .__main__ import report_error
-        return report_error(e)
-    return 0
+    """`python -m gemmlab.fusion check | bench | lane`, kept for the scripts that call it: a route into the one
+    command line, `python -m gemmlab verify | bench | fusion-lane`, over every fused step where none is named."""
+    ap = argparse.ArgumentParser(prog="python -m gemmlab.fusion", description=main.__doc__)
+    ap.add_argument("command", choices=("check", "bench", "lane"))
+    ap.add_argument("steps", nargs="*", metavar="STEP", help="check, bench: the fused steps (default: all)")
+    ap.add_argument("--backend", choices=("gpu", "cpu"), help="check: where the steps run")
+    ap.add_argument("--sizes", type=int, nargs="+", help="bench: N = M = K = L (default: 256 to 4096)")
+    ap.add_argument("--sweeps", nargs="+", metavar="STEP", help="lane: the steps whose tiles are swept")
+    args = ap.parse_intermixed_args(argv)
+    from .__main__ import main as cli
+
+    if args.command == "lane":
+        return cli(["fusion-lane", *(["--sweeps", *args.sweeps] if args.sweeps else [])])
+    return cli(["verify" if args.command == "check" else "bench", *(args.steps or DEFAULT_STEPS),
+                *(["--backend", args.backend] if args.backend else []),
+                *[x for n in args.sizes or () for x in ("--size", str(n))]])
 
 
 if __name__ == "__main__":

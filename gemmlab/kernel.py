@@ -80,8 +80,8 @@ def _compile(backend_name: str, source: str, expr: str, label: str, target: str 
 _modules: dict[tuple, object] = {}
 
 
-def _module(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
-    """The compiled module for (backend, source, instantiation), compiled once per process.
+def compiled_module(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
+    """The compiled module for (backend, source, instantiation), compiled once per process (kernels share it).
     A failed compile raises and caches nothing, so a corrected source compiles next time.
     `target` (an NVRTC arch such as sm_90a) overrides CuPy's choice for the live GPU."""
     key = (backend_name, source, expr)
@@ -143,7 +143,7 @@ class Kernel(Instance):
         super().__init__(step, params, source_text)
         self.backend = backend(backend_name)
         target = gpu_target(step) if self.backend == "gpu" else None
-        self.module = _module(self.backend, self.source, self.name_expression, self.label, target)
+        self.module = compiled_module(self.backend, self.source, self.name_expression, self.label, target)
         self._checked: set = set()  # run()'s layout keys already checked
 
     def __repr__(self) -> str:
@@ -185,11 +185,11 @@ class Kernel(Instance):
             import cupy as xp
         else:
             xp = np
-        a_dev, b_dev = _to(xp, a), _to(xp, b)
+        a_dev, b_dev = to_array(xp, a), to_array(xp, b)
         c = xp.zeros((m, n), dtype=self.dtype)
         if m and n and k:
             self.run(a_dev, b_dev, c, timeout=timeout)
-        return _to(__import__("cupy") if is_cupy else np, c)
+        return to_array(__import__("cupy") if is_cupy else np, c)
 
     def run(self, a, b, c, stream=None, timeout: float | None = None) -> None:
         """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
@@ -225,8 +225,8 @@ class Kernel(Instance):
         """
         from . import cpu
 
-        module = self.module if self.backend == "cpu" else _module("cpu", self.source, self.name_expression,
-                                                                   self.label)
+        module = (self.module if self.backend == "cpu"
+                  else compiled_module("cpu", self.source, self.name_expression, self.label))
         registry.check_shape(self.step, m, n, k)
         if min(m, n, k) < 1:
             raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
@@ -273,7 +273,7 @@ def layout_key(*arrays) -> tuple:
                  for x in arrays)
 
 
-def _to(xp, x):
+def to_array(xp, x):
     """x as an array of module xp (numpy or cupy), copying between host and device if needed. A device
     view that starts off a 16-byte boundary (a row-offset slice: C-contiguous, mid-allocation) is
     copied too: the kernels' 16-byte loads assume aligned rows, and a misaligned one kills the context."""

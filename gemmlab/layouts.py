@@ -18,7 +18,7 @@ MMA_SHAPES: Dict[str, Tuple[int, int, int]] = {"m16n8k8": (16, 8, 8), "m16n8k16"
 
 def mma_operand_shape(shape: str, operand: str) -> Coord:
     """(rows, cols) of operand "a" (M x K), "b" (K x N) or "c" (M x N) for an mma shape."""
-    m, n, k = _mma_mnk(shape)
+    m, n, k = mma_mnk(shape)
     return {"a": (m, k), "b": (k, n), "c": (m, n)}[_check_operand(operand)]
 
 
@@ -30,7 +30,7 @@ def elements_per_lane(shape: str, operand: str) -> int:
 
 def mma_fragment(shape: str, operand: str, accum: str = "f32") -> Dict[Coord, Coord]:
     """Map (lane, element i) -> (row, col) of one operand of mma.sync.`shape`.row.col (f16)."""
-    _mma_mnk(shape)
+    mma_mnk(shape)
     operand = _check_operand(operand)
     if accum not in ("f32", "f16"):
         raise ValueError(f"accum must be 'f32' or 'f16', not {accum!r}")
@@ -58,7 +58,7 @@ def ldmatrix_fragment(
     num: int, trans: bool = False
 ) -> Dict[Tuple[int, int, int], Tuple[int, int, int]]:
     """Map (lane, register j, half e) -> (matrix, row, col) of the 8x8 matrices of ldmatrix.xN."""
-    _check_num(num)
+    check_ldmatrix_num(num)
     out: Dict[Tuple[int, int, int], Tuple[int, int, int]] = {}
     for lane in range(WARP_SIZE):
         for j in range(num):
@@ -71,11 +71,12 @@ def ldmatrix_fragment(
 
 def ldmatrix_row_provider(num: int) -> Dict[int, Tuple[int, int]]:
     """Map lane -> (matrix, row) whose 16-byte row address that lane supplies to ldmatrix.xN."""
-    _check_num(num)
+    check_ldmatrix_num(num)
     return {lane: (lane // 8, lane % 8) for lane in range(8 * num)}
 
 
-def _mma_mnk(shape: str) -> Tuple[int, int, int]:
+def mma_mnk(shape: str) -> Tuple[int, int, int]:
+    """(M, N, K) of an mma shape such as "m16n8k16"; a ValueError naming the known shapes otherwise."""
     if shape not in MMA_SHAPES:
         raise ValueError(f"unknown mma shape {shape!r}: use one of {sorted(MMA_SHAPES)}")
     return MMA_SHAPES[shape]
@@ -87,6 +88,7 @@ def _check_operand(operand: str) -> str:
     return operand
 
 
-def _check_num(num: int) -> None:
+def check_ldmatrix_num(num: int) -> None:
+    """A ValueError unless `num` is a number of matrices one ldmatrix loads (1, 2 or 4)."""
     if num not in (1, 2, 4):
         raise ValueError(f"ldmatrix loads 1, 2 or 4 matrices (.x1/.x2/.x4), not {num!r}")

@@ -58,7 +58,7 @@ def _launch(expr: str, inputs: list[np.ndarray], outputs: list[np.ndarray], back
     """One launch of a demo kernel (one warp) on `backend`; returns the output arrays on the host."""
     from . import kernel
 
-    module = kernel._module(backend, assemble(DEMO_FILE), expr, f"demo/mma_fragments {expr}")
+    module = kernel.compiled_module(backend, assemble(DEMO_FILE), expr, f"demo/mma_fragments {expr}")
     if backend == "gpu":
         import cupy
 
@@ -90,7 +90,7 @@ def mma_demo(shape: str = "m16n8k8", backend: str | None = None) -> dict:
     its element. Returns {"a", "b", "c": {(lane, i): (row, col)}, "backend": where it ran,
     "raw": the registers of both launches}; the maps have the format of `layouts.mma_fragment`.
     """
-    m, n, k = layouts._mma_mnk(shape)
+    m, n, k = layouts.mma_mnk(shape)
     where = demo_backend(MIN_ARCH[shape], backend)
     expr = f"mma_fragments<{k}>"
     outs = [np.zeros(32 * k // 4, np.uint32), np.zeros(32 * k // 8, np.uint32), np.zeros(32 * 4, np.float32)]
@@ -116,7 +116,7 @@ def ldmatrix_demo(num: int = 4, trans: bool = False, backend: str | None = None)
     Returns {(lane, register j, half e): (matrix, row, col)} in the format of
     `layouts.ldmatrix_fragment` (coordinates as stored in shared memory).
     """
-    layouts._check_num(num)
+    layouts.check_ldmatrix_num(num)
     where = demo_backend(75, backend)
     expr = f"ldmatrix_fragments<{num}, {'true' if trans else 'false'}>"
     (regs,) = _launch(expr, [encoded(num * 8, 8)], [np.zeros(32 * num, np.uint32)], where)

@@ -20,7 +20,8 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 summary="$out/summary.txt"
 : > "$summary"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$summary"
-steps=$(python3 -m gemmlab steps --names)
+steps=$(python3 -m gemmlab steps --names | grep -v "^fused/")  # the GEMM steps; chapter 8's fused steps:
+fused=$(python3 -m gemmlab steps --names | grep "^fused/")
 
 if [[ " $* " == *" --execute-notebooks "* ]]; then  # store the GPU run's outputs (the site shows them)
   python3 tests/execute_notebooks.py book/*.ipynb --log-dir "$out/execute" | tee -a "$summary"
@@ -43,7 +44,7 @@ done
 
 for tool in memcheck racecheck synccheck; do  # chapter 8's fused steps (persistent grids, a grid barrier)
   log="$out/sanitizer-fused-$tool.log"
-  GEMMLAB_NO_POOL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab.fusion check --backend gpu > "$log" 2>&1
+  GEMMLAB_NO_POOL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 python3 -m gemmlab verify $fused --backend gpu > "$log" 2>&1
   echo "sanitizer fused $tool: exit $?, $(grep -c '^PASS' "$log") fused steps PASS, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)" >> "$summary"
   grep -E "PASS|SKIP|SUMMARY" "$log" > "results/gpu-lane/sanitizer/fused-$tool.txt"
 done

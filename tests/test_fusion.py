@@ -1,10 +1,13 @@
-"""Chapter 8: the fused A x B x C steps against float64 on the CPU emulator, bad inputs, records."""
+"""Chapter 8: the fused A x B x C steps against float64 on the CPU emulator, bad inputs, records, the command line."""
 import json
+import re
 
 import numpy as np
 import pytest
 
-from gemmlab import experiments, fusion
+import gemmlab
+from gemmlab import experiments, fusion, gpu, registry
+from gemmlab.__main__ import main as cli
 from gemmlab.source import kernel_path
 from gemmlab.errors import ConfigError, InputError, ShapeError, VerificationError
 
@@ -412,3 +415,58 @@ def test_a_new_benchmark_record_replaces_the_old_whatever_its_tiles(tmp_path, mo
     assert len(bench512) == 1 and bench512[0]["median_s"] == 0.5
     assert len([r for r in rows if r["kind"] == "sweep"]) == 2
     assert [r["m"] for r in rows if r["kind"] == "benchmark"] == [512, 1024]  # other sizes untouched
+
+
+# --- the one command line: python -m gemmlab takes the fused steps (issue 42) ------------------------------
+@pytest.fixture
+def cli_backend():
+    """`verify --backend` sets the backend for the process: put the automatic choice back after the test."""
+    yield
+    gemmlab.set_backend(None)
+
+
+def test_cli_steps_lists_every_fused_step_after_the_gemm_steps(capsys):
+    assert cli(["steps", "--names"]) == 0
+    assert capsys.readouterr().out.split() == [s.name for s in registry.steps()] + STEPS
+    assert cli(["steps"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    for s in fusion.FUSED_STEPS:
+        defaults = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
+        assert f"ch{s.chapter}  float32 " in lines[s.name] and f"<{defaults}>" in lines[s.name], lines[s.name]
+        assert lines[s.name].endswith(s.summary.removesuffix(f" ({s.arch_tag})")), lines[s.name]
+
+
+def test_cli_verifies_a_fused_step_on_the_cpu(capsys, cli_backend):
+    assert cli(["verify", "fused/01_naive_row", "--backend", "cpu", "--param", "THREADS=64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("PASS: fused/01_naive_row matches the float64 reference on 6 shapes") and out.count("\n") == 1
+    assert fusion.main(["check", "01_naive_row", "--backend", "cpu"]) == 0  # the old command line, a route into it
+    assert capsys.readouterr().out.startswith("PASS: fused/01_naive_row")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["verify", "fused/03_two_phase", "--backend", "cpu", "--param", "FOO=1"],
+     r"no template parameter FOO here \(fused/03_two_phase has BLOCK_M, BLOCK_N, BLOCK_K, THREAD_M, THREAD_N\)"),
+    (["verify", "fused/01_naive_row", "--backend", "cpu", "--param", "THREADS=48"], r"THREADS=48"),
+    (["verify", "fused/99_magic", "--backend", "cpu"], r"no step called 'fused/99_magic'; the steps are: .*fused/08"),
+    (["bench", "fused/08_tile_flags", "sgemm/01_naive", "--size", "512"], r"GEMM steps .* or fused steps .* not both"),
+    (["counters", "fused/01_naive_row"], r"fused/01_naive_row is a fused step"),
+])
+def test_cli_bad_fused_input_is_one_line_with_status_2(args, message, capsys, cli_backend):
+    rc = cli(args)
+    out, err = capsys.readouterr()
+    assert rc == 2 and "PASS" not in out
+    assert re.search(message, err) and err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_cli_bench_of_a_fused_step_without_a_gpu_says_what_the_gemm_bench_says(capsys):
+    if gpu.available():
+        pytest.skip("a GPU is here")
+    assert cli(["bench", "sgemm/01_naive", "--size", "512"]) == 2
+    gemm_err = capsys.readouterr().err
+    assert cli(["bench", "fused/08_tile_flags", "--size", "512"]) == 2
+    assert capsys.readouterr().err == gemm_err
+    assert cli(["run", "fused/03_two_phase", "--size", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "GPU" in err, err
+

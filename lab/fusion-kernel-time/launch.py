@@ -79,7 +79,7 @@ def main(sizes: list[int]) -> None:
     for n in sizes:
         params = CONFIGS[n]
         print(f"config n={n}: {json.dumps(params)}")
-        a, b, c = fusion._inputs(n)
+        a, b, c = fusion.random_inputs(n)
         want = fusion.reference_gpu(a, b, c)
         kernels = {"05": fusion.step(STEP, **params)}
         for v in VARIANTS:

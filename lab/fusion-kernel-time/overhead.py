@@ -72,7 +72,7 @@ from gemmlab import bench, fusion  # noqa: E402
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 512
 top = fusion.best([r for r in fusion.load() if "speedup" in r], "fused/05_tf32x3", n)
 kern = fusion.step("fused/05_tf32x3", backend="gpu", **top["params"])
-a, b, c = fusion._inputs(n)
+a, b, c = fusion.random_inputs(n)
 e = cupy.empty((n, n), dtype=cupy.float32)
 fused = kern.launcher(a, b, c, e)
 cfg = kern.launch_config((n, n, n, n))

@@ -17,7 +17,7 @@ records = fusion.load()
 for n in sizes:
     top = fusion.best([r for r in records if "speedup" in r], "fused/05_tf32x3", n)
     kern = fusion.step("fused/05_tf32x3", backend="gpu", **top["params"])
-    a, b, c = fusion._inputs(n)
+    a, b, c = fusion.random_inputs(n)
     e = cupy.empty((n, n), dtype=cupy.float32)
     calls = {"cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c)}
     try:

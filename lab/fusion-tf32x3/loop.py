@@ -72,7 +72,7 @@ def main(sizes: list[int]) -> None:
     st = fusion.get("fused/05_tf32x3")
     print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
-        a, b, c = fusion._inputs(n)
+        a, b, c = fusion.random_inputs(n)
         want = fusion.reference_gpu(a, b, c)
         ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
         for cfg_name, params in CONFIGS[n].items():

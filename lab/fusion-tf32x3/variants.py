@@ -82,9 +82,9 @@ def run(sizes: list[int], configs: list[str] | None = None, variants: list[str] 
     import cupy
     from gemmlab import fusion
     for n in sizes:
-        a, b, c = fusion._inputs(n)
+        a, b, c = fusion.random_inputs(n)
         reps = fusion._repeats(n)
-        base = fusion._baselines(a, b, c, reps)
+        base = fusion.time_baselines(a, b, c, reps)
         want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
         best = min(base[k]["median_s"] for k in fusion.BASELINES if k in base)
         for impl, t in base.items():
@@ -143,7 +143,7 @@ def timeline(n: int, config: str, launches: int = 20) -> None:
     import cupy
     from gemmlab import fusion
     k = fusion.step("fused/05_tf32x3", source=source("timeline"), **CONFIGS[config])
-    a, b, c = fusion._inputs(n)
+    a, b, c = fusion.random_inputs(n)
     e = cupy.empty((n, n), cupy.float32)
     grid = k.launch_config((n, n, n, n)).grid[0]
     parts = {"launch ramp (last block start - first)": [], "phase 1 (median block)": [], "phase 1 (slowest block)": [],
@@ -173,7 +173,7 @@ def tile_timeline(n: int, config: str, launches: int = 20) -> None:
     import cupy
     from gemmlab import fusion
     k = fusion.step("fused/05_tf32x3", source=source("tile_timeline"), **CONFIGS[config])
-    a, b, c = fusion._inputs(n)
+    a, b, c = fusion.random_inputs(n)
     e = cupy.empty((n, n), cupy.float32)
     grid = k.launch_config((n, n, n, n)).grid[0]
     names = ("first operands ready", "K loop", "reduction across groups", "stores")

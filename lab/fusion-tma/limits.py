@@ -359,7 +359,7 @@ def wgmma_rates(ns=(32, 64), groups=(1, 2, 3, 4), fp16: bool = False) -> None:
     for n in ns:
         for g in groups:
             expr = f"wgmma_rate<{n}, {g}, {'true' if fp16 else 'false'}>"
-            mod = kernel._module("gpu", src, expr, expr, "sm_90a")
+            mod = kernel.compiled_module("gpu", src, expr, expr, "sm_90a")
             out, cycles = cupy.zeros(1024, np.float32), cupy.zeros(sms * g, np.int64)
             args = [np.int32(iters), out, cycles]
             for _ in range(2):

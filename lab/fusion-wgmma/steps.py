@@ -92,7 +92,7 @@ def timeline(n: int = 512, launches: int = 20) -> None:
     clock_hz = cupy.cuda.runtime.getDeviceProperties(0)["clockRate"] * 1e3
     print(f"gpu: {gpu.device()['name']}")
     source = experiments.variant_source(HERE, fusion.get("fused/06_wgmma_tf32x3"), "round_timeline")
-    a, b, c = fusion._inputs(n)
+    a, b, c = fusion.random_inputs(n)
     for cname, params in CONFIGS[n].items():
         k = fusion.step("fused/06_wgmma_tf32x3", source=source, **params)
         e = cupy.empty((n, n), dtype=cupy.float32)
