@@ -37,8 +37,8 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-tma", "fusion-wgmma", "hgemm-diagnosis", "hgemm-t4-gap",
-                     "hgemm-wgmma", "sgemm-vs-cublas"]
+    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-tma", "fusion-wgmma", "hgemm-diagnosis",
+                     "hgemm-past-cublas", "hgemm-t4-gap", "hgemm-wgmma", "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
         assert exp["gpu"] and exp["date"] and exp["question"] and exp["protocol"]

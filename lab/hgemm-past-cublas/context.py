@@ -4,6 +4,8 @@
   rotated    the protocol since 2026-11-28: the order rotates every turn (bench.time_interleaved)
   cold       rotated, with a 256 MB read before every timed launch (untimed), so each starts with the L2
              holding none of A, B or C, as under Nsight Compute's cache control
+  other      rotated, but every launch takes the other of two sets of inputs than the launch before it: the L2
+             holds the previous launch's data (and its C's written lines), none of it this launch's
   alone      each call by itself, launches back to back (bench.time_alone)
 
 then each call alone for about 2 s while nvidia-smi samples the SM clock and the board power every 20 ms.
@@ -57,15 +59,29 @@ print(gemmlab.gpu.device()["name"], flush=True)
 flush_buf = cupy.ones(64 * 2**20, dtype=cupy.float32)  # 256 MB: more than the L2 (50 MB on an H100, 60 on an H200)
 for n in (4096, 8192):
     rng = np.random.default_rng(n)
-    a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
-    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    sets = []  # two sets of inputs: (a, b, torch's views of them)
+    for _ in range(2):
+        a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
+        sets.append((a, b, torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")))
     kernels = {key: gemmlab.step(name, backend="gpu") for key, name in STEPS.items()}
     outs = {key: cupy.empty((n, n), np.float16) for key in STEPS}
-    calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
-             **{key: (lambda k=k, c=outs[key]: k.run(a, b, c)) for key, k in kernels.items()}}
+
+    def launches(pick):
+        """The calls, each on the inputs pick() returns when it is launched."""
+        return {"cupy.matmul": lambda: cupy.matmul(*pick()[:2]), "torch.matmul": lambda: torch.matmul(*pick()[2:]),
+                **{key: (lambda k=k, c=outs[key]: k.run(*pick()[:2], c)) for key, k in kernels.items()}}
+
+    turn = [0]
+
+    def alternate():  # each launch takes the other set than the launch before it
+        turn[0] ^= 1
+        return sets[turn[0]]
+
+    calls, calls_other = launches(lambda: sets[0]), launches(alternate)
     for r in range(ROUNDS):
-        for mode, kw in (("fixed", {"rotate": False}), ("rotated", {}), ("cold", {"between": flush_buf.sum})):
-            line(mode, n, r, {k: v["median_s"] for k, v in bench.time_interleaved(calls, 30, 3, **kw).items()})
+        for mode, fns, kw in (("fixed", calls, {"rotate": False}), ("rotated", calls, {}),
+                              ("cold", calls, {"between": flush_buf.sum}), ("other", calls_other, {})):
+            line(mode, n, r, {k: v["median_s"] for k, v in bench.time_interleaved(fns, 30, 3, **kw).items()})
         line("alone", n, r, {k: v["median_s"] for k, v in bench.time_alone(calls, 30, 3).items()})
     for key, fn in calls.items():
         print(f"power    {n:5d} {key:13s} {sampled(fn)}", flush=True)

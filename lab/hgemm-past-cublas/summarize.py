@@ -35,6 +35,10 @@ def main() -> None:
                               "power_w": float(watts)})
     out = {"question": "Does step 11 (one wgmma group in flight) gain on step 10, and what does the benchmark's "
                        "context (order, L2 state, clocks) do to both against cuBLAS?",
+           "protocol": "context.py and overlap.py: both steps and cupy.matmul and torch.matmul in one loop, launch by "
+                       "launch (CUDA events), 30 turns per round after 3 of warm-up, median per call; modes: fixed "
+                       "order, rotated order, cold (a 256 MB read before every launch), other inputs, alone (each "
+                       "call's launches back to back); pct is of the faster cuBLAS call in the same round",
            "gpu": "NVIDIA H200", "date": "2026-11-28", "logs": sorted(RUNS), "timed": timed, "power": power}
     (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(timed)} timed lines, {len(power)} power lines -> {HERE / 'results.json'}")

@@ -1,0 +1,64 @@
+"""Steps 10 and 11 and cuBLAS with the SM clock held at base, the L2 left warm: does the gap at 4096 stay when the
+power controller cannot move the clock? Two parts:
+
+    ncu --clock-control base --cache-control none --metrics gpu__time_duration.sum --csv \\
+        python lab/hgemm-past-cublas/fixed_clock.py run N > N.csv      (launches each call 20 times, in turn)
+    python lab/hgemm-past-cublas/fixed_clock.py table N.csv ...         (median time per kernel, % of cuBLAS's)
+
+Under Nsight Compute each launch is serialised and timed alone, at the base clock; with --cache-control none the
+L2 keeps what the previous launch left, as in the benchmark's warm loop.
+"""
+import csv
+import io
+import statistics
+import sys
+
+TURNS = 20
+
+
+def run(n: int) -> None:
+    import cupy
+    import numpy as np
+    import torch
+
+    import gemmlab
+    from gemmlab import bench
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = np.random.default_rng(n)
+    a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    k10, k11 = (gemmlab.step(s, backend="gpu") for s in ("hgemm/10_tma_store", "hgemm/11_mma_in_flight"))
+    c = cupy.empty((n, n), np.float16)
+    calls = {"torch": lambda: torch.matmul(ta, tb), "10": lambda: k10.run(a, b, c), "11": lambda: k11.run(a, b, c)}
+    for turn in range(TURNS):
+        for name in bench.rotated(list(calls), turn):
+            calls[name]()
+            cupy.cuda.runtime.deviceSynchronize()
+
+
+def table(paths: list[str]) -> None:
+    for path in paths:
+        text = open(path).read()
+        rows = list(csv.DictReader(io.StringIO(text[text.index('"ID"'):])))
+        times: dict[str, list[float]] = {}
+        for r in rows:
+            if r["Metric Name"] == "gpu__time_duration.sum":
+                name = r["Kernel Name"]
+                who = ("step 11" if "mma_in_flight" in name else "step 10" if "tma_store" in name
+                       else "cuBLAS" if "nvjet" in name or "gemm" in name.lower() else None)
+                if who:
+                    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[r["Metric Unit"]]
+                    times.setdefault(who, []).append(float(r["Metric Value"].replace(",", "")) * scale)
+        med = {who: statistics.median(t) for who, t in times.items()}
+        base = med.get("cuBLAS")
+        print(path + ": " + "   ".join(f"{who} {t:9.1f} us ({len(times[who])} launches"
+                                       + (f", {100 * base / t:5.1f}% of cuBLAS)" if base else ")")
+                                       for who, t in sorted(med.items())))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        run(int(sys.argv[2]))
+    else:
+        table(sys.argv[2:])
