@@ -37,19 +37,24 @@ def run(n: int) -> None:
             cupy.cuda.runtime.deviceSynchronize()
 
 
+def launches(path: str) -> dict[str, list[float]]:
+    """The Nsight Compute CSV's kernel times in us: 'step 10', 'step 11', 'cuBLAS' -> one per launch."""
+    text = open(path).read()
+    times: dict[str, list[float]] = {}
+    for r in csv.DictReader(io.StringIO(text[text.index('"ID"'):])):
+        if r["Metric Name"] == "gpu__time_duration.sum":
+            name = r["Kernel Name"]
+            who = ("step 11" if "mma_in_flight" in name else "step 10" if "tma_store" in name
+                   else "cuBLAS" if "nvjet" in name or "gemm" in name.lower() else None)
+            if who:
+                scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[r["Metric Unit"]]
+                times.setdefault(who, []).append(float(r["Metric Value"].replace(",", "")) * scale)
+    return times
+
+
 def table(paths: list[str]) -> None:
     for path in paths:
-        text = open(path).read()
-        rows = list(csv.DictReader(io.StringIO(text[text.index('"ID"'):])))
-        times: dict[str, list[float]] = {}
-        for r in rows:
-            if r["Metric Name"] == "gpu__time_duration.sum":
-                name = r["Kernel Name"]
-                who = ("step 11" if "mma_in_flight" in name else "step 10" if "tma_store" in name
-                       else "cuBLAS" if "nvjet" in name or "gemm" in name.lower() else None)
-                if who:
-                    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[r["Metric Unit"]]
-                    times.setdefault(who, []).append(float(r["Metric Value"].replace(",", "")) * scale)
+        times = launches(path)
         med = {who: statistics.median(t) for who, t in times.items()}
         base = med.get("cuBLAS")
         print(path + ": " + "   ".join(f"{who} {t:9.1f} us ({len(times[who])} launches"

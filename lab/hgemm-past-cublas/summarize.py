@@ -6,14 +6,21 @@ each with the run it came from. The chapter (7b) reads this file; the logs stay 
 """
 import json
 import re
+import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fixed_clock import launches  # noqa: E402  (this folder's script, not a package)
 
 HERE = Path(__file__).resolve().parents[2] / "results" / "experiments" / "hgemm-past-cublas"
 RUNS = {  # log -> (run, the kernels' names in that log -> step)
     "gpu-run-2026-11-28-protocol/context.log": ("protocol", {"09": "hgemm/09_persistent", "10": "hgemm/10_tma_store"}),
     "overlap-h200-2026-11-28.log": ("overlap", {"10": "hgemm/10_tma_store", "overlap": "hgemm/11_mma_in_flight"}),
     "gpu-run-2026-11-28-step11/context.log": ("step11", {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight"}),
+    "gpu-run-2026-11-28-warm/context.log": ("warm", {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight"}),
 }
+FIXED_CLOCK = "gpu-run-2026-11-28-warm/fixed-clock-{n}.csv"  # fixed_clock.py under Nsight Compute
 TIMED = re.compile(r"^(\w+)\s+(\d+) r(\d+)\s+cuBLAS\s+([\d.]+) TFLOP/s.*\(us: (.*)\)$")
 POWER = re.compile(r"^power\s+(\d+) (\S+)\s+SM clock\s+(\d+) MHz\s+power\s+([\d.]+) W")
 
@@ -33,13 +40,18 @@ def main() -> None:
                 n, who, clock, watts = m.groups()
                 power.append({"run": run, "n": int(n), "call": names.get(who, who), "sm_clock_mhz": float(clock),
                               "power_w": float(watts)})
+    fixed_clock = {}
+    for n in (4096, 8192):
+        times = launches(str(HERE / FIXED_CLOCK.format(n=n)))
+        fixed_clock[str(n)] = {who: {"median_us": statistics.median(t), "launches": len(t)} for who, t in times.items()}
     out = {"question": "Does step 11 (one wgmma group in flight) gain on step 10, and what does the benchmark's "
                        "context (order, L2 state, clocks) do to both against cuBLAS?",
            "protocol": "context.py and overlap.py: both steps and cupy.matmul and torch.matmul in one loop, launch by "
                        "launch (CUDA events), 30 turns per round after 3 of warm-up, median per call; modes: fixed "
                        "order, rotated order, cold (a 256 MB read before every launch), other inputs, alone (each "
                        "call's launches back to back); pct is of the faster cuBLAS call in the same round",
-           "gpu": "NVIDIA H200", "date": "2026-11-28", "logs": sorted(RUNS), "timed": timed, "power": power}
+           "gpu": "NVIDIA H200", "date": "2026-11-28", "logs": sorted(RUNS), "timed": timed, "power": power,
+           "fixed_clock": fixed_clock}
     (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     print(f"{len(timed)} timed lines, {len(power)} power lines -> {HERE / 'results.json'}")
 
