@@ -386,8 +386,9 @@ def _persistent_grid(m, n, p) -> int:
     return max(1, min(sms, cdiv(m, 128) * cdiv(n, p["BLOCK_N"])))
 
 
-def _cluster_grid(m, n, p) -> int:
-    """The clusters lab kernel: whole clusters of CLUSTER_M blocks, one block per SM, at most one per cluster tile."""
+def _cluster_grid(m, n, p, shared=None) -> int:
+    """The clusters lab kernels: whole clusters of CLUSTER_M blocks, one block per SM, at most one per cluster tile;
+    `shared(p)`: the block's shared memory (default _wgmma_bytes), which decides how many clusters fit."""
     from . import gpu
 
     sms = gpu.device()["sms"] if gpu.available() else 132
@@ -396,7 +397,7 @@ def _cluster_grid(m, n, p) -> int:
     if gpu.available():  # fewer when a GPC's SMs do not divide into whole clusters (gemmlab/clusters.py)
         from . import clusters
 
-        resident = min(resident, clusters.max_active(c, 384, _wgmma_bytes(p)) or resident)
+        resident = min(resident, clusters.max_active(c, 384, (shared or _wgmma_bytes)(p)) or resident)
     return c * max(1, min(resident, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
 
 
@@ -601,6 +602,20 @@ LAB_STEPS: list[Step] = [
          rules=_cluster_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
          fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps,
          path="lab/hgemm-past-cublas/clusters.cu"),
+    # Attempt 5 (2026-11-28): step 11 with the clusters of attempt 1 (lab/hgemm-past-cublas/README.md).
+    Step("hgemm-past-cublas/clusters11", "hgemm_clusters11",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)"),
+          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         lambda m, n, k, p: Launch((_cluster_grid(m, n, p, _tma_store_bytes), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/11_mma_in_flight",
+         summary="sm_90a: step 11 in clusters along M that share each B tile by TMA multicast",
+         rules=lambda p: _tma_store_rules(p) + [m for m in _cluster_rules(p) if m not in _wgmma_rules(p)],
+         shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps,
+         path="lab/hgemm-past-cublas/clusters11.cu"),
 ]
 
 

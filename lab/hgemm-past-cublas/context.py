@@ -12,6 +12,8 @@ then each call alone for about 2 s while nvidia-smi samples the SM clock and the
 
     python lab/hgemm-past-cublas/context.py [ROUNDS [STEP ...]]   (an H100 or H200; one line per mode, size, round;
                                                                   default steps: 09 and 10)
+A STEP is a name, or a name and parameters: hgemm-past-cublas/clusters11:CLUSTER_M=4,NUM_STAGES=3 (its label:
+"clusters11 CLUSTER_M=4,NUM_STAGES=3"); a course step's label is its number ("10").
 """
 import statistics
 import subprocess
@@ -27,7 +29,21 @@ from gemmlab import bench
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 NAMES = sys.argv[2:] or ["hgemm/09_persistent", "hgemm/10_tma_store"]
-STEPS = {name.split("/")[1][:2]: name for name in NAMES}  # "hgemm/10_tma_store" -> "10"
+
+
+def label(spec: str) -> str:
+    name, _, params = spec.partition(":")
+    short = name.split("/")[1]
+    return (short[:2] if short[:2].isdigit() else short) + (f" {params}" if params else "")
+
+
+def make(spec: str):
+    name, _, params = spec.partition(":")
+    values = dict(item.split("=") for item in params.split(",")) if params else {}
+    return gemmlab.step(name, backend="gpu", **{k: int(v) for k, v in values.items()})
+
+
+STEPS = {label(spec): spec for spec in NAMES}  # "hgemm/10_tma_store" -> "10"
 torch.backends.cuda.matmul.allow_tf32 = False
 
 
@@ -63,7 +79,7 @@ for n in (4096, 8192):
     for _ in range(2):
         a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
         sets.append((a, b, torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")))
-    kernels = {key: gemmlab.step(name, backend="gpu") for key, name in STEPS.items()}
+    kernels = {key: make(spec) for key, spec in STEPS.items()}
     outs = {key: cupy.empty((n, n), np.float16) for key in STEPS}
 
     def launches(pick):
