@@ -19,10 +19,13 @@ RUNS = {  # log -> (run, the kernels' names in that log -> step)
     "overlap-h200-2026-11-28.log": ("overlap", {"10": "hgemm/10_tma_store", "overlap": "hgemm/11_mma_in_flight"}),
     "gpu-run-2026-11-28-step11/context.log": ("step11", {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight"}),
     "gpu-run-2026-11-28-warm/context.log": ("warm", {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight"}),
+    "gpu-run-2026-11-28-clusters11/context.log": ("clusters11", {
+        "11": "hgemm/11_mma_in_flight", "clusters11": "hgemm-past-cublas/clusters11",
+        "clusters11 CLUSTER_M=4": "hgemm-past-cublas/clusters11:CLUSTER_M=4"}),
 }
 FIXED_CLOCK = "gpu-run-2026-11-28-warm/fixed-clock-{n}.csv"  # fixed_clock.py under Nsight Compute
 TIMED = re.compile(r"^(\w+)\s+(\d+) r(\d+)\s+cuBLAS\s+([\d.]+) TFLOP/s.*\(us: (.*)\)$")
-POWER = re.compile(r"^power\s+(\d+) (\S+)\s+SM clock\s+(\d+) MHz\s+power\s+([\d.]+) W")
+POWER = re.compile(r"^power\s+(\d+) (\S+(?: CLUSTER_M=\d)?)\s+SM clock\s+(\d+) MHz\s+power\s+([\d.]+) W")
 
 
 def main() -> None:
