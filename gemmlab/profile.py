@@ -33,15 +33,20 @@ def _number(text: str) -> float | None:
         return None
 
 
-def parse_raw_csv(text: str) -> dict[str, float]:
-    """The metrics of the last profiled kernel in a raw-page CSV (header, units, one row per kernel)."""
+def raw_csv_rows(text: str) -> list[dict[str, str]]:
+    """Every profiled kernel of a raw-page CSV (`ncu --csv --page raw`: a header, a row of units, one row per
+    kernel) as {column: value as printed}; the lines ncu and the program print around the table are skipped."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if len(rows) < 3:
         raise ValueError("no profiled kernel in this ncu output")
-    header, values = rows[0], rows[-1]
+    return [dict(zip(rows[0], row)) for row in rows[2:]]
+
+
+def parse_raw_csv(text: str) -> dict[str, float]:
+    """The metrics of the last profiled kernel in a raw-page CSV: the warp stalls and KEEP's, as numbers."""
     out = {}
-    for name, value in zip(header, values):
+    for name, value in raw_csv_rows(text)[-1].items():
         number = _number(value)
         if number is not None and (STALL.match(name) or name in KEEP):
             out[name] = number

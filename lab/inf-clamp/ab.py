@@ -52,6 +52,13 @@ def report(line: dict) -> None:
         for k, v in line["us"].items()), file=sys.stderr, flush=True)
 
 
+def time_rounds(what: str, size: int, calls: dict, rounds: int, repeat: int, warmup: int) -> None:
+    """`rounds` rounds of the interleaved loop over `calls`, the kernels' order rotated round by round; one report each."""
+    for r in range(rounds):
+        t = bench.time_interleaved(rotated(calls, r), repeat, warmup)
+        report({"what": what, "size": size, "round": r, "us": {k: t[k]["median_s"] * 1e6 for k in calls}})
+
+
 def gemm(rounds: int) -> None:
     import cupy
     import torch
@@ -72,9 +79,7 @@ def gemm(rounds: int) -> None:
         calls = {"cupy.matmul": lambda: cupy.matmul(a, b), "torch.matmul": lambda: torch.matmul(ta, tb),
                  "step (repair)": lambda: step.run(a, b, c1), "clamp": lambda: clamped.run(a, b, c2),
                  "no repair": lambda: bare.run(a, b, c3)}
-        for r in range(rounds):
-            t = bench.time_interleaved(rotated(calls, r), REPEAT, 3)
-            report({"what": name, "size": n, "round": r, "us": {k: t[k]["median_s"] * 1e6 for k in calls}})
+        time_rounds(name, n, calls, rounds, REPEAT, 3)
 
 
 def fused(rounds: int) -> None:
@@ -101,10 +106,7 @@ def fused(rounds: int) -> None:
             calls = {"cupy a@b@c": lambda: cupy.matmul(cupy.matmul(a, b), c), "torch a@b@c": lambda: ta @ tb @ tc,
                      "step (repair)": lambda: step.run(a, b, c, e1), "clamp": lambda: clamped.run(a, b, c, e2),
                      "no repair": lambda: bare.run(a, b, c, e3)}
-            for r in range(rounds):
-                t = bench.time_interleaved(rotated(calls, r), REPEAT * 4, 10)
-                report({"what": f"{name} {params_text(tiles)}",
-                        "size": n, "round": r, "us": {k: t[k]["median_s"] * 1e6 for k in calls}})
+            time_rounds(f"{name} {params_text(tiles)}", n, calls, rounds, REPEAT * 4, 10)
 
 
 if __name__ == "__main__":
