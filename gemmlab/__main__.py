@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "steps":
-            for s in registry.steps() + fusion.steps():
+            for s in registry.all_steps():
                 print(s.name if args.names else listing_line(s))
             return 0
         if args.command == "fusion-lane":
@@ -72,21 +72,18 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "bench":
             chosen = params_for(args.steps, registry.parse_params(args.param))
-            if all_fused(chosen, "bench"):
-                if args.alone:
-                    raise ConfigError("--alone times GEMM steps by themselves; a fused step's bench times each call "
-                                      "back to back already.")
-                need_gpu("bench")
-                fusion.benchmark([s.name for s, _ in chosen], sizes=args.size or fusion.DEFAULT_SIZES,
-                                 params={s.name: p for s, p in chosen}, save_records=not args.no_save,
-                                 n_repeat=args.repeat)
-                return 0
+            fused = registry.all_fused([s for s, _ in chosen], "bench")
+            if fused and args.alone:
+                raise ConfigError("--alone times GEMM steps by themselves; a fused step's bench times each call "
+                                  "back to back already.")
             from .bench import benchmark
 
             need_gpu("bench")
-            kernels = [step(s.name, **p) for s, p in chosen]
-            benchmark(kernels, sizes=args.size or [4096], n_repeat=30 if args.repeat is None else args.repeat,
-                      save=not args.no_save, alone=args.alone)
+            # fused steps by name: fusion.benchmark picks each size's tiles, overridden by the --param given
+            steps = [s.name for s, _ in chosen] if fused else [step(s.name, **p) for s, p in chosen]
+            benchmark(steps, sizes=args.size or (fusion.DEFAULT_SIZES if fused else [4096]),
+                      params={s.name: p for s, p in chosen}, n_repeat=args.repeat, save=not args.no_save,
+                      alone=args.alone)
             return 0
         if args.command == "run":
             print(launch_once(lookup(args.step), args.size, registry.parse_params(args.param)))
@@ -96,15 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             fixed = registry.parse_params(args.param)
             (s, _), = params_for([args.step], {**fixed, **grid})
             need_gpu("sweep")
-            if isinstance(s, fusion.FusedStep):  # fixed parameters as one-value axes of the grid
-                fusion.sweep(s.name, {**{k: [v] for k, v in fixed.items()}, **grid}, sizes=(args.size,))
-            else:
-                from .bench import sweep
+            from .bench import sweep
 
-                sweep(s.name, grid, size=args.size, fixed=fixed)
+            sweep(s.name, grid, size=args.size, fixed=fixed)
             return 0
         if args.command == "counters":
-            if isinstance(lookup(args.step), fusion.FusedStep):
+            if registry.is_fused(args.step):
                 raise ConfigError(f"counters runs GEMM steps in the emulator; {args.step} is a fused step "
                                   f"(python -m gemmlab steps lists both).")
             print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
@@ -121,15 +115,12 @@ def main(argv: list[str] | None = None) -> int:
                     failed += not report.passed
             return 0 if not failed else 1
         s = lookup(args.step)
-        if isinstance(s, fusion.FusedStep):  # compile-only, judged by the arch's limits (fusion.compiled)
-            compiled = fusion.compiled(s.name, args.arch or "sm_90", **registry.parse_params(args.param))
-            print(compiled.resources if args.command == "resources" else nvrtc.sass(compiled))
-            return 0
-        arch = args.arch or "sm_75"
+        fused = registry.is_fused(s)  # compile-only, a fused step judged by the arch's limits (fusion.FusedInstance)
+        arch = args.arch or ("sm_90" if fused else "sm_75")
         kernel = instance(s.name, **registry.parse_params(args.param))
         if args.command == "resources":
             print(kernel.resources(arch))
-            if arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
+            if not fused and arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
                 print(_fit_text(kernel, arch, defaults=kernel.params == kernel.step.resolve({})))
         else:
             print(kernel.sass(arch))
@@ -153,20 +144,7 @@ def need_gpu(command: str) -> None:
                            f"CUDA GPU (the recorded timings are in results/).")
 
 
-def lookup(name: str):
-    """The GEMM step (registry.py, lab kernels included) or the fused step (fusion.py) called `name`, by its full
-    or short name; a ConfigError naming the candidates when it fits several or none."""
-    return registry.find_step(name, registry.STEPS + registry.LAB_STEPS + fusion.FUSED_STEPS, "step")
-
-
-def all_fused(chosen: list[tuple], command: str) -> bool:
-    """Whether the (step, parameters) of `chosen` are fused steps; a ConfigError when GEMM and fused steps are
-    mixed, since `command` times each kind against its own baselines."""
-    fused = {isinstance(s, fusion.FusedStep) for s, _ in chosen}
-    if len(fused) > 1:
-        raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
-                          f"in one run; run it once for each kind.")
-    return fused == {True}
+lookup = registry.lookup  # a GEMM step or a fused one, by name: the one place that tells them apart (registry.py)
 
 
 def listing_line(s) -> str:
@@ -181,11 +159,9 @@ def check_one(s, params: dict):
     None, with a SKIP line, for a fused step the live GPU lacks the instructions of."""
     from .kernel import backend
 
-    if isinstance(s, fusion.FusedStep):
-        if backend() == "gpu" and not fusion.gpu_arch_ok(s):
-            print(f"SKIP: {s.name} needs {s.arch_label}")
-            return None
-        return fusion.check(fusion.step(s.name, **params), raise_on_fail=False)
+    if registry.is_fused(s) and backend() == "gpu" and not fusion.gpu_arch_ok(s):
+        print(f"SKIP: {s.name} needs {s.arch_label}")
+        return None
     from .check import verify
 
     return verify(step(s.name, **params), raise_on_fail=False)
@@ -193,8 +169,8 @@ def check_one(s, params: dict):
 
 def launch_once(s, size: int, params: dict) -> str:
     """`run`: step `s` launched once on the GPU on random size^3 inputs (a BackendError without a GPU)."""
-    fused = isinstance(s, fusion.FusedStep)
-    kernel = (fusion.step if fused else step)(s.name, backend="gpu", **params)  # no GPU: BackendError
+    fused = registry.is_fused(s)
+    kernel = step(s.name, backend="gpu", **params)  # no GPU: BackendError
     import cupy
 
     if fused:

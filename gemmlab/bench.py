@@ -19,6 +19,7 @@ import json
 import numpy as np
 
 from . import registry, results
+from .errors import ConfigError
 from .check import verify
 from .kernel import Instance, Kernel, backend, instance, step as make_step
 
@@ -120,7 +121,7 @@ def _resolve(steps, params: dict | None, make, kind) -> list:
     return [s if isinstance(s, kind) else make(s, **((params or {}).get(s, {}))) for s in steps]
 
 
-def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int = 30,
+def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int | None = None,
               n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None,
               alone: bool = False) -> list[dict]:
     """Records of each step at each size (M = N = K), with the baseline measured in the same run.
@@ -130,8 +131,23 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
     `gpu` (a name or slug), or if None of the one GPU that has the most of them (results.one_gpu).
     `params` maps a step name to template parameters; a step may also be given as a Kernel. With `alone`, each
     record also holds the step and the baselines timed each by itself, launches back to back ("alone_median_s",
-    "baseline_alone_median_s", "pct_of_baseline_alone"), after the interleaved timing.
+    "baseline_alone_median_s", "pct_of_baseline_alone"), after the interleaved timing. `n_repeat`: timed calls
+    (default 30).
+
+    Fused steps (names or FusedKernels, registry.is_fused; not mixed with GEMM steps) go to fusion.benchmark: timed
+    against a @ b @ c with the baselines' own records, n_repeat by size unless given, saved to results/<gpu>.fusion.json.
     """
+    if registry.all_fused(steps, "benchmark"):
+        if alone:
+            raise ConfigError("alone=True times GEMM steps by themselves; a fused step's benchmark times each call "
+                              "back to back already.")
+        from . import fusion
+
+        named = [s if isinstance(s, str) else s.name for s in steps]
+        tiles = {**(params or {}), **{s.name: s.params for s in steps if not isinstance(s, str)}}
+        return fusion.benchmark(named, sizes=sizes, params=tiles, save_records=save, verbose=verbose,
+                                n_repeat=n_repeat, gpu=gpu)
+    n_repeat = 30 if n_repeat is None else n_repeat
     if backend() != "gpu":
         wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
         recs = results.one_gpu([r for r in results.load(gpu) if r["m"] in sizes  # one GPU's run, never a mix
@@ -216,12 +232,18 @@ def sweep(name: str, grid: dict[str, list[int]], size: int = 4096, fixed: dict |
 
     Configurations the rules reject, or that fail to compile or launch, are reported and skipped,
     so a sweep over the whole tile space can be run in one go. Without a GPU: the recorded records.
+    A fused step goes to fusion.sweep at N = `size` (`fixed` as one-value axes of the grid; n_repeat by size).
     """
     import itertools
 
     from .errors import GemmlabError
 
-    step = registry.get(name)
+    step = registry.lookup(name)
+    if registry.is_fused(step):
+        from . import fusion
+
+        return fusion.sweep(step.name, {**{k: [v] for k, v in (fixed or {}).items()}, **grid}, sizes=(size,),
+                            save_records=save, verbose=verbose)
     if backend() != "gpu":
         return [r for r in results.load() if r["step"] == step.name and r["m"] == size]
     records = []

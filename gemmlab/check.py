@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import registry
 from .errors import ShapeError, VerificationError
 from .kernel import Kernel, step as make_step
 
@@ -123,9 +124,14 @@ def special_values(bad: np.ndarray, ratio: np.ndarray, got: np.ndarray, want: np
 
 def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True,
            **params) -> VerifyReport:
-    """Check a step on several shapes against float64; raise VerificationError listing mismatches."""
+    """Check a step on several shapes against float64; raise VerificationError listing mismatches.
+    A fused step (its name or its FusedKernel, registry.is_fused) is checked by fusion.check: its Report."""
     if isinstance(kernel, str):
         kernel = make_step(kernel, **params)
+    if registry.is_fused(kernel):
+        from . import fusion
+
+        return fusion.check(kernel, cases, raise_on_fail)
     report = VerifyReport(kernel.name, kernel.label)
     for case in cases or default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple):
         a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)

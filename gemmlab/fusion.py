@@ -610,6 +610,25 @@ def resources(name: str, arch: str = "sm_90", source: str | None = None, **param
     return compiled(name, arch, source, **params).resources
 
 
+class FusedInstance(_kernel.Instance):
+    """A fused step with fixed template parameters, for compile-only analysis with no backend (gemmlab.instance of a
+    fused name), as kernel.Instance is for a GEMM step (resources, ptx, sass; sm_90 unless an arch is given): its
+    parameters are judged by each arch's limits when it compiles (compiled)."""
+    ARCH = "sm_90"
+
+    def __init__(self, step: FusedStep, params: dict, source: str | None = None):
+        self.step = step
+        self.params = step.resolve(params, "cpu")  # the emulator's limits, an H100's; compiled() re-judges per arch
+        self.source_text = source
+        self.label = f"{step.name}{self._param_text()}"
+
+    def __repr__(self) -> str:
+        return f"FusedInstance({self.label})"
+
+    def compiled(self, arch: str | None = None):
+        return compiled(self.name, arch or self.ARCH, self.source_text, **self.params)
+
+
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
     """Compile fused step `name` with template parameters `params` for the active (or given) backend."""
     return FusedKernel(get(name), params, backend, source)

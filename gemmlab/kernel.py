@@ -92,6 +92,7 @@ def compiled_module(backend_name: str, source: str, expr: str, label: str, targe
 
 class Instance:
     """A step with fixed template parameters: enough for compile-only analysis, no backend needed."""
+    ARCH = "sm_75"  # the arch analysed when none is given (a T4)
 
     def __init__(self, step: Step, params: dict, source_text: str | None = None):
         self.step = step
@@ -104,8 +105,8 @@ class Instance:
         return "<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">" if self.params else ""
 
     # --- compile-only analysis (no GPU needed) ---
-    def compiled(self, arch: str = "sm_75") -> nvrtc.Artifact:
-        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label)
+    def compiled(self, arch: str | None = None) -> nvrtc.Artifact:
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch or self.ARCH), label=self.label)
 
     @property
     def name(self) -> str:
@@ -115,9 +116,9 @@ class Instance:
     def dtype(self) -> np.dtype:
         return np.dtype(self.step.dtype)
 
-    def resources(self, arch: str | None = "sm_75") -> nvrtc.Resources:
-        """Registers, shared memory, stack and spills that ptxas reports for `arch`."""
-        return self.compiled(arch or "sm_75").resources
+    def resources(self, arch: str | None = None) -> nvrtc.Resources:
+        """Registers, shared memory, stack and spills that ptxas reports for `arch` (default: ARCH)."""
+        return self.compiled(arch).resources
 
     def fit(self, arch: str = "sm_75", size: int = 1024) -> nvrtc.Fit:
         """Whether one block fits `arch`: ptxas' report plus the threads and dynamic shared memory the
@@ -125,10 +126,10 @@ class Instance:
         launch = self.step.launch(size, size, size, self.params)
         return nvrtc.fit(self.resources(arch), launch.threads, launch.shared_bytes, compiler=nvrtc.version())
 
-    def ptx(self, arch: str = "sm_75") -> str:
+    def ptx(self, arch: str | None = None) -> str:
         return self.compiled(arch).ptx
 
-    def sass(self, arch: str = "sm_75") -> str:
+    def sass(self, arch: str | None = None) -> str:
         return nvrtc.sass(self.compiled(arch))
 
 
@@ -287,10 +288,22 @@ def step(name: str, backend: str | None = None, source: str | None = None, **par
     """Compile step `name` with template parameters `params` for the active (or given) backend.
 
     `source` replaces the kernel file's text (a reader's edited kernel); common.cuh is still inlined.
+    A fused step's name (fused/..., registry.is_fused) gives its fusion.FusedKernel: E = k(A, B, C).
     """
-    return Kernel(registry.get(name), params, backend, source)
+    s = registry.lookup(name)
+    if registry.is_fused(s):
+        from . import fusion
+
+        return fusion.step(s.name, backend, source, **params)
+    return Kernel(s, params, backend, source)
 
 
 def instance(name: str, source: str | None = None, **params) -> Instance:
-    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator)."""
-    return Instance(registry.get(name), params, source)
+    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator); a fused step's
+    name gives its fusion.FusedInstance (resources, ptx, sass for an arch, sm_90 by default)."""
+    s = registry.lookup(name)
+    if registry.is_fused(s):
+        from . import fusion
+
+        return fusion.FusedInstance(s, params, source)
+    return Instance(s, params, source)

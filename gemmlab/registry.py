@@ -672,3 +672,47 @@ def parse_params(pairs: list[str] | None) -> dict:
             raise ConfigError(f"a template parameter is NAME=INTEGER, not {pair!r}")
         out[name] = int(value)
     return out
+
+
+# --- every step, GEMM and fused (issue 42: one runtime) ------------------------------------------------------------
+# The fused A B C steps live in fusion.py (FUSED_STEPS), which imports this module; the functions below are the one
+# place that decides whether a name is a fused step, for gemmlab.step / instance / verify / benchmark, bench.sweep and
+# the command line alike.
+def all_steps() -> list:
+    """Every step in reading order, the GEMM steps (STEPS) and then the fused ones (fusion.FUSED_STEPS); steps()
+    lists the GEMM steps only, as the chapters print them."""
+    from . import fusion
+
+    return STEPS + fusion.FUSED_STEPS
+
+
+def all_step_names() -> list[str]:
+    """The names of all_steps(): every step gemmlab.step() takes (and the lab's kernels, LAB_STEPS, besides)."""
+    return [s.name for s in all_steps()]
+
+
+def lookup(name: str):
+    """The GEMM step (STEPS, LAB_STEPS) or the fused step (fusion.FUSED_STEPS) called `name`, by its full or short
+    name; a ConfigError naming the candidates when it fits several or none."""
+    from . import fusion
+
+    return find_step(name, STEPS + LAB_STEPS + fusion.FUSED_STEPS, "step")
+
+
+def is_fused(step) -> bool:
+    """Whether `step` is a fused A B C step (fusion.py): a step, a kernel or instance of one, or a name (lookup)."""
+    from . import fusion
+
+    if isinstance(step, str):
+        step = lookup(step)
+    return isinstance(getattr(step, "step", step), fusion.FusedStep)
+
+
+def all_fused(steps: list, command: str) -> bool:
+    """Whether all of `steps` (names, steps or kernels) are fused steps; False for GEMM steps only, a ConfigError when
+    the two kinds are mixed, since `command` times each kind against its own baselines."""
+    fused = {is_fused(s) for s in steps}
+    if len(fused) > 1:
+        raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
+                          f"in one run; run it once for each kind.")
+    return fused == {True}

@@ -470,3 +470,34 @@ def test_cli_bench_of_a_fused_step_without_a_gpu_says_what_the_gemm_bench_says(c
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "GPU" in err, err
 
+
+# --- one Python API for every step (issue 42) ------------------------------------------------
+def test_gemmlab_step_and_verify_take_a_fused_name_on_the_cpu():
+    kern = gemmlab.step("fused/01_naive_row", backend="cpu", THREADS=64)
+    assert isinstance(kern, fusion.FusedKernel) and kern.params == {"THREADS": 64}
+    report = gemmlab.verify(kern)
+    assert report.passed and str(report).startswith("PASS: fused/01_naive_row")
+    assert gemmlab.verify("01_naive_row", backend="cpu", raise_on_fail=False).passed  # by name, parameters too
+    assert isinstance(gemmlab.step("sgemm/01_naive", backend="cpu"), gemmlab.Kernel)  # a GEMM name as before
+    with pytest.raises(ConfigError, match="no step called 'fused/99_magic'"):
+        gemmlab.step("fused/99_magic", backend="cpu")
+
+
+def test_one_place_tells_fused_steps_from_gemm_steps():
+    assert registry.is_fused("fused/03_two_phase") and registry.is_fused(fusion.get("fused/03_two_phase"))
+    assert not registry.is_fused("sgemm/01_naive") and not registry.is_fused(registry.get("sgemm/01_naive"))
+    assert registry.all_step_names() == [s.name for s in registry.steps()] + STEPS
+    assert all(not registry.is_fused(s) for s in gemmlab.steps())  # the chapters' listing stays GEMM-only
+    assert registry.all_fused(["fused/08_tile_flags"], "x") and not registry.all_fused(["sgemm/01_naive"], "x")
+    with pytest.raises(ConfigError, match="not both"):
+        gemmlab.benchmark(["fused/08_tile_flags", "sgemm/01_naive"], sizes=[512])
+
+
+def test_gemmlab_instance_of_a_fused_step_is_compile_only():
+    from gemmlab import nvrtc
+    if not nvrtc.available():
+        pytest.skip("NVRTC is not installed")
+    inst = gemmlab.instance("fused/03_two_phase", BLOCK_M=32, BLOCK_N=32)
+    assert isinstance(inst, fusion.FusedInstance) and inst.params["BLOCK_M"] == 32
+    assert inst.resources().registers == fusion.resources("fused/03_two_phase", "sm_90", BLOCK_M=32,
+                                                          BLOCK_N=32).registers
