@@ -402,7 +402,7 @@ def recorded_best_kernel(step: str, n: int):
     """GPU only: `step` at its fastest configuration recorded at N for this GPU (its defaults if none is)."""
     from . import fusion, gpu
 
-    top = fusion.best([r for r in fusion.load(gpu.device()["name"]) if "speedup" in r], step, n)
+    top = fusion.best([r for r in fusion.load(gpu.device()["name"]) if "pct_of_baseline" in r], step, n)
     return fusion.step(step, **(top["params"] if top else {}))
 
 

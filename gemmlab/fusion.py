@@ -790,7 +790,9 @@ def ideal_time_s(n: int, tflops: float, gbps: float, fused: bool = True) -> floa
 # Records: results/<gpu>.fusion.json
 # ------------------------------------------------------------------------------------------------
 SUFFIX = ".fusion.json"
-_KEY = ("impl", "params", "kind", "m", "k", "l", "n")
+_KEY = ("step", "params", "kind", "m", "k", "l", "n")
+# A record has the GEMM records' fields (results.py: step, params, dtype, m, n, k, median_s, tflops, baseline,
+# baseline_median_s, pct_of_baseline, gpu, date) and the fused lane's own: l, kind, grid, threads, graph_median_s, ...
 
 
 def records_path(gpu: str):
@@ -811,14 +813,19 @@ def _key_fields(r: dict) -> tuple:
 def save(records: list[dict]):
     """Merge records into their GPU's file; a new record replaces one with the same key (_key_fields)."""
     if records:
-        return results.save(records, SUFFIX, _key_fields, order=("kind", "impl", "m", "params"))
+        return results.save(records, SUFFIX, _key_fields, order=("kind", "step", "m", "params"))
     return None
 
 
-def lookup(records: list[dict], impl: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
-    """The record of `impl` at size n (and `params`, if given), or None."""
+def speedup(record: dict) -> float:
+    """How many times faster than its baseline a record ran: baseline_median_s / median_s (pct_of_baseline / 100)."""
+    return record["baseline_median_s"] / record["median_s"]
+
+
+def lookup(records: list[dict], step: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
+    """The record of `step` (a fused step or a baseline, "torch a@b@c") at size n (and `params`, if given), or None."""
     for r in records:
-        if r["impl"] == impl and r["m"] == n and r["kind"] == kind and (params is None or r.get("params") == params):
+        if r["step"] == step and r["m"] == n and r["kind"] == kind and (params is None or r.get("params") == params):
             return r
     return None
 
@@ -901,16 +908,16 @@ def torch_graph_abc(ta, tb, tc):
     return g.replay
 
 
-def _record(impl: str, params: dict | None, kind: str, n: int, t: dict, base: dict, env: dict, **extra) -> dict:
-    rec = {"impl": impl, "params": params or {}, "kind": kind, "m": n, "k": n, "l": n, "n": n, **t,
-           "tflops": flops(n) / t["median_s"] / 1e12, **extra}
-    cublas = [k for k in BASELINES if k in base]
-    if cublas:  # the fastest cuBLAS call for the same problem, eager (a CUDA graph is compared separately)
-        name = min(cublas, key=lambda k: base[k]["median_s"])
-        rec.update(baseline=name, baseline_median_s=base[name]["median_s"], speedup=base[name]["median_s"] / t["median_s"])
-    elif base:
-        name = min(base, key=lambda k: base[k]["median_s"])
-        rec.update(baseline=name, baseline_median_s=base[name]["median_s"], speedup=base[name]["median_s"] / t["median_s"])
+def _record(step: str, params: dict | None, kind: str, n: int, t: dict, base: dict, env: dict, **extra) -> dict:
+    """A record in the GEMM records' schema (results.py), with the fused lane's fields besides (l, kind, ...)."""
+    rec = {"step": step, "params": params or {}, "dtype": "float32", "kind": kind, "m": n, "k": n, "l": n, "n": n,
+           **t, "tflops": flops(n) / t["median_s"] / 1e12, **extra}
+    # against the fastest cuBLAS call for the same problem, eager (a CUDA graph is compared separately)
+    against = [k for k in BASELINES if k in base] or list(base)
+    if against:
+        name = min(against, key=lambda k: base[k]["median_s"])
+        rec.update(baseline=name, baseline_median_s=base[name]["median_s"],
+                   pct_of_baseline=100.0 * base[name]["median_s"] / t["median_s"])
     return {**rec, **env, "date": datetime.date.today().isoformat(), "source": "live"}
 
 
@@ -1008,8 +1015,8 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
         a, b, c = random_inputs(n)
         reps = n_repeat or _repeats(n)
         base = time_baselines(a, b, c, reps)
-        for impl, t in base.items():
-            records.append(_record(impl, None, "benchmark", n, t, base, env))
+        for name, t in base.items():
+            records.append(_record(name, None, "benchmark", n, t, base, env))
         for k in kernels_at(n):
             try:
                 t, extra = _time_kernel(k, a, b, c, reps)
@@ -1021,8 +1028,8 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
         if verbose:
             for r in records:
                 if r["m"] == n:
-                    sp = f"  {r['speedup']:5.2f}x vs {r['baseline']}" if "speedup" in r else ""
-                    print(f"{r['impl']:22s} {n:5d}  {r['median_s'] * 1e6:9.1f} us  wall {r['wall_median_s'] * 1e6:9.1f} us"
+                    sp = f"  {speedup(r):5.2f}x vs {r['baseline']}" if "pct_of_baseline" in r else ""
+                    print(f"{r['step']:22s} {n:5d}  {r['median_s'] * 1e6:9.1f} us  wall {r['wall_median_s'] * 1e6:9.1f} us"
                           f"  {r['tflops']:6.2f} TFLOP/s{sp}")
     if save_records:
         save(records)
@@ -1060,7 +1067,7 @@ def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512
     """
     st = get(name)
     if _kernel.backend() != "gpu":
-        return [r for r in load() if r["kind"] == "sweep" and r["impl"] == st.name and r["m"] in sizes]
+        return [r for r in load() if r["kind"] == "sweep" and r["step"] == st.name and r["m"] in sizes]
     grid = grid or SWEEP_GRIDS[st.name]
     env = environment()
     records = []
@@ -1082,15 +1089,15 @@ def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512
             records.append(rec)
             if verbose:
                 print(f"{n:5d} {p}  {rec['median_s'] * 1e6:8.1f} us  grid {extra['grid']}"
-                      + (f"  {rec['speedup']:.2f}x" if "speedup" in rec else ""))
+                      + (f"  {speedup(rec):.2f}x" if "pct_of_baseline" in rec else ""))
     if save_records:
         save(records)
     return records
 
 
-def best(records: list[dict], impl: str, n: int) -> dict | None:
-    """The fastest record of `impl` at size n, benchmark or sweep."""
-    rows = [r for r in records if r["impl"] == impl and r["m"] == n]
+def best(records: list[dict], step: str, n: int) -> dict | None:
+    """The fastest record of `step` at size n, benchmark or sweep."""
+    rows = [r for r in records if r["step"] == step and r["m"] == n]
     return min(rows, key=lambda r: r["median_s"]) if rows else None
 
 
@@ -1116,7 +1123,7 @@ def lane(sizes=DEFAULT_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/08_ti
         top = best([r for r in recs if r["kind"] == "sweep"], name, 512)
         if top:
             recs += benchmark([name], sizes=sizes, params={name: top["params"]}, save_records=False, verbose=True)
-            tuned = [dict(r, kind="tuned") for r in recs if r["kind"] == "benchmark" and r["impl"] == name
+            tuned = [dict(r, kind="tuned") for r in recs if r["kind"] == "benchmark" and r["step"] == name
                      and r["params"] == top["params"]]
             save(tuned)
     path = records_path(environment()["gpu"])
@@ -1149,10 +1156,10 @@ def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params)
                                      Case("random", *k.step.fit((n, n + 3, n + 1, n)))], raise_on_fail=False))]
     except GemmlabError as e:
         return f"cannot run: {str(e).splitlines()[0]}"
-    recs = [r for r in load() if r["impl"] == k.name and r.get("params") == k.params]
+    recs = [r for r in load() if r["step"] == k.name and r.get("params") == k.params]
     if recs:
         for r in sorted(recs, key=lambda r: (r["m"], r["kind"])):
-            sp = f", {r['speedup']:.2f}x {r['baseline']}" if "speedup" in r else ""
+            sp = f", {speedup(r):.2f}x {r['baseline']}" if "pct_of_baseline" in r else ""
             lines.append(f"recorded {r['kind']} at {r['m']}: {r['median_s'] * 1e6:.1f} us{sp} ({r['gpu']}, {r['date']})")
     else:
         lines.append("no recorded GPU timing for this configuration yet")

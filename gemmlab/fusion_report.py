@@ -18,7 +18,7 @@ def params_text(p: dict) -> str:
 def fastest(records: list[dict], impl: str, gpu_name: str | None) -> dict[int, dict]:
     """The fastest recorded configuration of `impl` at each size (benchmark, sweep or tuned) with a speed-up."""
     recorded = fusion.load(gpu_name) if gpu_name else []
-    rows = [r for r in records + recorded if r["impl"] == impl and "speedup" in r]
+    rows = [r for r in records + recorded if r["step"] == impl and "pct_of_baseline" in r]
     return {n: fusion.best(rows, impl, n) for n in sorted({r["m"] for r in rows})}
 
 
@@ -28,7 +28,7 @@ def speed_sentence(records: list[dict], impl: str, gpu_name: str | None) -> str:
     if not at:
         return ("The measured speed-ups appear here once the GPU lane has run; until then this chapter claims "
                 "only what the emulator checks.")
-    parts = [f"{at[n]['speedup']:.2f}x at {n}" for n in sorted(at)]
+    parts = [f"{fusion.speedup(at[n]):.2f}x at {n}" for n in sorted(at)]
     text = (f"On the {gpu_name}, step {impl.split('/')[1][:2]}'s speed-up over `a @ b @ c` measured in the same run "
             "(device time; the faster of PyTorch's and CuPy's where both were timed; the fastest tile configuration at "
             "each size) is " + ", ".join(parts) + ".")
@@ -50,18 +50,18 @@ def verdict(records: list[dict], fused: list[str], gpu_name: str | None) -> str:
     best = min(bench, key=lambda r: r["median_s"])
     ratio = base["median_s"] / best["median_s"]
     text = (f"So against the seed's claim: in the lane's benchmark run on the {gpu_name}, where every step and "
-            f"`a @ b @ c` were timed together at 512, the fastest of these fused kernels, {best['impl']}, took "
-            f"{best['median_s'] * 1e6:.1f} µs against {base['median_s'] * 1e6:.1f} µs ({base['impl']}): {ratio:.2f}x, "
+            f"`a @ b @ c` were timed together at 512, the fastest of these fused kernels, {best['step']}, took "
+            f"{best['median_s'] * 1e6:.1f} µs against {base['median_s'] * 1e6:.1f} µs ({base['step']}): {ratio:.2f}x, "
             + ("short of" if ratio < 3 else "reaching") + " the 3x the post reports")
     if graph:
         text += (f"; against the same two cuBLAS GEMMs replayed from a CUDA graph ({graph['median_s'] * 1e6:.1f} µs), "
                  f"{graph['median_s'] / best['median_s']:.2f}x")
     swept = [r for r in (fastest(records, n, gpu_name).get(512) for n in fused) if r]
     if swept:
-        top = max(swept, key=lambda r: r["speedup"])
+        top = max(swept, key=fusion.speedup)
         lo, hi = (f(r["baseline_median_s"] for r in swept) * 1e6 for f in (min, max))
-        text += (f". The tile sweeps, each a run of its own, reach at most {top['speedup']:.2f}x (step "
-                 f"{top['impl'].split('/')[1][:2]} at its best tiles), against an `a @ b @ c` that took {lo:.1f} to "
+        text += (f". The tile sweeps, each a run of its own, reach at most {fusion.speedup(top):.2f}x (step "
+                 f"{top['step'].split('/')[1][:2]} at its best tiles), against an `a @ b @ c` that took {lo:.1f} to "
                  f"{hi:.1f} µs across those runs")
     big = {}  # from 1024 on: the fastest fused step at each size, at its fastest recorded tiles
     for s in fused:
@@ -69,13 +69,13 @@ def verdict(records: list[dict], fused: list[str], gpu_name: str | None) -> str:
             if n >= 1024 and (n not in big or r["median_s"] < big[n]["median_s"]):
                 big[n] = r
     if big:
-        slower = [n for n, r in big.items() if r["speedup"] < 1]
-        steps = sorted({r["impl"].split("/")[1][:2] for r in big.values()})
+        slower = [n for n, r in big.items() if fusion.speedup(r) < 1]
+        steps = sorted({r["step"].split("/")[1][:2] for r in big.values()})
         text += (". From 1024 on, where steps 03 and 04 at best break even with cuBLAS (and lose from 2048), "
                  "the fastest of them (step " + " and ".join(steps) + ") is "
                  + ("not slower than `a @ b @ c` at any measured size" if not slower else
                     "slower than `a @ b @ c` at " + ", ".join(map(str, slower)))
-                 + " (" + ", ".join(f"{r['speedup']:.2f}x at {n}" for n, r in sorted(big.items())) + ")")
+                 + " (" + ", ".join(f"{fusion.speedup(r):.2f}x at {n}" for n, r in sorted(big.items())) + ")")
     return text + "."
 
 
@@ -112,15 +112,15 @@ def plot_lane(records: list[dict], impls: list[str], gpu_name: str | None) -> No
                   "torch a@b": dict(color="0.75", ls="-.")})
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
     for impl in BASELINES + fused:
-        rows = sorted((r for r in records if r["impl"] == impl and r["kind"] == "benchmark"), key=lambda r: r["m"])
+        rows = sorted((r for r in records if r["step"] == impl and r["kind"] == "benchmark"), key=lambda r: r["m"])
         if rows:
             ax.plot([r["m"] for r in rows], [r["median_s"] * 1e6 for r in rows], marker="o", ms=3, label=impl,
                     **style[impl])
         if impl.startswith("fused") or "graph" in impl:  # the fastest recorded configuration at each size
-            best = [fusion.best([r for r in records + recorded if "speedup" in r], impl, n) for n in sizes]
+            best = [fusion.best([r for r in records + recorded if "pct_of_baseline" in r], impl, n) for n in sizes]
             best = [r for r in best if r]
             if best:
-                ax2.plot([r["m"] for r in best], [r["speedup"] for r in best], marker="o", ms=3, **style[impl])
+                ax2.plot([r["m"] for r in best], [fusion.speedup(r) for r in best], marker="o", ms=3, **style[impl])
     ax.set_ylabel("device time (µs), default tiles"); ax2.set_ylabel("speed-up, fastest tiles")
     for a_ in (ax, ax2):
         a_.set_xscale("log", base=2); a_.set_xlabel("N")

@@ -10,6 +10,11 @@ from .source import REPO
 
 RESULTS = REPO / "results"
 KEY_FIELDS = ("step", "params", "dtype", "m", "n", "k")
+# One schema for every benchmark record (issue 42): a GEMM record (results/<gpu>.json, bench.benchmark) and a fused
+# lane's (results/<gpu>.fusion.json, fusion.benchmark and sweep) name the same things alike: `step` (the step, or the
+# baseline timed: "torch a@b@c"), `params`, `dtype`, `m`, `n`, `k`, `median_s`, `tflops`, `baseline`,
+# `baseline_median_s`, `pct_of_baseline` (100 x baseline_median_s / median_s), `gpu`, `date`. A fused record adds
+# `l` (B is K x L), `kind` (benchmark, sweep, tuned), `grid`, `threads`, `graph_median_s`, `wall_median_s`, ...
 
 
 def slug(gpu_name: str) -> str:
@@ -33,6 +38,43 @@ def gpus() -> list[str]:
     return names
 
 
+def is_fused(record: dict) -> bool:
+    """Whether `record` is the fused lane's (results/<gpu>.fusion.json): it has the fused problem's L."""
+    return "l" in record
+
+
+def upgraded(record: dict) -> dict:
+    """`record` in the one schema: a fused lane's record written before issue 42 named its step `impl` and its
+    speed-up `speedup` (baseline_median_s / median_s), now `step` and `pct_of_baseline` (100 times it), and had no
+    `dtype` (float32); any other record is returned as it is. Field order is kept."""
+    if "impl" not in record and "speedup" not in record:
+        return record
+    out = {}
+    for name, value in record.items():
+        if name == "impl":
+            out["step"] = value
+        elif name == "speedup":
+            out["pct_of_baseline"] = 100.0 * record["baseline_median_s"] / record["median_s"]
+        else:
+            out[name] = value
+        if name == "params" and "dtype" not in record:
+            out["dtype"] = "float32"
+    return out
+
+
+def upgrade_files(suffix: str = ".fusion.json") -> list[Path]:
+    """Rewrite the record files results/*<suffix> in the one schema (upgraded), in place, order and format kept;
+    the files changed. Run once over the committed fused records (issue 42); a file already upgraded is left as is."""
+    changed = []
+    for path in sorted(RESULTS.glob(f"*{suffix}")):
+        old = json.loads(path.read_text())
+        new = [upgraded(r) for r in old]
+        if new != old:
+            path.write_text(json.dumps(new, indent=1) + "\n")
+            changed.append(path)
+    return changed
+
+
 def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
     """Recorded records of one GPU (by name or slug), or of every GPU if None; labelled source='recorded'.
 
@@ -43,7 +85,7 @@ def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
     out = []
     for p in files:
         if p.exists():
-            out += [dict(r, source="recorded") for r in json.loads(p.read_text())]
+            out += [dict(upgraded(r), source="recorded") for r in json.loads(p.read_text())]
     return out
 
 
@@ -69,7 +111,7 @@ INTERLEAVED_SINCE = "2026-11-24"
 def timing_note(records: list[dict]) -> str:
     """One sentence for records made before the interleaved protocol (empty when there are none), to print
     beside a recorded sweep so a reader knows which figures to trust to a point and which to several."""
-    records = [r for r in records if "pct_of_baseline" in r]  # GEMM benchmark records (the fused lane's differ)
+    records = [r for r in records if "pct_of_baseline" in r and not is_fused(r)]  # GEMM benchmark records
     old = sorted({r["date"] for r in records if r["date"] < INTERLEAVED_SINCE})
     if not old:
         return ""
@@ -98,10 +140,10 @@ def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
     path = path_for(records[0]["gpu"], suffix)
     fields = key_fields if callable(key_fields) else lambda r: key_fields
     key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in fields(r))  # noqa: E731
-    old = json.loads(path.read_text()) if path.exists() else []
+    old = [upgraded(r) for r in json.loads(path.read_text())] if path.exists() else []
     merged = {key(r): r for r in old}
     for r in records:
-        r = {k: v for k, v in r.items() if k != "source"}
+        r = upgraded({k: v for k, v in r.items() if k != "source"})
         merged[key(r)] = r
     RESULTS.mkdir(exist_ok=True)
     rows = sorted(merged.values(), key=lambda r: tuple(json.dumps(r.get(f)) if f == "params"

@@ -728,7 +728,7 @@ def _sweep(step: str, axis: str | None, sizes: Sequence[int], gpu: str | None) -
     from . import fusion
 
     if step.startswith("fused/"):
-        recs = [r for r in fusion.load(gpu) if r["kind"] == "sweep" and r["impl"] == step and r["m"] in sizes]
+        recs = [r for r in fusion.load(gpu) if r["kind"] == "sweep" and r["step"] == step and r["m"] in sizes]
         kind = "fusion"
     else:
         recs = [r for n in sizes for r in _gemm_records(step, n, gpu)]
@@ -745,11 +745,10 @@ def _sweep(step: str, axis: str | None, sizes: Sequence[int], gpu: str | None) -
                 * len({r["params"][name] for r in recs}))
 
     axis = axis or ("NUM_STAGES" if "NUM_STAGES" in varying else min(varying, key=cells))
-    metric = "speedup" if kind == "fusion" else "pct_of_baseline"
     best = {}
     for r in recs:
         tile = config_text({k: v for k, v in r["params"].items() if k != axis})
-        best[tile] = max(best.get(tile, float("-inf")), r.get(metric, float("-inf")))
+        best[tile] = max(best.get(tile, float("-inf")), _shown(r, float("-inf")))
     order = sorted(best, key=lambda t: -best[t])
     tiles = {}
     for r in recs:
@@ -757,6 +756,16 @@ def _sweep(step: str, axis: str | None, sizes: Sequence[int], gpu: str | None) -
                          {k: v for k, v in r["params"].items() if k != axis})
     return _Sweep(step, axis, tuple(sizes), kind, recs, {t: tiles[t] for t in order},
                   tuple(sorted({r["params"][axis] for r in recs})))
+
+
+def _shown(rec: dict, missing: float = 0) -> float:
+    """What a sweep twin plots of a record: the speed-up over a @ b @ c for a fused step's (fusion.speedup), the % of
+    cuBLAS for a GEMM step's; `missing` for a record with no baseline."""
+    from . import fusion, results
+
+    if "pct_of_baseline" not in rec:
+        return missing
+    return fusion.speedup(rec) if results.is_fused(rec) else rec["pct_of_baseline"]
 
 
 def _problem(step: str, params: dict) -> str | None:
@@ -783,7 +792,7 @@ def sweep_label(sw: _Sweep, tile: str, value: int, size: int) -> list[str]:
     problem = _problem(sw.step, p)
     rec = sw.record(tile, value, size)
     if rec and sw.kind == "fusion":
-        lines.append(f"{rec['median_s'] * 1e6:.1f} us, {rec['speedup']:.2f}x {rec['baseline']} "
+        lines.append(f"{rec['median_s'] * 1e6:.1f} us, {fusion.speedup(rec):.2f}x {rec['baseline']} "
                      f"({rec['baseline_median_s'] * 1e6:.1f} us, same run); grid {rec['grid']} blocks of "
                      f"{rec['threads']} threads; recorded {rec['date']}")
     elif rec:
@@ -817,7 +826,7 @@ def sweep_twin(step: str, size: int | Sequence[int] = 4096, axis: str | None = N
     sizes = (size,) if isinstance(size, int) else tuple(size)
     sw = _sweep(step, axis, sizes, gpu)
     tiles = tuple(sw.tiles)
-    first = max(sw.records, key=lambda r: r.get("speedup" if sw.kind == "fusion" else "pct_of_baseline", 0))
+    first = max(sw.records, key=_shown)
     first_tile = config_text({k: v for k, v in first["params"].items() if k != sw.axis})
     controls = [Control("tile", "tiles", tuple(range(len(tiles))), tiles.index(first_tile), labels=tiles),
                 Control(sw.axis, sw.axis, sw.values, first["params"][sw.axis],
@@ -831,7 +840,7 @@ def sweep_twin(step: str, size: int | Sequence[int] = 4096, axis: str | None = N
                 rec = sw.record(t, v, n)
                 row = {"t": i, "a": v, "n": n, "L": sweep_label(sw, t, v, n)}
                 if rec:
-                    row["y"] = round(rec["speedup"] if sw.kind == "fusion" else rec["pct_of_baseline"], 3)
+                    row["y"] = round(_shown(rec), 3)
                 rows.append(row)
     at_n = "datum.n == N" if len(sizes) > 1 else "true"
     pick = f"datum.t == tile && datum.a == {sw.axis} && {at_n}"

@@ -501,7 +501,7 @@ def test_tf32x3_timeline_claims():
     from gemmlab import fusion
     exp, kt = results.experiment("fusion-tf32x3"), results.experiment("fusion-kernel-time")
     tl = exp["timeline_us"]["512 best512"]
-    best = fusion.best([r for r in fusion.load("NVIDIA H100 80GB HBM3") if "speedup" in r], "fused/05_tf32x3", 512)
+    best = fusion.best([r for r in fusion.load("NVIDIA H100 80GB HBM3") if "pct_of_baseline" in r], "fused/05_tf32x3", 512)
     floor = 3 * 2 * 512**3 / (exp["peaks"]["mma_m16n8k8_tf32"]["tflops"] * 1e12 * min(best["grid"], 132) / 132) * 1e6
     phase = (tl["phase 1 (median block)"] + tl["phase 2 (median block)"]) / 2
     assert phase > 2 * floor                                                  # "that leaves room"
@@ -560,22 +560,22 @@ def test_fusion_launch_path_claims():
 def test_fusion_h200_record_claims():
     """Chapter 8's verdict from the H200 lane it reads: short of 3x at 512, not slower from 1024 on."""
     from gemmlab import fusion
-    recs = [r for r in fusion.load("NVIDIA H200") if "speedup" in r]
+    recs = [r for r in fusion.load("NVIDIA H200") if "pct_of_baseline" in r]
     fastest = {n: fusion.best(recs, "fused/05_tf32x3", n) for n in (512, 1024, 2048, 4096)}
-    assert 1 < fastest[512]["speedup"] < 3
-    assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))
+    assert 1 < fusion.speedup(fastest[512]) < 3
+    assert all(fusion.speedup(fastest[n]) >= 1 for n in (1024, 2048, 4096))
     at512 = [fusion.best(recs, s, 512) for s in fusion.DEFAULT_STEPS]
-    assert 1 < max(r["speedup"] for r in at512 if r) < 3  # "the seed's 3x at 512 is still out of reach"
-    assert all(r["max_rel_error"] < 2e-6 for r in recs if r["impl"] == "fused/05_tf32x3")
+    assert 1 < max(fusion.speedup(r) for r in at512 if r) < 3  # "the seed's 3x at 512 is still out of reach"
+    assert all(r["max_rel_error"] < 2e-6 for r in recs if r["step"] == "fused/05_tf32x3")
     # "the fastest fused step ... is not slower from 1024 on": step 07 or 08 at its fastest tiles
     for n in (1024, 2048, 4096):
         top = min((fusion.best(recs, s, n) for s in fusion.DEFAULT_STEPS if fusion.best(recs, s, n)),
                   key=lambda r: r["median_s"])
-        assert top["impl"] in ("fused/07_tma_tf32x3", "fused/08_tile_flags")
-        assert top["speedup"] > 1.3 and top["max_rel_error"] < 2e-6
+        assert top["step"] in ("fused/07_tma_tf32x3", "fused/08_tile_flags")
+        assert fusion.speedup(top) > 1.3 and top["max_rel_error"] < 2e-6
     # the graph launch: recorded beside the direct call for 07 and 08, and faster than it at 512
     graphed = [r for r in recs if "graph_median_s" in r and r["m"] == 512]
-    assert {r["impl"] for r in graphed} >= {"fused/07_tma_tf32x3", "fused/08_tile_flags"}
+    assert {r["step"] for r in graphed} >= {"fused/07_tma_tf32x3", "fused/08_tile_flags"}
     assert min(r["graph_median_s"] for r in graphed) < min(r["median_s"] for r in graphed)
 
 

@@ -197,14 +197,14 @@ def test_records_round_trip_and_benchmark_without_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)  # the records live where results.py says
     monkeypatch.setattr(fusion._kernel, "_forced", "cpu")  # recorded mode, also on a GPU machine
     assert fusion.benchmark(verbose=False) == []
-    rec = {"impl": "torch a@b@c", "params": {}, "kind": "benchmark", "m": 512, "k": 512, "l": 512, "n": 512,
+    rec = {"step": "torch a@b@c", "params": {}, "kind": "benchmark", "m": 512, "k": 512, "l": 512, "n": 512,
            "median_s": 7e-5, "gpu": "Test GPU", "date": "2026-01-01"}
-    fusion.save([rec, dict(rec, impl="fused/03_two_phase", params={"BLOCK_M": 64}, median_s=2e-5)])
+    fusion.save([rec, dict(rec, step="fused/03_two_phase", params={"BLOCK_M": 64}, median_s=2e-5)])
     fusion.save([dict(rec, median_s=6e-5)])  # replaces the record with the same key
     stored = json.loads((tmp_path / "test-gpu.fusion.json").read_text())
     assert len(stored) == 2
     got = fusion.benchmark(sizes=(512,), verbose=False)
-    assert {r["impl"] for r in got} == {"torch a@b@c", "fused/03_two_phase"}
+    assert {r["step"] for r in got} == {"torch a@b@c", "fused/03_two_phase"}
     assert all(r["source"] == "recorded" for r in got)
     assert fusion.lookup(got, "torch a@b@c", 512)["median_s"] == 6e-5
     assert fusion.best(got, "fused/03_two_phase", 512)["median_s"] == 2e-5
@@ -245,7 +245,7 @@ def test_tf32x3_needs_sm80_and_fits_where_it_runs():
 
 def test_step05_record_claims():
     """Chapter 8's claims about step 05 from the recorded H100 lane: winners by size, speed-ups, accuracy."""
-    recs = [r for r in fusion.load("NVIDIA H100 80GB HBM3") if r["impl"] == "fused/05_tf32x3"]
+    recs = [r for r in fusion.load("NVIDIA H100 80GB HBM3") if r["step"] == "fused/05_tf32x3"]
     if not recs:
         pytest.skip("no recorded step 05 run")
     sweeps = [r for r in recs if r["kind"] == "sweep"]
@@ -255,8 +255,8 @@ def test_step05_record_claims():
     assert (best[1024]["BLOCK_M"], best[1024]["BLOCK_N"]) == (64, 64)
     assert best[2048]["BLOCK_M"] == best[4096]["BLOCK_M"] == 128
     fastest = {n: fusion.best(recs, "fused/05_tf32x3", n) for n in (512, 1024, 2048, 4096)}
-    assert all(fastest[n]["speedup"] >= 1 for n in (1024, 2048, 4096))   # "not slower from 1024 on"
-    assert fastest[512]["speedup"] < 3                                   # "short of the 3x"
+    assert all(fusion.speedup(fastest[n]) >= 1 for n in (1024, 2048, 4096))   # "not slower from 1024 on"
+    assert fusion.speedup(fastest[512]) < 3                                   # "short of the 3x"
     assert all(r["max_rel_error"] < 2e-6 for r in recs)                  # fp32-level at every size timed
 
 
@@ -389,10 +389,10 @@ def test_sized_tiles_are_the_recorded_sweeps_fastest():
     recs = fusion.load("NVIDIA H200")
     for name in ("fused/07_tma_tf32x3", "fused/08_tile_flags"):
         st = fusion.get(name)
-        sizes = sorted({r["m"] for r in recs if r["impl"] == name and r["kind"] == "sweep"})
+        sizes = sorted({r["m"] for r in recs if r["step"] == name and r["kind"] == "sweep"})
         assert sizes == [512, 1024, 2048, 4096], name
         for n in sizes:
-            sweep = [r for r in recs if r["impl"] == name and r["kind"] == "sweep" and r["m"] == n]
+            sweep = [r for r in recs if r["step"] == name and r["kind"] == "sweep" and r["m"] == n]
             picked = st.resolve(st.tiles_for((n,) * 4))
             mine = next(r for r in sweep if r["params"] == picked)
             assert mine["median_s"] < 1.05 * min(r["median_s"] for r in sweep), (name, n, picked)
@@ -403,7 +403,7 @@ def test_a_new_benchmark_record_replaces_the_old_whatever_its_tiles(tmp_path, mo
     """fusion.save: the benchmark keeps one record per step and size (a step timed at new tiles replaces the old
     record); sweep records stay one per configuration."""
     monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
-    base = {"gpu": "Test GPU", "impl": "fused/08_tile_flags", "m": 512, "k": 512, "l": 512, "n": 512, "median_s": 1.0}
+    base = {"gpu": "Test GPU", "step": "fused/08_tile_flags", "m": 512, "k": 512, "l": 512, "n": 512, "median_s": 1.0}
     old = [dict(base, kind="benchmark", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
            dict(base, kind="sweep", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
            dict(base, kind="benchmark", m=1024, params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8})]
@@ -471,7 +471,11 @@ def test_cli_bench_of_a_fused_step_without_a_gpu_says_what_the_gemm_bench_says(c
     assert err.startswith("error: ") and err.count("\n") == 1 and "GPU" in err, err
 
 
-# --- one Python API for every step (issue 42) ------------------------------------------------
+
+# --- one Python API and one record schema for every step (issue 42) ------------------------------------------------
+GEMM_FIELDS = ("step", "params", "dtype", "m", "n", "k", "median_s", "tflops", "gpu", "date")
+
+
 def test_gemmlab_step_and_verify_take_a_fused_name_on_the_cpu():
     kern = gemmlab.step("fused/01_naive_row", backend="cpu", THREADS=64)
     assert isinstance(kern, fusion.FusedKernel) and kern.params == {"THREADS": 64}
@@ -501,3 +505,65 @@ def test_gemmlab_instance_of_a_fused_step_is_compile_only():
     assert isinstance(inst, fusion.FusedInstance) and inst.params["BLOCK_M"] == 32
     assert inst.resources().registers == fusion.resources("fused/03_two_phase", "sm_90", BLOCK_M=32,
                                                           BLOCK_N=32).registers
+
+
+def test_benchmark_and_sweep_of_fused_steps_without_a_gpu_return_the_fusion_records(monkeypatch):
+    monkeypatch.setattr(fusion._kernel, "_forced", "cpu")  # recorded mode, also on a GPU machine
+    from gemmlab import bench
+    got = gemmlab.benchmark(["fused/08_tile_flags"], sizes=[512], gpu="NVIDIA H200", verbose=False)
+    assert got == fusion.benchmark(sizes=(512,), gpu="NVIDIA H200", verbose=False) and got
+    assert fusion.lookup(got, "fused/08_tile_flags", 512)
+    swept = bench.sweep("fused/08_tile_flags", {"NUM_STAGES": [8]}, size=512)
+    assert swept == fusion.sweep("fused/08_tile_flags", sizes=(512,)) and swept
+    assert {r["step"] for r in swept} == {"fused/08_tile_flags"} and {r["kind"] for r in swept} == {"sweep"}
+
+
+def test_committed_fusion_records_have_the_gemm_records_fields():
+    """results/*.fusion.json as committed (not as load() upgrades them): one schema with results/<gpu>.json."""
+    files = sorted(fusion.results.RESULTS.glob("*" + fusion.SUFFIX))
+    assert files
+    for path in files:
+        rows = json.loads(path.read_text())
+        for r in rows:
+            assert "impl" not in r and "speedup" not in r, (path.name, r)
+            assert all(f in r for f in GEMM_FIELDS + ("l", "kind")), (path.name, r)
+            assert r["dtype"] == "float32" and fusion.results.is_fused(r)
+            assert r["baseline"] in fusion.BASELINES and r["pct_of_baseline"] == 100.0 * r["baseline_median_s"] / r["median_s"]
+            assert fusion.speedup(r) == r["baseline_median_s"] / r["median_s"]
+        assert fusion.results.upgraded(rows[0]) is rows[0]  # nothing left to convert
+    gemm = fusion.results.load("NVIDIA H200")[0]
+    assert set(GEMM_FIELDS + ("baseline", "baseline_median_s", "pct_of_baseline")) <= set(gemm)
+
+
+def test_a_record_the_lane_writes_has_the_gemm_field_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    env = {"gpu": "Test GPU", "cc": 90}
+    base = {"torch a@b@c": {"median_s": 6e-5}, "cupy a@b@c": {"median_s": 7e-5}}
+    rec = fusion._record("fused/08_tile_flags", {"BLOCK_N": 32}, "benchmark", 512, {"median_s": 2e-5}, base, env,
+                         grid=128)
+    fusion.save([rec])
+    stored, = json.loads(fusion.records_path("Test GPU").read_text())
+    assert all(f in stored for f in GEMM_FIELDS) and "impl" not in stored and "speedup" not in stored
+    assert stored["step"] == "fused/08_tile_flags" and stored["baseline"] == "torch a@b@c"
+    assert stored["baseline_median_s"] == 6e-5 and stored["pct_of_baseline"] == pytest.approx(300.0)
+    assert (stored["l"], stored["kind"], stored["grid"]) == (512, "benchmark", 128)
+    assert fusion.results.load("Test GPU", fusion.SUFFIX)[0]["source"] == "recorded"
+
+
+def test_a_fusion_file_in_the_old_schema_still_loads_and_merges(tmp_path, monkeypatch):
+    """A reader's results/<gpu>.fusion.json written before issue 42 (impl, speedup) loads in the one schema, and a
+    new record replaces its old one with the same key when saved."""
+    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    old = {"impl": "fused/03_two_phase", "params": {"BLOCK_M": 64}, "kind": "benchmark", "m": 512, "k": 512,
+           "l": 512, "n": 512, "median_s": 2e-5, "baseline": "torch a@b@c", "baseline_median_s": 6e-5, "speedup": 3.0,
+           "gpu": "Test GPU", "date": "2026-01-01"}
+    (tmp_path / "test-gpu.fusion.json").write_text(json.dumps([old]))
+    got, = fusion.load("Test GPU")
+    assert got["step"] == "fused/03_two_phase" and got["dtype"] == "float32" and "impl" not in got
+    assert got["pct_of_baseline"] == pytest.approx(300.0) and fusion.speedup(got) == pytest.approx(3.0)
+    assert list(got)[:4] == ["step", "params", "dtype", "kind"]  # field order kept
+    assert fusion.lookup(fusion.results.load("test-gpu", fusion.SUFFIX), "fused/03_two_phase", 512)
+    fusion.save([dict(got, median_s=1.5e-5, pct_of_baseline=400.0)])
+    rows = json.loads(fusion.records_path("Test GPU").read_text())
+    assert len(rows) == 1 and rows[0]["median_s"] == 1.5e-5 and "impl" not in rows[0]
+    assert fusion.results.upgrade_files() == []  # save wrote it in the one schema already
