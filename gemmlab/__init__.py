@@ -2,22 +2,30 @@
 
 The shared machinery of the course "Writing a fast CUDA matrix multiplication".
 """
-from . import errors, registry
-from .kernel import Instance, Kernel, backend, instance, set_backend, step
-from .registry import steps
-from .check import verify
-from .bench import benchmark
+from . import errors
+from .runtime import registry
+from .runtime.kernel import Instance, Kernel, backend, instance, set_backend, step
+from .runtime.registry import steps
+from .measure.check import verify
+from .measure.bench import benchmark
 
 __all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "registry", "set_backend", "step", "steps",
            "verify"]
 
 
+# Short names for every module, imported on first use so that `import gemmlab` stays light: gemmlab.bench is
+# gemmlab.measure.bench, gemmlab.show is gemmlab.chapters.show, and so on (the layout: README, "Where things live").
+_HOMES = {
+    **dict.fromkeys(["clusters", "cpu", "fusion", "gpu", "kernel", "nvrtc", "registry", "source", "tma"], "runtime"),
+    **dict.fromkeys(["bench", "check", "experiments", "hardware", "profile", "results"], "measure"),
+    **dict.fromkeys(["coalescing", "documents", "exercises", "explore", "fusion_report", "glue", "layouts", "pipeline",
+                     "plots", "show", "sitecontrols", "swizzle", "tensorcores", "tiling", "widgets"], "chapters"),
+}
 
-def __getattr__(name):  # submodules on first use, so `import gemmlab` stays light
-    if name in ("results", "nvrtc", "cpu", "gpu", "layouts", "hardware", "coalescing", "plots", "widgets", "tiling",
-                "explore", "pipeline", "profile", "swizzle", "glue", "bench", "check", "kernel", "source", "fusion",
-                "tensorcores", "show"):
+
+def __getattr__(name):
+    if name in _HOMES:
         import importlib
 
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f".{_HOMES[name]}.{name}", __name__)
     raise AttributeError(f"module 'gemmlab' has no attribute {name!r}")

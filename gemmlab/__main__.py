@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import fusion, nvrtc, registry
+from .runtime import fusion, nvrtc, registry
 from .errors import BackendError, ConfigError, GemmlabError
-from .kernel import instance, set_backend, step
+from .runtime.kernel import instance, set_backend, step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                                            "256..4096, sweep their tiles at 512 and 1024, record")
     p.add_argument("--sweeps", nargs="+", metavar="STEP",
                    help="the steps whose tiles are swept (default: 08, 07, 06, 05, 04, 03, 02)")
-    from . import exercises  # `exercise list | start | check`: its parser and its command live there
+    from .chapters import exercises  # `exercise list | start | check`: its parser and its command live there
 
     exercises.add_cli_parser(sub)
     args = parser.parse_args(argv)
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             if fused and args.alone:
                 raise ConfigError("--alone times GEMM steps by themselves; a fused step's bench times each call "
                                   "back to back already.")
-            from .bench import benchmark
+            from .measure.bench import benchmark
 
             need_gpu("bench")
             # fused steps by name: fusion.benchmark picks each size's tiles, overridden by the --param given
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             fixed = registry.parse_params(args.param)
             (s, _), = params_for([args.step], {**fixed, **grid})
             need_gpu("sweep")
-            from .bench import sweep
+            from .measure.bench import sweep
 
             sweep(s.name, grid, size=args.size, fixed=fixed)
             return 0
@@ -137,7 +137,7 @@ def report_error(e: GemmlabError) -> int:
 
 def need_gpu(command: str) -> None:
     """A BackendError, before anything runs, where `command` would time on a GPU and there is none."""
-    from .kernel import backend
+    from .runtime.kernel import backend
 
     if backend() != "gpu":
         raise BackendError(f"{command} times kernels on a GPU and CuPy sees none here; run it on a machine with a "
@@ -157,12 +157,12 @@ def listing_line(s) -> str:
 def check_one(s, params: dict):
     """The float64 check of one step (check.verify; fusion.check for a fused step), not raising on a failure;
     None, with a SKIP line, for a fused step the live GPU lacks the instructions of."""
-    from .kernel import backend
+    from .runtime.kernel import backend
 
     if registry.is_fused(s) and backend() == "gpu" and not fusion.gpu_arch_ok(s):
         print(f"SKIP: {s.name} needs {s.arch_label}")
         return None
-    from .check import verify
+    from .measure.check import verify
 
     return verify(step(s.name, **params), raise_on_fail=False)
 

@@ -2,7 +2,7 @@
 //
 // What is here: u32, the fp16 types, cdiv, the FP32 steps' edge helpers (load_or_zero, ...), and
 // every inline-PTX wrapper the course uses, one thin wrapper per instruction, named after it. Each
-// wrapper has a CPU twin of the same name and signature in namespace emu:: (gemmlab/emulator/),
+// wrapper has a CPU twin of the same name and signature in namespace emu:: (gemmlab/runtime/emulator/),
 // used when GEMMLAB_EMULATOR is defined.
 //
 // Arch: ldmatrix and mma.m16n8k8 (f16) need sm_75 (Turing). mma.m16n8k16, the TF32 mma and
@@ -12,7 +12,7 @@
 // we want.
 //
 // Fragment layouts (which lane holds which element) are in the PTX ISA, "Matrix Fragments for
-// mma.m16n8k8 / mma.m16n8k16" and "ldmatrix"; gemmlab/layouts.py is the tested Python twin.
+// mma.m16n8k8 / mma.m16n8k16" and "ldmatrix"; gemmlab/chapters/layouts.py is the tested Python twin.
 #pragma once
 
 typedef unsigned int u32;
@@ -448,7 +448,7 @@ inline __device__ void grid_barrier(u32* sync) {
 // atom is stored at chunk c ^ (r % 8): the XOR of address bits 4-6 with bits 7-9.
 // ---------------------------------------------------------------------------------------------
 
-// A tensor map (CUtensorMap): 128 opaque bytes made on the host by gemmlab/tma.py and passed in
+// A tensor map (CUtensorMap): 128 opaque bytes made on the host by gemmlab/runtime/tma.py and passed in
 // global memory (on the CPU the emulator reads its own encoding of the same fields).
 struct __align__(64) TmaMap { unsigned long long opaque[16]; };
 

@@ -34,8 +34,8 @@ if mode == "stamp":
 
 import cupy  # noqa: E402  (bench and run need a GPU)
 
-from gemmlab.check import verify  # noqa: E402
-from gemmlab.experiments import variant_kernel  # noqa: E402
+from gemmlab.measure.check import verify  # noqa: E402
+from gemmlab.measure.experiments import variant_kernel  # noqa: E402
 
 step = registry.get(sys.argv[3])
 if mode == "run":

@@ -19,7 +19,7 @@ def pytest_configure(config):
 
 
 # The claim tests: whole modules about the book, and tests elsewhere whose name says they check a claim.
-CLAIM_MODULES = {"test_notebooks_rerun.py", "test_notebook_venues.py", "test_seeds.py"}
+CLAIM_MODULES = {"test_notebooks_rerun.py", "test_notebook_venues.py", "test_documents.py"}
 
 
 def pytest_collection_modifyitems(config, items):

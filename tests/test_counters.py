@@ -340,7 +340,7 @@ def padded_sa(source: str, pad: int) -> str:
 @pytest.mark.parametrize("pad", [0, 4])
 def test_sgemm_emulator_counts_match_the_model(name, pad):
     from gemmlab import registry
-    from gemmlab.source import REPO
+    from gemmlab.runtime.source import REPO
     from gemmlab import swizzle as sw
 
     source = (REPO / registry.get(name).file).read_text()

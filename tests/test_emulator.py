@@ -1,4 +1,4 @@
-"""The CPU emulator (gemmlab/cpu.py + gemmlab/emulator/): CUDA semantics, launches and errors."""
+"""The CPU emulator (gemmlab/runtime/cpu.py + gemmlab/runtime/emulator/): CUDA semantics, launches and errors."""
 from __future__ import annotations
 
 import numpy as np

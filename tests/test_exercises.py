@@ -154,7 +154,7 @@ def test_exercises_are_their_steps_with_a_gap(tmp_path):
     import subprocess
     import sys
 
-    from gemmlab.source import KERNELS
+    from gemmlab.runtime.source import KERNELS
 
     subprocess.run([sys.executable, str(KERNELS / "exercises" / "generate.py"), str(tmp_path)], check=True,
                    capture_output=True, timeout=60)

@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from gemmlab import errors, experiments, fusion, kernel, registry, results
-from gemmlab.check import verify
+from gemmlab.measure.check import verify
 
 pytestmark = pytest.mark.lab
 EXP = results.EXPERIMENTS  # the recorded data: results.json, logs, CSVs, profiler reports
@@ -286,7 +286,7 @@ def test_tables_render():
 
 
 def test_apply_patch_and_its_errors():
-    from gemmlab.source import apply_patch
+    from gemmlab.runtime.source import apply_patch
     text = "a\nb\nc\nd\n"
     patch = "--- x\n+++ y\n@@ -2,2 +2,3 @@\n b\n-c\n+C\n+c2\n d\n"
     assert apply_patch(text, patch) == "a\nb\nC\nc2\nd\n"
@@ -357,7 +357,7 @@ def _kernel_changed(tmp_path, monkeypatch, file):
     """The current text of kernel `file`, as gemmlab.experiments reads it, edited (a line added at the top and a
     comment at the end of every line: no hunk's lines match anywhere, at any offset), as if the kernel had been
     edited since its experiments ran; returns the edited copy."""
-    from gemmlab.source import kernel_path
+    from gemmlab.runtime.source import kernel_path
 
     real = kernel_path(file)
     edited = tmp_path / real.name
@@ -389,7 +389,7 @@ def test_a_patch_still_applies_and_builds_after_its_kernel_changes(tmp_path, mon
 def test_without_history_a_patch_applies_to_the_current_kernel_or_says_why_not(tmp_path, monkeypatch):
     """Where git cannot give the recorded commit (an installed package, a shallow clone) the patch is applied to
     the current kernel file; if that changed where the patch touches it, the error says what and what to do."""
-    from gemmlab.source import kernel_path
+    from gemmlab.runtime.source import kernel_path
 
     step = registry.get("sgemm/11_fragment_prefetch")
     patch = (LAB / "sgemm-vs-cublas" / "xor.patch").read_text()
@@ -661,7 +661,7 @@ def test_limits_variants_and_multicast_patch_compile():
     or CTA scope when asked), and every kernel compiles for sm_90a with the wgmmas asynchronous and no spills (the
     checked ones; a timed-only diagnostic may spill a little), as does the wgmma rate probe (rate.cu)."""
     from gemmlab import nvrtc
-    from gemmlab.source import assemble
+    from gemmlab.runtime.source import assemble
     mod, _ = _tma_experiment("limits.py")
     sources = {name: mod.variant_source(name) for name in mod.VARIANTS}
     assert "if (M > 0) return;" in sources["returns at once"] and "tma_map_acquire" not in sources["no map fences"]
@@ -930,7 +930,7 @@ def test_tma_ring_still_applies():
     assert "RING(6);" in mod.patched07(mod.RING_MARKS) and len(mod.RING_PARTS) == 6
     assert "RING(6);" in mod.patched07(mod.RING_MARKS + mod.ELEMENTWISE)
     from gemmlab import nvrtc
-    from gemmlab.source import assemble
+    from gemmlab.runtime.source import assemble
 
     st = fusion.get("fused/07_tma_tf32x3")
     p = st.resolve(dict(BLOCK_N=32, SPLIT_K=3, NUM_STAGES=8))
@@ -1067,7 +1067,7 @@ def test_operand_kernels_check_and_compile():
     included; the no-loads diagnostic still finds its text; every kernel timed compiles for sm_90a with the
     wgmmas asynchronous and no spills (the in-flight patch: a few bytes with the H200's NVRTC)."""
     from gemmlab import nvrtc
-    from gemmlab.source import assemble
+    from gemmlab.runtime.source import assemble
     mod, _ = _tma_experiment("operand.py")
     assert _check_as_measured(mod.register_operand_kernel("cpu", BLOCK_M=32, SPLIT_K=3, NUM_STAGES=12), raise_on_fail=False).passed
     assert _check_as_measured(mod.register_operand_kernel("cpu", BLOCK_M=64, SPLIT_K=2, NUM_STAGES=4), raise_on_fail=False).passed

@@ -8,7 +8,7 @@ import pytest
 import gemmlab
 from gemmlab import experiments, fusion, gpu, registry
 from gemmlab.__main__ import main as cli
-from gemmlab.source import kernel_path
+from gemmlab.runtime.source import kernel_path
 from gemmlab.errors import ConfigError, InputError, ShapeError, VerificationError
 
 STEPS = [s.name for s in fusion.FUSED_STEPS]
@@ -188,7 +188,7 @@ def test_persistent_grid_is_limited_to_resident_blocks(kernels, monkeypatch):
 def test_models():
     assert fusion.intensity(512) == 128.0  # 4 N^3 FLOPs over 16 N^2 bytes
     assert fusion.intensity(512, fused=False) == pytest.approx(512 / 6)
-    assert fusion.seed_intensity(4096) == pytest.approx(4096 / 16, rel=1e-3)
+    assert fusion.document_intensity(4096) == pytest.approx(4096 / 16, rel=1e-3)
     assert fusion.traffic_bytes(100, fused=False) - fusion.traffic_bytes(100) == 8 * 100 * 100  # T written + read
     assert fusion.ideal_time_s(512, 67.0, 3350.0) == pytest.approx(4 * 512**3 / 67e12)
 

@@ -4,7 +4,7 @@ import pytest
 
 import gemmlab
 from gemmlab import fusion, gpu, registry
-from gemmlab.check import compare, make_inputs, tile_of
+from gemmlab.measure.check import compare, make_inputs, tile_of
 
 pytestmark = pytest.mark.skipif(not gpu.available(), reason="needs a CUDA GPU (the GPU lane runs it)")
 

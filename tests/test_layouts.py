@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.layouts import (
+from gemmlab.chapters.layouts import (
     WARP_SIZE,
     elements_per_lane,
     ldmatrix_fragment,

@@ -27,7 +27,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-from gemmlab.glue import METADATA_KEY
+from gemmlab.chapters.glue import METADATA_KEY
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))

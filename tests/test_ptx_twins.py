@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gemmlab import cpu
-from gemmlab.source import kernel_path
+from gemmlab.runtime.source import kernel_path
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the CPU emulator needs g++")
 

@@ -13,7 +13,7 @@ import pytest
 import gemmlab
 from gemmlab import cpu, fusion, registry
 from gemmlab.__main__ import main
-from gemmlab.check import verify
+from gemmlab.measure.check import verify
 from gemmlab.errors import ConfigError, InputError, KernelError, ShapeError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def test_an_invalid_thread_count_is_an_error_naming_the_variable(value, monkeypa
 
 
 def test_the_child_is_told_the_thread_count_and_does_not_read_it():
-    runtime = (ROOT / "gemmlab" / "emulator" / "runtime.cpp").read_text()
+    runtime = (ROOT / "gemmlab" / "runtime" / "emulator" / "runtime.cpp").read_text()
     assert 'getenv("GEMMLAB_CPU_THREADS")' not in runtime
     assert "workers %d" in runtime
 

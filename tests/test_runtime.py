@@ -9,7 +9,7 @@ import pytest
 import gemmlab
 from gemmlab import errors, nvrtc, registry
 from gemmlab.__main__ import main as cli
-from gemmlab.check import compare, default_cases, make_inputs
+from gemmlab.measure.check import compare, default_cases, make_inputs
 
 STEP_NAMES = [s.name for s in registry.STEPS]
 PINNED_NVRTC = next(line.split("==")[1].rsplit(".", 1)[0] for line in

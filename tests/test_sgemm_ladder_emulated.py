@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-cpu = pytest.importorskip("gemmlab.cpu", reason="the CPU emulator (gemmlab/cpu.py) is not there yet")
+cpu = pytest.importorskip("gemmlab.runtime.cpu", reason="the CPU emulator (gemmlab/runtime/cpu.py) is not there yet")
 
 from gemmlab import registry, source  # noqa: E402
 from gemmlab.errors import ConfigError  # noqa: E402

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab.check import compare, make_inputs
+from gemmlab.measure.check import compare, make_inputs
 from gemmlab.errors import ConfigError
 
 STEP = "sgemm/12_tf32x3"

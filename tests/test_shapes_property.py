@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import gemmlab
 from gemmlab import registry
-from gemmlab.check import compare
+from gemmlab.measure.check import compare
 from gemmlab.errors import ShapeError
 
 PRIMES = [2, 3, 5, 7, 13, 31, 37, 61, 67, 127, 131]

@@ -33,7 +33,7 @@ def special_and_random_floats() -> np.ndarray:
 
 
 def test_software_half_matches_numpy_float16_bit_for_bit(soft_half):
-    from gemmlab.source import assemble
+    from gemmlab.runtime.source import assemble
 
     x = special_and_random_floats()
     module = cpu.compile_kernel(assemble("sgemm/01_naive.cu", CONVERT), "convert<0>", label="convert")

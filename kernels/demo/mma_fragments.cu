@@ -3,8 +3,8 @@
 // Not a GEMM step: two single-warp kernels whose outputs are the raw registers, so the host can
 // read off the fragment layouts that the hardware (or the emulator's twin) produced. The inputs
 // are encodings: element (r, c) of a matrix holds a small integer that names r and c, exact in
-// fp16 and fp32, so every backend prints the same numbers. gemmlab/tensorcores.py launches them
-// and decodes the registers; gemmlab/layouts.py is the Python twin they are checked against.
+// fp16 and fp32, so every backend prints the same numbers. gemmlab/chapters/tensorcores.py launches them
+// and decodes the registers; gemmlab/chapters/layouts.py is the Python twin they are checked against.
 //
 //   mma_fragments<MMA_K>    MMA_K = 8: mma.m16n8k8 (sm_75); MMA_K = 16: mma.m16n8k16 (sm_80).
 //                           A (16 x MMA_K) and B (MMA_K x 8), row-major, are staged in shared

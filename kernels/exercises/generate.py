@@ -144,7 +144,7 @@ make("ch5/swizzle", "hgemm/03_swizzled", "the swizzle", [
 // memory and the copy are those of 02, only where each chunk sits in shared memory changes.
 // It is CuTe's Swizzle<log2 XOR, 3, log2(ROWS * WIDTH) - 3> on the element offset
 // row * WIDTH + col: Swizzle<3,3,3> on a 64-wide row (chunk ^= row % 8), <2,3,3> on BLOCK_K = 32
-// (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/swizzle.py is the Python twin.
+// (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/chapters/swizzle.py is the Python twin.
 """, """// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
 // fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or

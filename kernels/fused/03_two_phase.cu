@@ -19,7 +19,7 @@
 //
 // The barrier (grid_barrier, in common.cuh: 04 and 05 use it too) spins: it is only correct if
 // every block of the grid is resident at once (a block waiting for one that never starts waits
-// forever). The runtime (gemmlab/fusion.py) sizes the grid from the occupancy API, resident blocks
+// forever). The runtime (gemmlab/runtime/fusion.py) sizes the grid from the occupancy API, resident blocks
 // per SM x SMs, and refuses a larger one. It resets itself: the blocks' adds to its one word sum
 // to 2^31, which flips the top bit and leaves the low bits as they were.
 //

@@ -42,7 +42,7 @@
 //   swizzled), then each group's split B tile (as in 06), the partial sums of groups 1 .. SPLIT_K - 1,
 //   and the 2 * NUM_STAGES mbarriers.
 // Launch: blockDim SPLIT_K * 128 + 32, gridDim (at most the resident blocks, at most the tiles), dynamic
-//   shared memory as above; four tensor maps (gemmlab/tma.py, 128B-swizzled): A and T with 64 x 32
+//   shared memory as above; four tensor maps (gemmlab/runtime/tma.py, 128B-swizzled): A and T with 64 x 32
 //   boxes, B and C with 32 x 32 boxes; sync zeroed once before the first launch.
 #include "common.cuh"
 

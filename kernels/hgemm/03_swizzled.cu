@@ -20,7 +20,7 @@
 // memory and the copy are those of 02, only where each chunk sits in shared memory changes.
 // It is CuTe's Swizzle<log2 XOR, 3, log2(ROWS * WIDTH) - 3> on the element offset
 // row * WIDTH + col: Swizzle<3,3,3> on a 64-wide row (chunk ^= row % 8), <2,3,3> on BLOCK_K = 32
-// (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/swizzle.py is the Python twin.
+// (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/chapters/swizzle.py is the Python twin.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA: BLOCK_M x BLOCK_K K-major (row-major) tile of A, element (r, c) at swizzle<BLOCK_K>(r, c);

@@ -26,7 +26,7 @@
 // Launch: blockDim 384 (3 warpgroups), gridDim (cdiv(N, BLOCK_N), cdiv(M, 128)), tiles handed out
 //   in bands of GROUP_M block rows (see below); dynamic shared
 //   memory NUM_STAGES * (128 + BLOCK_N) * 64 * 2 + 1024 (alignment) + 16 * NUM_STAGES bytes;
-//   two tensor maps (gemmlab/tma.py): A with 64 x 128 boxes, B with 64 x 64 boxes, both 128B-swizzled.
+//   two tensor maps (gemmlab/runtime/tma.py): A with 64 x 128 boxes, B with 64 x 64 boxes, both 128B-swizzled.
 #include "common.cuh"
 
 template <int BLOCK_N>

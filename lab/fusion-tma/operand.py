@@ -61,7 +61,7 @@ def register_operand_source() -> str:
 def register_operand_step():
     """A FusedStep for register_operand.patch: step 08's (its counters, its shapes), tiles of BLOCK_M rows x 64."""
     from gemmlab import fusion
-    from gemmlab.registry import Param
+    from gemmlab.runtime.registry import Param
 
     return dataclasses.replace(
         fusion.get("fused/08_tile_flags"), name="fused/register_operand", symbol="fused_register_operand",

@@ -257,7 +257,7 @@ def replaced(text: str, subs, label: str) -> str:
 def substituted(step: str, subs) -> str:
     """`step`'s source with the substitutions `subs` (replaced())."""
     from gemmlab import fusion
-    from gemmlab.source import kernel_path
+    from gemmlab.runtime.source import kernel_path
 
     return replaced(kernel_path(fusion.get(step).file).read_text(), subs, step)
 
@@ -395,7 +395,7 @@ def transposed_step():
     import dataclasses
 
     from gemmlab import fusion
-    from gemmlab.registry import Param
+    from gemmlab.runtime.registry import Param
 
     return dataclasses.replace(
         fusion.get("fused/07_tma_tf32x3"), name="fused/transposed_tf32x3", symbol="fused_transposed_tf32x3",

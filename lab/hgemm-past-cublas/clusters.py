@@ -1,5 +1,5 @@
 """How many clusters of the clusters lab kernel (clusters.cu, once step 10) the GPU runs at once (cuOccupancyMaxActiveClusters), asked about the
-compiled step itself and about gemmlab/clusters.py's stand-in (what the registry's grid uses), beside
+compiled step itself and about gemmlab/runtime/clusters.py's stand-in (what the registry's grid uses), beside
 the grid the registry launches at 8192.
 
 Usage (GPU): python3 lab/hgemm-past-cublas/clusters.py [NAME=VALUE ...]

@@ -13,7 +13,7 @@ import numpy as np
 
 import gemmlab
 from gemmlab import bench
-from gemmlab.source import kernel_path
+from gemmlab.runtime.source import kernel_path
 
 STEP = "hgemm/10_tma_store"
 SERIAL = """            wgmma_commit();

@@ -16,8 +16,8 @@ import sys
 import cupy
 
 from gemmlab import experiments, registry
-from gemmlab.experiments import variant_source
-from gemmlab.kernel import Kernel
+from gemmlab.measure.experiments import variant_source
+from gemmlab.runtime.kernel import Kernel
 
 FOLDER = pathlib.Path(__file__).parent
 TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "WARP_M", "WARP_N")

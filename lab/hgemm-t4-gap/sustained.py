@@ -24,8 +24,8 @@ import pathlib
 import cupy
 
 from gemmlab import bench, registry
-from gemmlab.experiments import variant_kernel
-from gemmlab.kernel import Kernel
+from gemmlab.measure.experiments import variant_kernel
+from gemmlab.runtime.kernel import Kernel
 
 HERE = pathlib.Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("f16acc", HERE / "f16acc.py")

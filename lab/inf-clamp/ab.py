@@ -15,8 +15,8 @@ import numpy as np
 
 import gemmlab
 from gemmlab import bench, check, fusion
-from gemmlab.fusion_report import params_text
-from gemmlab.source import kernel_path
+from gemmlab.chapters.fusion_report import params_text
+from gemmlab.runtime.source import kernel_path
 
 SPLIT = "    big = tf32_round(x);\n    small = __float_as_uint(x - __uint_as_float(big));\n"
 CLAMPED = ("    const float b = fminf(fmaxf(__uint_as_float(tf32_round(x)), -0x1.ffcp+127f), 0x1.ffcp+127f);  // tf32_big\n"

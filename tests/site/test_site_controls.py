@@ -2,7 +2,7 @@
 
 Serves the built site (default _build/html; $GEMMLAB_SITE names another root) on 127.0.0.1, opens each chapter
 page of PAGES in headless Debian Chromium through Playwright (never a downloaded browser), and for every twin on
-the page (a div[data-gemmlab-twin], gemmlab/sitecontrols.py):
+the page (a div[data-gemmlab-twin], gemmlab/chapters/sitecontrols.py):
 
 - rebuilds the chart in Python from the call the div names, and checks that the page's chart was built from the
   same data (its id is a digest of the spec: a stale notebook output fails here);

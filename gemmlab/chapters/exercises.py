@@ -1,0 +1,817 @@
+"""Exercises the reader solves and the course checks: one per core chapter, each a real step with a gap.
+
+An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`) in which the lines of one idea are cut
+out between `// ---- EXERCISE: ... ----` and `// ---- END ----`. The reader writes those lines; `check()`
+splices them into the template, runs the kernel against float64 on several shapes (non-multiples of the
+tile among them) on the GPU or in the CPU emulator, then checks the property the chapter is about
+(sectors per request, barriers, registers and spills, wavefronts, the order of loads and FMAs, lane
+addresses, traffic of the fused kernel) and, on a GPU, the speed against the chapter's own step.
+The verdict says what passed and what failed, with a hint in the chapter's terms; it never raises for a
+wrong answer, so a notebook cell shows it as output. Solutions sit apart, in `kernels/exercises/solutions/`.
+
+    from gemmlab import exercises
+    exercises.show("ch2/coalesced_index")              # the template, the gap marked
+    exercises.check("ch2/coalesced_index", r'''
+        const int col = ...;
+        const int row = ...;
+    ''')                                               # the gap's code only, or a whole file
+"""
+from __future__ import annotations
+
+import ast
+import html
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ConfigError, GemmlabError
+from ..runtime.source import KERNELS
+
+EXERCISES_DIR = KERNELS / "exercises"
+SOLUTIONS_DIR = EXERCISES_DIR / "solutions"
+_START = re.compile(r"^([ \t]*)// ---- EXERCISE: (.*?) ----[ \t]*$", re.M)
+_END = re.compile(r"^[ \t]*// ---- END ----[ \t]*$", re.M)
+
+
+# ------------------------------------------------------------------------------------------------
+# The verdict
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Item:
+    """One line of a verdict: what was checked, whether it passed (None: not checked here), why, a hint."""
+
+    label: str
+    passed: bool | None
+    detail: str
+    hint: str = ""
+    note: bool = False  # an explanation of a failure above it, not a check of its own
+
+    @property
+    def mark(self) -> str:
+        return "note" if self.note else {True: "PASS", False: "FAIL", None: "skip"}[self.passed]
+
+
+_COLORS = {True: "#1a7f37", False: "#cf222e", None: "#6e7781"}
+
+
+@dataclass
+class Verdict:
+    """What `check()` found: `passed` is True only if every checked item passed. Prints as plain text;
+    shows as a small table in Jupyter."""
+
+    exercise: str
+    what: str  # "your code", "the solution", a file's name
+    backend: str
+    items: list[Item] = field(default_factory=lambda: [])
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.items) and all(i.passed is not False for i in self.items)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def failures(self) -> list[Item]:
+        return [i for i in self.items if i.passed is False]
+
+    def _where(self) -> str:
+        return "GPU" if self.backend == "gpu" else "CPU emulator"
+
+    def __str__(self) -> str:
+        lines = [f"{self.exercise} ({self.what}, {self._where()}): {'PASS' if self.passed else 'FAIL'}"]
+        for i in self.items:
+            lines.append(f"  {i.mark:4s}  {i.label}: {i.detail}")
+            if i.hint:
+                lines += textwrap.wrap(f"hint: {i.hint}", width=100, initial_indent=" " * 8,
+                                       subsequent_indent=" " * 14)
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle):  # IPython's plain text: the sentences, not the dataclass
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        head_color = _COLORS[self.passed]
+        rows = []
+        for i in self.items:
+            hint = (f'<div style="color:#444;margin-top:2px"><b>hint:</b> {html.escape(i.hint)}</div>'
+                    if i.hint else "")
+            rows.append(f'<tr><td style="color:{_COLORS[i.passed]};font-weight:bold;vertical-align:top;'
+                        f'padding:2px 8px 2px 0;text-align:left">{i.mark}</td><td style="text-align:left;'
+                        f'padding:2px 0"><b>{html.escape(i.label)}</b>: {html.escape(i.detail)}{hint}</td></tr>')
+        return (f'<div class="gemmlab-verdict" style="font-family:sans-serif;font-size:13px;margin:4px 0">'
+                f'<p style="margin:0 0 4px 0"><b>{html.escape(self.exercise)}</b> ({html.escape(self.what)}, '
+                f'{self._where()}): <b style="color:{head_color}">{"PASS" if self.passed else "FAIL"}</b></p>'
+                f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+
+
+# ------------------------------------------------------------------------------------------------
+# The exercises
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Context:
+    """What a property check gets: the exercise, the source checked, the backend and the compiled kernel."""
+
+    exercise: "Exercise"
+    source: str
+    backend: str
+    kernel: object
+    report: object = None  # the correctness report (check.VerifyReport or fusion.Report)
+
+    def cpu_kernel(self, source: str | None = None):
+        """The same source (or `source`) compiled for the emulator: counters run there, GPU or not."""
+        ex = self.exercise
+        src = self.source if source is None else source
+        if ex.fused:
+            from ..runtime import fusion
+            return fusion.step(ex.step, backend="cpu", source=src)
+        from ..runtime.kernel import step
+        return step(ex.step, backend="cpu", source=src)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str  # "chN/<idea>"
+    chapter: int
+    step: str  # the step the template is cut from, e.g. "sgemm/02_coalesced"
+    summary: str
+    prop: Callable[[Context], list[Item]] = field(repr=False, compare=False)
+    diagnose: Callable[[Context], list[Item]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def stem(self) -> str:
+        return self.name.replace("/", "_")
+
+    @property
+    def file(self) -> Path:
+        return EXERCISES_DIR / f"{self.stem}.cu"
+
+    @property
+    def solution_file(self) -> Path:
+        return SOLUTIONS_DIR / f"{self.stem}.cu"
+
+    @property
+    def fused(self) -> bool:
+        return self.step.startswith("fused/")
+
+    def __str__(self) -> str:
+        return f"{self.name:24s} {self.summary}"
+
+
+# --- shared helpers for the property checks -----------------------------------------------------
+def _per_request(counters, space: str, kind: str, array: str) -> float | None:
+    try:
+        return (counters.global_sectors_per_request if space == "global" else
+                counters.shared_wavefronts_per_request)(kind=kind, array=array)
+    except KeyError:
+        return None
+
+
+def _gemm_counters(kern, size=(256, 256, 256), blocks: int = 4):
+    return kern.counters(*size, max_blocks=blocks)
+
+
+def _reference_kernel(ex: Exercise):
+    """The chapter's own step, compiled for the emulator (for the numbers a hint quotes)."""
+    if ex.fused:
+        from ..runtime import fusion
+        return fusion.step(ex.step, backend="cpu")
+    from ..runtime.kernel import step
+    return step(ex.step, backend="cpu")
+
+
+def _at_most(label: str, got: float, want: float, detail: str, hint: str, slack: float = 1.05) -> Item:
+    """An item that passes when `got` (the reader's count) is within `slack` of `want` (the step's)."""
+    return Item(label, True, detail) if got <= want * slack else Item(label, False, detail, hint)
+
+
+def _fmt(x: float | None) -> str:
+    return "none" if x is None else f"{x:.1f}"
+
+
+# --- ch2: coalescing ------------------------------------------------------------------------------
+_CH2_WHY = {
+    "A": "consecutive threads of a warp (threadIdx.x) read A[row * K + k] of consecutive rows, K floats "
+         "apart, one 32-byte sector each",
+    "B": "consecutive threads of a warp do not read consecutive floats of a row of B",
+    "C": "consecutive threads of a warp write elements of C that are not side by side in a row",
+}
+
+
+def _ch2_property(ctx: Context) -> list[Item]:
+    mine = _gemm_counters(ctx.cpu_kernel())
+    ref = _gemm_counters(_reference_kernel(ctx.exercise))
+    got = {"A": _per_request(mine, "global", "load", "A"), "B": _per_request(mine, "global", "load", "B"),
+           "C": _per_request(mine, "global", "store", "C")}
+    want = {"A": _per_request(ref, "global", "load", "A"), "B": _per_request(ref, "global", "load", "B"),
+            "C": _per_request(ref, "global", "store", "C")}
+    detail = (f"sectors per request: A loads {_fmt(got['A'])}, B loads {_fmt(got['B'])}, C stores {_fmt(got['C'])} "
+              f"(the coalesced mapping: {_fmt(want['A'])}, {_fmt(want['B'])}, {_fmt(want['C'])}; 256^3, 4 blocks)")
+    bad = [x for x in "ABC" if got[x] is not None and want[x] is not None and got[x] > max(want[x], 4.0) + 0.01]
+    if not bad:
+        return [Item("coalesced", True, detail)]
+    worst = max(bad, key=lambda x: got[x])
+    verb = "stores" if worst == "C" else "loads"
+    hint = (f"{worst}'s {verb} take {got[worst]:.0f} sectors per request, the coalesced mapping's "
+            f"{want[worst]:.0f}: {_CH2_WHY[worst]}. Make threadIdx.x pick the column (col = blockIdx.x * "
+            "BLOCK_X + threadIdx.x) and threadIdx.y the row: then a warp shares one A element (a broadcast) and "
+            "reads 32 consecutive floats of B, 4 sectors.")
+    return [Item("coalesced", False, detail, hint)]
+
+
+# --- ch3: the tile loads and the two barriers ---------------------------------------------------------
+def _barriers_per_tile(kern, m=64, n=64, k=64) -> float:
+    counters = kern.counters(m, n, k, max_blocks=None)
+    tiles = -(-k // kern.params["BLOCK"])
+    return counters.barriers / (counters.blocks * tiles), counters
+
+
+def _ch3_property(ctx: Context) -> list[Item]:
+    kern = ctx.cpu_kernel()
+    per_tile, counters = _barriers_per_tile(kern)
+    items = []
+    detail = f"{per_tile:g} __syncthreads() per K tile (the step: 2, one after the stores, one after the reads)"
+    if per_tile == 2:
+        items.append(Item("barriers", True, detail))
+    elif per_tile < 2:
+        items.append(Item("barriers", False, detail, "fewer than two barriers per tile can be right only by luck: "
+                          "on a GPU the warps run in any order. The emulator runs each thread until it reaches a "
+                          "barrier, so it shows the race as a wrong result; a GPU may not, until it does."))
+    else:
+        items.append(Item("barriers", False, detail, f"{per_tile:g} barriers per tile where two do: each one "
+                          "stops every warp of the block. One after the stores (no thread reads the tile before "
+                          "it is complete), one after the compute loop (no thread overwrites it while others "
+                          "still read it)."))
+    ref = _gemm_counters(_reference_kernel(ctx.exercise))
+    for x in "AB":
+        got, want = _per_request(counters, "global", "load", x), _per_request(ref, "global", "load", x)
+        if got is not None and want is not None and got > want + 0.01:
+            items.append(Item("coalesced", False, f"{x}'s tile loads take {got:.1f} sectors per request (the step: "
+                              f"{want:.1f})", f"thread (tx, ty) should copy {x}'s element in column "
+                              f"{'k0 + tx' if x == 'A' else 'col = blockIdx.x * BLOCK + tx'}: consecutive tx, "
+                              "consecutive floats of a row, as chapter 2 taught."))
+    return items
+
+
+def _ch3_diagnose(ctx: Context) -> list[Item]:
+    """Why the result is wrong: a single K tile against several, and the barriers counted."""
+    from ..measure.check import Case, verify
+    kern = ctx.cpu_kernel()
+    block = kern.params["BLOCK"]
+    try:
+        one = verify(kern, cases=[Case("random", block + 7, block + 9, block - 5)], raise_on_fail=False).passed
+        several = verify(kern, cases=[Case("random", block + 7, block + 9, 3 * block + 5)], raise_on_fail=False).passed
+        per_tile, _ = _barriers_per_tile(kern)
+    except GemmlabError as e:
+        return [Item("diagnosis", False, f"the kernel fails to run: {e}")]
+    detail = (f"K within one tile ({block - 5}): {'right' if one else 'wrong'}; K over four tiles ({3 * block + 5}): "
+              f"{'right' if several else 'wrong'}; {per_tile:g} __syncthreads() per K tile")
+    if one and not several:
+        hint = ("right with one tile, wrong with several: a thread went on to the next tile and overwrote sA/sB while "
+                "other threads were still reading the current one. Put a __syncthreads() after the compute loop "
+                "(barrier 2). The emulator runs each thread until it reaches a barrier, so a missing barrier shows as "
+                "a wrong result every time.")
+    elif per_tile < 1:
+        hint = ("no barrier in the loop: a thread reads sA/sB before the other threads have written their elements. "
+                "Put a __syncthreads() between the stores and the compute loop (barrier 1), and one after the "
+                "compute loop (barrier 2).")
+    elif per_tile < 2:
+        hint = ("wrong already with one K tile: a thread reads the tile before every thread has stored its element. "
+                "Put a __syncthreads() between the stores and the compute loop (barrier 1); keep one after the "
+                "compute loop (barrier 2).")
+    else:
+        hint = ("the barriers are there, so look at the loads: thread (tx, ty) stores A[row][k0 + tx] in sA[ty][tx] "
+                "and B[k0 + ty][col] in sB[ty][tx], and 0 where the row or column lies outside A or B (the identity "
+                "input shows which rows or columns went wrong).")
+    return [Item("diagnosis", None, detail, hint, note=True)]
+
+
+# --- ch4: registers ---------------------------------------------------------------------------------
+_ARCHS = ("sm_75", "sm_90")
+
+
+def _ch4_property(ctx: Context) -> list[Item]:
+    from ..runtime import nvrtc
+    from ..runtime.kernel import instance
+    items = []
+    if not nvrtc.available():
+        items.append(Item("registers", None, "NVRTC is not installed here: pip install nvidia-cuda-nvrtc "
+                          "(gemmlab[analysis]) to count registers and spills without a GPU"))
+    else:
+        mine_text, ref_text = [], []
+        worse = []
+        for arch in _ARCHS:
+            mine = instance(ctx.exercise.step, source=ctx.source).resources(arch)
+            ref = instance(ctx.exercise.step).resources(arch)
+            mine_text.append(f"{arch}: {mine.registers} registers, {mine.local_bytes} B stack, spills "
+                             f"{mine.spill_stores}/{mine.spill_loads} B")
+            ref_text.append(f"{ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/{ref.spill_loads} B")
+            if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
+                worse.append(arch)
+        detail = "; ".join(mine_text) + f" (the step: {'; '.join(ref_text)})"
+        if worse:
+            items.append(Item("registers", False, detail,
+                              f"on {', '.join(worse)} part of a[], b[] or acc[][] lives in local memory (stack, "
+                              "spills): an array stays in registers only if every index is known at compile time. "
+                              "Unroll every loop over m and n with #pragma unroll and index with the loop counters."))
+        else:
+            items.append(Item("registers", True, detail))
+    mine_c = _gemm_counters(ctx.cpu_kernel(), (128, 128, 64), 1)
+    ref_c = _gemm_counters(_reference_kernel(ctx.exercise), (128, 128, 64), 1)
+    got = mine_c.totals.get("shared_load_requests", 0)
+    want = ref_c.totals.get("shared_load_requests", 0)
+    detail = f"{got} shared load requests for one 128x128x64 block (the step: {want})"
+    items.append(_at_most("shared loads", got, want, detail,
+                          "each k step should read THREAD_M values of sA and THREAD_N of sB once into a[] and b[], "
+                          "then do THREAD_M x THREAD_N FMAs from registers; reading sA and sB inside the m/n loop "
+                          "pays a shared load per FMA."))
+    return items
+
+
+# --- ch5: the swizzle ---------------------------------------------------------------------------------
+def _ch5_property(ctx: Context) -> list[Item]:
+    size = (256, 256, 64)
+    mine = _gemm_counters(ctx.cpu_kernel(), size, 1)
+    ref = _gemm_counters(_reference_kernel(ctx.exercise), size, 1)
+    items = []
+    params = ctx.kernel.params
+    rows = {"sA": params["BLOCK_K"] * 2, "sB": params["BLOCK_N"] * 2}
+    for arr in ("sA", "sB"):
+        for kind, what in (("ldmatrix", "ldmatrix"), ("store", "16-byte stores")):
+            got, want = _per_request(mine, "shared", kind, arr), _per_request(ref, "shared", kind, arr)
+            if got is None or want is None:
+                continue
+            detail = f"{arr}'s {what} take {got:.1f} wavefronts per request (swizzled: {want:.1f})"
+            if got <= want + 0.01:
+                items.append(Item(f"bank conflicts ({arr} {kind})", True, detail))
+                continue
+            if kind == "ldmatrix":
+                nway = got / want
+                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes, and the 8 rows of an 8x8 "
+                        f"matrix, one 16-byte chunk each, must land on 8 different 16-byte groups of the 32 banks "
+                        f"(128 bytes). XOR the chunk index col / 8 with bits of the row that differ between those 8 "
+                        f"rows, and never with more than the {rows[arr] // 16} chunks a row has"
+                        + (" (2 rows of sA share one 128-byte line: use row / 2)" if rows[arr] < 128 else "") + ".")
+            else:
+                hint = "the 16-byte stores conflict: 8 consecutive chunks of a row must stay on 8 different bank groups."
+            items.append(Item(f"bank conflicts ({arr} {kind})", False, detail, hint))
+    return items
+
+
+def _ch5_diagnose(ctx: Context) -> list[Item]:
+    return [Item("diagnosis", None, "the swizzle moved data to the wrong place",
+                 "swizzle<WIDTH> must be a permutation inside each row that keeps the 8 halves of a chunk together: "
+                 "row * WIDTH + (new chunk) * 8 + col % 8, the new chunk between 0 and WIDTH / 8 - 1 and different for "
+                 "different chunks of a row (XOR with a mask below WIDTH / 8 does both; sA has 4 chunks a row).",
+                 note=True)]
+
+
+# --- ch6: prefetch -----------------------------------------------------------------------------------
+def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
+    """Whether, in the SASS of the K loop, the global loads come before the FMAs and the shared stores after."""
+    from ..runtime import nvrtc
+    from ..runtime.kernel import instance
+    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(instance(step_name, source=source).sass(arch))["loop"]]
+    runs: list[list] = []
+    for op in loop:
+        if op in ("LDG", "STS", "BAR", "FFMA", "LDS"):
+            if runs and runs[-1][0] == op:
+                runs[-1][1] += 1
+            else:
+                runs.append([op, 1])
+    order = " ".join(f"{o}x{n}" for o, n in runs)
+    short = re.sub(r"(?:(?:LDS|FFMA)x\d+ )+(?:LDS|FFMA)x\d+", "LDS/FFMA...", order)
+    if "LDG" not in loop or "FFMA" not in loop or "STS" not in loop:
+        return False, short
+    first_ffma, last_ffma = loop.index("FFMA"), len(loop) - 1 - loop[::-1].index("FFMA")
+    ok = loop.index("LDG") < first_ffma and len(loop) - 1 - loop[::-1].index("STS") > last_ffma
+    return ok, short
+
+
+def _ch6_property(ctx: Context) -> list[Item]:
+    from ..runtime import nvrtc
+    if not nvrtc.available():
+        return [Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order of "
+                     "loads and FMAs in the SASS is not checked")]
+    ok, order = _loop_order(ctx.source, ctx.exercise.step, "sm_75")
+    detail = f"the K loop's SASS on sm_75: {order}"
+    if ok:
+        return [Item("prefetch", True, detail + " (the next tile's LDGs are issued before this tile's FMAs)")]
+    return [Item("prefetch", False, detail, "the next tile's global loads (LDG) must be issued before this tile's "
+                 "FMAs, and stored to shared memory (STS) after them: call load_tiles((t + 1) * BLOCK_K) first, then "
+                 "compute_tile(), then a barrier (no thread still reads tile t), store_tiles(), and a barrier (tile "
+                 "t + 1 complete before anyone reads it). Then the loads' latency hides behind the FMAs.")]
+
+
+# --- ch7: the ldmatrix address ------------------------------------------------------------------------
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Add, ast.Sub,
+            ast.Mult, ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift,
+            ast.USub, ast.Invert)
+
+
+def _c_int_expr(expr: str, lane: int) -> int | None:
+    """A C integer expression of lane_id (no calls, no ?:) evaluated for one lane, or None if it is not one."""
+    text = re.sub(r"(?<!/)/(?!/)", "//", expr.strip())
+    if not re.fullmatch(r"[\w\s()+\-*/%&|^<>~]*", text):
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return None
+    if not all(isinstance(n, _ALLOWED) for n in ast.walk(tree)):
+        return None
+    if any(isinstance(n, ast.Name) and n.id != "lane_id" for n in ast.walk(tree)):
+        return None
+    try:
+        return int(eval(compile(tree, "<lane>", "eval"), {"__builtins__": {}}, {"lane_id": lane}))  # noqa: S307
+    except (ZeroDivisionError, ValueError, TypeError):
+        return None
+
+
+def _lane_table(source: str) -> tuple[list[tuple[int, int]] | None, str]:
+    found = {}
+    region = gap_of(source)[1] if _START.search(source) else source
+    for var in ("lane_row", "lane_col"):
+        m = re.search(rf"\b{var}\s*=\s*([^;]+);", region)
+        if not m:
+            return None, f"no `{var} = ...;` found"
+        found[var] = m.group(1)
+    table = []
+    for lane in range(32):
+        r, c = _c_int_expr(found["lane_row"], lane), _c_int_expr(found["lane_col"], lane)
+        if r is None or c is None:
+            return None, "the expressions use more than lane_id and integer arithmetic"
+        table.append((r, c))
+    return table, ""
+
+
+def _ch7_lanes(ctx: Context) -> list[Item]:
+    table, why = _lane_table(ctx.source)
+    if table is None:
+        return [Item("lane addresses", None, f"not evaluated ({why}); the result above is the check")]
+    want = [(lane % 16, lane // 16 * 8) for lane in range(32)]
+    quarters = ["top, k 0-7", "bottom, k 0-7", "top, k 8-15", "bottom, k 8-15"]
+    for lane, (got, exp) in enumerate(zip(table, want)):
+        if got != exp:
+            i = lane // 8
+            return [Item("lane addresses", False, f"lane {lane} points at row {got[0]}, column {got[1]} of the 16x16 "
+                         f"piece; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) quarter: "
+                         f"row {exp[0]}, column {exp[1]}",
+                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i; matrices 0 and 1 are the top and "
+                         "bottom 8 rows at columns 0-7, matrices 2 and 3 the same rows at columns 8-15.")]
+    return [Item("lane addresses", True, "all 32 lanes point at the rows and columns the four matrices need")]
+
+
+def _ch7_property(ctx: Context) -> list[Item]:
+    return _ch7_lanes(ctx)
+
+
+# --- ch8: the fused kernel's second phase ------------------------------------------------------------
+def _fused_counts(kern, dims=(16, 48, 80, 144), blocks: int = 2):
+    from ..runtime import cpu
+    m, k, l, n = dims
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, l), (l, n)))
+    e = np.zeros((m, n), np.float32)
+    cfg, args = kern.launch_args(a, b, c, e)
+    return cpu.analyze(kern.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes, max_blocks=blocks,
+                       names=["M", "K", "L", "N", "A", "B", "C", "E"])
+
+
+def _ch8_property(ctx: Context) -> list[Item]:
+    mine, ref = _fused_counts(ctx.cpu_kernel()), _fused_counts(_reference_kernel(ctx.exercise))
+
+    def c_bytes(cn):
+        return sum(s.bytes for s in cn.select("global", "load", "C")) / cn.blocks
+
+    stores = sorted({s.array for s in mine.select("global", "store")})
+    got, want = c_bytes(mine), c_bytes(ref)
+    items = []
+    detail = f"each block reads {got:.0f} B of C (the step: {want:.0f} B; M=16 K=48 L=80 N=144)"
+    items.append(_at_most("C read once per block", got, want, detail,
+                          "stage C's slice with stage_Y(C, L, N, l0, n0) into sY once for the whole block, then read "
+                          "sY: every thread of the block uses every element of the slice, so reading C from global "
+                          "memory in the FMA loop multiplies its traffic by the threads that share it."))
+    if stores != ["E"]:
+        items.append(Item("T stays on chip", False, f"global stores go to {stores or 'nothing'}",
+                          "phase 2 writes only E; T lives in sT, in shared memory."))
+    else:
+        items.append(Item("T stays on chip", True, "the only global stores are to E"))
+    return items
+
+
+_EXERCISES = [
+    Exercise("ch2/coalesced_index", 2, "sgemm/02_coalesced",
+             "map threads to elements of C so a warp's loads coalesce (checks sectors per request)", _ch2_property),
+    Exercise("ch3/tile_barriers", 3, "sgemm/03_smem_tiling",
+             "stage the A and B tiles in shared memory and place the two barriers", _ch3_property, _ch3_diagnose),
+    Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
+             "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
+             _ch4_property),
+    Exercise("ch5/swizzle", 5, "hgemm/03_swizzled",
+             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose),
+    Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
+             "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
+             _ch6_property),
+    Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
+             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes),
+    Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
+             "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
+             _ch8_property),
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# Templates, gaps, splicing
+# ------------------------------------------------------------------------------------------------
+def list() -> "list[Exercise]":  # noqa: A001 (the name the chapters call)
+    """Every exercise, in chapter order (print one for its name and summary)."""
+    return _EXERCISES[:]
+
+
+def names() -> "list[str]":
+    return [e.name for e in _EXERCISES]
+
+
+def get(name: str) -> Exercise:
+    """The exercise called `name` ("ch2/coalesced_index"); a ConfigError naming the exercises otherwise."""
+    for e in _EXERCISES:
+        if e.name == name:
+            return e
+    raise ConfigError(f"no exercise {name!r}; the exercises are: {', '.join(names())}")
+
+
+def gap_of(text: str) -> tuple[str, str, str, str]:
+    """(before, gap, after, indent) of a source holding one EXERCISE ... END gap (markers stay in before/after)."""
+    start = _START.search(text)
+    end = _END.search(text, start.end()) if start else None
+    if not start or not end:
+        raise ConfigError("no gap: the file must keep its `// ---- EXERCISE: ... ----` and `// ---- END ----` lines")
+    return text[: start.end() + 1], text[start.end() + 1: end.start()], text[end.start():], start.group(1)
+
+
+def template(name: str) -> str:
+    """The exercise's source as shipped: the gap holds a placeholder that compiles and fails the check."""
+    return get(name).file.read_text()
+
+
+def solution(name: str) -> str:
+    """The course's own lines for the gap (kept apart, in kernels/exercises/solutions/)."""
+    return gap_of(get(name).solution_file.read_text())[1]
+
+
+def splice(name: str, code: str) -> str:
+    """The template with its gap replaced by `code` (dedented, then indented like the gap's marker)."""
+    before, _, after, indent = gap_of(template(name))
+    lines = code.expandtabs(4).strip("\n").split("\n")
+    # dedent by the least indentation of the statements (a #pragma at column 0 does not count)
+    depth = min((len(l) - len(l.lstrip()) for l in lines if l.strip() and not l.lstrip().startswith("#")), default=0)
+    body = "\n".join(("" if not l.strip() else l.lstrip() if l.lstrip().startswith("#pragma") else indent + l[depth:])
+                     for l in lines)
+    return before + body + "\n" + after
+
+
+def show(name: str):
+    """The template, highlighted, its gap marked: a notebook cell's output (plain text outside Jupyter)."""
+    from .show import Listing, highlighted_lines
+
+    ex = get(name)
+    text = ex.file.read_text().rstrip("\n")
+    lines = highlighted_lines(text)
+    plain = text.split("\n")
+    inside, marked = False, []
+    for src, hl in zip(plain, lines):
+        if _START.match(src):
+            inside = True
+            marked.append(f'<span style="background:#fff3b0;display:inline-block;min-width:100%">{hl}</span>')
+            continue
+        if inside and _END.match(src):
+            inside = False
+        marked.append(f'<span style="background:#fff3b0;display:inline-block;min-width:100%">{hl}</span>'
+                      if inside or _END.match(src) else hl)
+    return Listing(f"kernels/exercises/{ex.stem}.cu: {ex.summary} (the gap is marked)", marked, text)
+
+
+def start(name: str, directory: str | Path = "exercises", force: bool = False) -> Path:
+    """Write the template to ./exercises/<name>.cu for the reader to edit; an existing copy is kept unless force."""
+    ex = get(name)
+    path = Path(directory) / f"{ex.name}.cu"
+    if path.exists() and not force:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(template(name))
+    return path
+
+
+def started_path(name: str, directory: str | Path = "exercises") -> Path:
+    return Path(directory) / f"{get(name).name}.cu"
+
+
+# ------------------------------------------------------------------------------------------------
+# check
+# ------------------------------------------------------------------------------------------------
+def _resolve_source(ex: Exercise, code: str | None, path: str | Path | None, solution_: bool) -> tuple[str, str]:
+    if solution_:
+        return splice(ex.name, solution(ex.name)), "the solution"
+    if path is not None:
+        text = Path(path).read_text()
+        return text, str(path)
+    if code is not None:
+        if "__global__" in code or _START.search(code):
+            return code, "your file"
+        return splice(ex.name, code), "your code"
+    return template(ex.name), "the template as shipped"
+
+
+def _relabel(message: str, ex: Exercise, gap_line: int | None) -> str:
+    """A compiler message pointed at the exercise's file instead of the step's name."""
+    step_file = ex.step.split("/")[1] + ".cu"
+    text = message.replace(step_file, f"{ex.stem}.cu")
+    text = "\n".join(line for line in text.split("\n") if "#pragma once in main file" not in line)
+    if gap_line:
+        text += f" (line numbers count from the top of the template; the gap starts at line {gap_line})"
+    return text
+
+
+def _correctness(ex: Exercise, kern) -> tuple[Item, object]:
+    if ex.fused:
+        from ..runtime.fusion import check as fcheck
+        report = fcheck(kern, raise_on_fail=False)
+        shapes = [f"{c.m}x{c.k}x{c.l}x{c.n}" for c in report.cases]
+        what = "E = A B C against float64"
+    else:
+        from ..measure.check import verify
+        report = verify(kern, raise_on_fail=False)
+        shapes = [f"{c.m}x{c.n}x{c.k}" for c in report.cases if not c.rejected]
+        what = "C = A B against float64"
+    shapes = [*dict.fromkeys(shapes)]  # a shape tried with several inputs counts once
+    if report.passed:
+        return Item("correct", True, f"{what} on {len(shapes)} shapes ({', '.join(shapes)}), edge tiles "
+                    "included"), report
+    text = str(report).removeprefix("FAIL: ")
+    hint = ""
+    if not ex.diagnose and report.mismatches and all(g == 0 for _, _, g, _ in report.mismatches):
+        hint = "the listed outputs are all 0: the code in the gap adds nothing (or stores nothing) there."
+    return Item("correct", False, text, hint), report
+
+
+def _timing(ex: Exercise, kern, size: int) -> float:
+    """Median milliseconds of one launch at size^3 (GPU)."""
+    import cupy
+    rng = cupy.random.default_rng(0)
+    dtype = np.float16 if ex.step.startswith("hgemm/") else np.float32
+    a = rng.random((size, size), dtype=np.float32).astype(dtype)
+    b = rng.random((size, size), dtype=np.float32).astype(dtype)
+    out = cupy.empty((size, size), dtype=dtype)
+    if ex.fused:
+        c = rng.random((size, size), dtype=np.float32)
+        launch = kern.launcher(a, b, c, out)
+    else:
+        def launch():
+            kern.run(a, b, out)
+    for _ in range(3):
+        launch()
+    times = []
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(15):
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))
+
+
+def _speed(ex: Exercise, kern) -> Item:
+    size = 1024 if ex.fused else 2048
+    ref = _reference_kernel_gpu(ex)
+    mine_ms, ref_ms = _timing(ex, kern, size), _timing(ex, ref, size)
+    detail = f"{mine_ms:.3f} ms at {size}^3, the step {ex.step}: {ref_ms:.3f} ms ({ref_ms / mine_ms:.2f}x its speed)"
+    if mine_ms <= 1.15 * ref_ms:
+        return Item("speed", True, detail)
+    return Item("speed", False, detail, "correct and as the chapter asks, yet slower than the chapter's step by more "
+                "than 15%: compare your gap with the step's code line by line (show.diff).")
+
+
+def _reference_kernel_gpu(ex: Exercise):
+    if ex.fused:
+        from ..runtime import fusion
+        return fusion.step(ex.step, backend="gpu")
+    from ..runtime.kernel import step
+    return step(ex.step, backend="gpu")
+
+
+def check(name: str, code: str | None = None, path: str | Path | None = None, backend: str = "auto",
+          solution: bool = False) -> Verdict:
+    """Check the reader's answer to exercise `name`: `code` (the gap's lines, or a whole file), `path` (a file),
+    neither (the template as shipped) or `solution=True` (the course's own). Correctness against float64 on
+    several shapes, then the chapter's property, then on a GPU the speed against the chapter's step. Returns a
+    Verdict (never raises for a wrong answer); an unknown name or an unavailable backend raise GemmlabError."""
+    from ..runtime.kernel import backend as pick_backend
+
+    ex = get(name)
+    where = pick_backend(None if backend in (None, "auto") else backend)
+    text, what = _resolve_source(ex, code, path, solution)
+    verdict = Verdict(ex.name, what, where)
+    gap_line = None
+    if what == "your code":
+        gap_line = gap_of(text)[0].count("\n") + 1
+    try:
+        if ex.fused:
+            from ..runtime import fusion
+            kern = fusion.step(ex.step, backend=where, source=text)
+        else:
+            from ..runtime.kernel import step
+            kern = step(ex.step, backend=where, source=text)
+    except GemmlabError as e:
+        verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
+                                  "fix the first error the compiler names; the rest often follow from it."))
+        return verdict
+    ctx = Context(ex, text, where, kern)
+    try:
+        item, ctx.report = _correctness(ex, kern)
+    except GemmlabError as e:
+        item = Item("correct", False, f"the kernel did not finish: {_relabel(str(e), ex, gap_line)}",
+                    "an index outside an array, a barrier some threads skip, or a loop that never ends")
+    verdict.items.append(item)
+    if not item.passed:
+        if ex.diagnose:
+            verdict.items += _guard(ex.diagnose, ctx)
+        return verdict
+    verdict.items += _guard(ex.prop, ctx)
+    if where == "gpu" and verdict.passed:
+        verdict.items += _guard(lambda c: [_speed(ex, kern)], ctx)
+    elif where != "gpu":
+        verdict.items.append(Item("speed", None, f"no GPU here; on one, the check times your kernel against {ex.step}"))
+    return verdict
+
+
+def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
+    """A property check's items; an error inside one is reported as a failed item, not raised."""
+    try:
+        return fn(ctx)
+    except GemmlabError as e:
+        return [Item("property", False, f"could not be measured: {e}")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line (python -m gemmlab exercise ...)
+# ------------------------------------------------------------------------------------------------
+def add_cli_parser(sub) -> None:
+    """`exercise list | start NAME | check NAME`: the chapters' checked exercises (gemmlab.exercises)."""
+    p = sub.add_parser("exercise", help="the checked exercises: list, start NAME, check NAME")
+    ex_sub = p.add_subparsers(dest="action", required=True)
+    ex_sub.add_parser("list", help="one line each: chN/<idea>, then what it asks")
+    q = ex_sub.add_parser("start", help="copy the exercise's template to ./exercises/<name>.cu to edit")
+    q.add_argument("name")
+    q.add_argument("--force", action="store_true", help="overwrite a copy already started")
+    q = ex_sub.add_parser("check", help="check an answer; exit 0 only if it passes")
+    q.add_argument("name")
+    q.add_argument("--file", help="the .cu to check (default: ./exercises/<name>.cu if started, else the template)")
+    q.add_argument("--backend", choices=["cpu", "gpu"])
+    q.add_argument("--solution", action="store_true", help="check the course's own solution through the same path")
+
+
+def run_cli(args) -> int:
+    """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed, 2 for
+    a bad name, file or backend."""
+    import sys
+
+    if args.action == "list":
+        for e in _EXERCISES:
+            print(e)
+        return 0
+    if args.name not in names():
+        print(f"error: no exercise {args.name!r}; run `python -m gemmlab exercise list` "
+              f"({', '.join(names())})", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "start":
+            path = started_path(args.name)
+            if path.exists() and not args.force:
+                print(f"{path} is already there: edit it, then `python -m gemmlab exercise check {args.name}` "
+                      "(--force starts over)")
+                return 0
+            path = start(args.name, force=args.force)
+            print(f"wrote {path}: fill in the gap between the EXERCISE and END lines, then run "
+                  f"`python -m gemmlab exercise check {args.name}`")
+            return 0
+        file = args.file
+        if file is None and not args.solution and started_path(args.name).exists():
+            file = started_path(args.name)
+        if file is not None and not Path(file).is_file():
+            print(f"error: no file {file}", file=sys.stderr)
+            return 2
+        verdict = check(args.name, path=file, backend=args.backend or "auto", solution=args.solution)
+        print(verdict)
+        return 0 if verdict.passed else 1
+    except GemmlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

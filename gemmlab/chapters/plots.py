@@ -1,0 +1,85 @@
+"""Figures every chapter shares: the roofline, and kernels placed on it."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ..measure import hardware
+from ..measure.hardware import GpuSpec
+
+# One colour per ceiling, the same in every chapter.
+COLOURS = {"fp32": "tab:blue", "fp16_tensor": "tab:orange", "dram": "0.3", "point": "tab:red"}
+
+
+def _resolve(gpu: str | GpuSpec | None) -> GpuSpec:
+    """The spec for `gpu`; None means the reader's GPU if it is in the table, else the T4."""
+    if gpu is None:
+        info = hardware.device_info()
+        gpu = info["name"] if info else "t4"
+    spec = hardware.spec_for(gpu)
+    if spec is None:
+        known = ", ".join(s.name for s in hardware.SPECS.values())
+        raise ValueError(f"no spec sheet for GPU {gpu!r}; pass one of: {known} (or a GpuSpec)")
+    return spec
+
+
+def roofline(ax, gpu: str | GpuSpec | None = None,
+             points: Iterable[Sequence] = (), *, measured: bool = True,
+             xlim: tuple[float, float] = (0.0625, 4096.0)):
+    """Draw the roofline of `gpu` on `ax` and place `points` on it; returns `ax`.
+
+    `points` holds (label, intensity in FLOP/byte, throughput in TFLOP/s) tuples, e.g. one per
+    kernel step. Solid lines are spec-sheet peaks; dashed lines (when `measured`) are measured
+    ceilings, recorded by this course or published (see :func:`gemmlab.hardware.achievable`).
+    The measured compute ceilings are cuBLAS's rates (the fastest GEMM call anyone measured on that GPU,
+    not the hardware's), the measured bandwidth a device-to-device copy's; the legend says so.
+    Log-log axes, so a kernel twice as fast sits the same distance higher anywhere on the plot.
+    """
+    import numpy as np
+
+    spec = _resolve(gpu)
+    points = _finite(points)
+    x = np.geomspace(*xlim, 400)
+
+    def ceiling(tflops: float, gbps: float, colour: str, label: str, style: str) -> None:
+        ridge = hardware.balance_point(tflops, gbps)
+        ax.plot(x, np.minimum(tflops, gbps * 1e9 * x / 1e12), style, color=colour, lw=2,
+                label=f"{label}: {tflops:g} TFLOP/s, balance {ridge:.0f} FLOP/B")
+        ax.plot([ridge], [tflops], "o", color=colour, ms=4)
+
+    ceiling(spec.fp16_tensor_tflops, spec.dram_gbps, COLOURS["fp16_tensor"],
+            "fp16 tensor (spec)", "-")
+    ceiling(spec.fp32_tflops, spec.dram_gbps, COLOURS["fp32"], "fp32 FFMA (spec)", "-")
+    meas = hardware.achievable(spec) if measured else None
+    if meas:
+        ceiling(round(meas["fp16_tensor_tflops"], 1), meas["dram_gbps"], COLOURS["fp16_tensor"],
+                "cuBLAS fp16 (measured)", "--")
+        ceiling(round(meas["fp32_tflops"], 1), meas["dram_gbps"], COLOURS["fp32"],
+                "cuBLAS fp32 (measured)", "--")
+
+    for label, intensity, tflops in points:
+        ax.plot([intensity], [tflops], "D", color=COLOURS["point"], ms=6, zorder=5)
+        ax.annotate(str(label), (intensity, tflops), textcoords="offset points", xytext=(6, -10),
+                    fontsize=8, color=COLOURS["point"])
+
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=10)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(bottom=min([0.01] + [p[2] / 2 for p in points]),
+                top=spec.fp16_tensor_tflops * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+    ax.set_ylabel("throughput (TFLOP/s)")
+    bw = f"DRAM {spec.dram_gbps:g} GB/s spec"
+    if meas:
+        bw += f", {meas['dram_gbps']:.0f} GB/s measured"
+    ax.set_title(f"Roofline of the {spec.name} ({bw})", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    if meas:
+        ax.text(0.01, 0.99, f"dashed: cuBLAS and a copy, {meas['label']}", transform=ax.transAxes, fontsize=6,
+                va="top", color="0.35")
+    return ax
+
+
+def _finite(points: Iterable[Sequence]) -> list[Sequence]:
+    """The points with a positive throughput (a missing measurement is skipped, not plotted)."""
+    return [p for p in points if p[2] and p[2] > 0]

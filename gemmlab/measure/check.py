@@ -1,0 +1,157 @@
+"""verify(): a step against a float64 reference, structured inputs before random ones.
+
+The tolerance is the classical bound on a sum of K products, |fl(sum) - sum| <= K u sum|a||b|
+(u = unit roundoff of the accumulator), plus the output's rounding. Any summation order passes it;
+a layout bug (wrong row, missing tile) misses it by orders of magnitude. Where float64 gives Inf or
+NaN (the "inf" case: an Inf in A and a -Inf in B among small integers, zeros included), the step must
+give the same; elsewhere NaN and Inf never pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..runtime import registry
+from ..errors import ShapeError, VerificationError
+from ..runtime.kernel import Kernel, step as make_step
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "float64": 2.0**-53}
+MAX_LISTED = 8
+
+
+@dataclass
+class Case:
+    kind: str  # "identity", "ones", "random", "inf"
+    m: int
+    n: int
+    k: int
+    worst: float = 0.0  # largest |error| / bound over the output (< 1 passes)
+    rejected: str = ""  # the ShapeError text, if the step refused this shape
+
+
+@dataclass
+class VerifyReport:
+    name: str
+    label: str
+    cases: list[Case] = field(default_factory=list)
+    mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
+    failed_case: Case | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.failed_case is None
+
+    def __str__(self) -> str:
+        if not self.passed:
+            c = self.failed_case
+            listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
+            return (f"FAIL: {self.name} on the {c.kind} input {c.m}x{c.n}x{c.k}: first mismatches "
+                    f"(row, col, got, want): {listed}")
+        ran = [c for c in self.cases if not c.rejected and c.kind != "inf"]  # shapes; "inf" reuses one
+        text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shapes"
+        rejected = [c for c in self.cases if c.rejected]
+        if rejected:
+            text += f"; it rejects {len(rejected)} shape(s) before launch"
+        return text
+
+    def _repr_pretty_(self, p, cycle):  # IPython shows the sentence, not the dataclass
+        p.text(str(self))
+
+
+def tile_of(params: dict) -> tuple[int, int, int]:
+    """The (M, N, K) tile a step's parameters describe, used to pick shapes around its edges."""
+    p = params
+    edge = p.get("BLOCK", 0)
+    tm = p.get("BLOCK_M", edge or p.get("BLOCK_X", 16))
+    tn = p.get("BLOCK_N", edge or p.get("BLOCK_Y", 16))
+    tk = p.get("BLOCK_K", edge or 8)
+    return tm, tn, tk
+
+
+def default_cases(params: dict, multiple: int = 1) -> list[Case]:
+    """Identity and ones first (a failure there is a layout bug), then random shapes off the tile grid.
+    `multiple`: a step that needs N and K multiples of it (TMA: 8) gets them rounded up, still off the grid."""
+    tm, tn, tk = tile_of(params)
+    t = max(tm, tn)
+    up = lambda x: -(-x // multiple) * multiple  # noqa: E731
+    return [Case("identity", t, up(tn + 1), up(t)), Case("ones", tm + 1, up(tn + 3), up(2 * tk + 5)),
+            Case("random", 1, up(1), up(1)), Case("random", 2 * tm, 2 * tn, 4 * tk),
+            Case("random", 2 * tm + 3, up(tn + 5), up(3 * tk + 7)), Case("random", 67, up(129), up(33)),
+            Case("inf", 2 * tm + 3, up(tn + 5), up(3 * tk + 7))]
+
+
+def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + k)
+    if kind == "identity":
+        a = np.eye(m, k)
+        b = rng.integers(-8, 9, size=(k, n))  # small integers: exact in fp16 and fp32
+    elif kind == "inf":  # small integers (exact in TF32 too: 3xTF32's small parts are 0) and zeros
+        a, b = rng.integers(-2, 3, size=(m, k)).astype(float), rng.integers(-2, 3, size=(k, n)).astype(float)
+        a[m // 2, k // 2], b[k // 3, n // 2] = np.inf, -np.inf
+    elif kind == "ones":
+        a, b = np.ones((m, k)), np.ones((k, n))
+    else:
+        a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    return a.astype(dtype), b.astype(dtype)
+
+
+def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bad mask, error/bound ratio) of `got` against the float64 product of the same inputs."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    k = a.shape[1]
+    g = got.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # Inf * 0 and Inf - Inf in the "inf" case
+        want = a64 @ b64
+        bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
+        # output rounding: relative for normal numbers, one subnormal step near zero
+        bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + float(np.finfo(got.dtype).smallest_subnormal)
+        err = np.abs(g - want)
+        ratio = err / bound
+    bad = ~(err <= bound)  # NaN compares False, so NaN and Inf count as bad
+    return special_values(bad, ratio, g, want)
+
+
+def special_values(bad: np.ndarray, ratio: np.ndarray, got: np.ndarray, want: np.ndarray):
+    """(bad, ratio) where float64 gives Inf or NaN (`want`): right only if `got` is the same Inf, or NaN;
+    ratio 0 where right, inf where not (also where a finite `want` got a non-finite answer)."""
+    special = ~np.isfinite(want)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    bad = np.where(special, ~same, bad)
+    ratio = np.where(special, np.where(same, 0.0, np.inf), ratio)
+    return bad, np.where(np.isfinite(ratio), ratio, np.inf)
+
+
+def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True,
+           **params) -> VerifyReport:
+    """Check a step on several shapes against float64; raise VerificationError listing mismatches.
+    A fused step (its name or its FusedKernel, registry.is_fused) is checked by fusion.check: its Report."""
+    if isinstance(kernel, str):
+        kernel = make_step(kernel, **params)
+    if registry.is_fused(kernel):
+        from ..runtime import fusion
+
+        return fusion.check(kernel, cases, raise_on_fail)
+    report = VerifyReport(kernel.name, kernel.label)
+    for case in cases or default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple):
+        a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)
+        try:
+            got = kernel(a, b)
+        except ShapeError as e:
+            case.rejected = str(e)
+            report.cases.append(case)
+            continue
+        bad, ratio = compare(np.asarray(got), a, b, kernel.step.accumulate)
+        case.worst = float(ratio.max()) if ratio.size else 0.0
+        report.cases.append(case)
+        if bad.any():
+            with np.errstate(invalid="ignore"):
+                want = a.astype(np.float64) @ b.astype(np.float64)
+            rows, cols = np.nonzero(bad)
+            report.mismatches = [(int(r), int(c), float(got[r, c]), float(want[r, c]))
+                                 for r, c in zip(rows[:MAX_LISTED], cols[:MAX_LISTED])]
+            report.failed_case = case
+            break
+    if raise_on_fail and not report.passed:
+        raise VerificationError(str(report))
+    return report

@@ -1,0 +1,659 @@
+"""CPU backend: compile a CUDA kernel with g++ against the emulator shim and run it in a child process.
+
+The child process makes a crash, an out-of-bounds access or a hang a Python exception instead of a
+dead notebook. See gemmlab/runtime/emulator/cuda_shim.h for how CUDA threads become fibers.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, KernelError
+
+EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
+SHIM = EMULATOR_DIR / "cuda_shim.h"
+RUNTIME = EMULATOR_DIR / "runtime.cpp"
+ANALYSIS = EMULATOR_DIR / "analysis.cpp"
+CXX = "g++"
+BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing", "-Wno-unknown-pragmas",
+              "-g1", "-fno-pie", "-fstack-clash-protection"]
+# -g1: line tables, so a fault names its source line; stack-clash protection probes every page of a
+# large frame, so a thread that outgrows its stack hits the guard page instead of its neighbour's.
+LINK_FLAGS = ["-no-pie", "-pthread"]
+DEFAULT_TIMEOUT_S = 300.0  # a launch whose work is not known (a raw cpu.launch)
+TIMEOUT_BASE_S = 30.0  # a step's launch: this plus its multiply-adds at TIMEOUT_RATE (timeout_for)
+TIMEOUT_RATE = 5e6  # multiply-adds per second: a tenth of the slowest step's rate on a 2-core machine
+MAX_WORKERS = 256  # runtime.cpp's kMaxWorkers
+
+# Exit codes of the child (runtime.cpp).
+_EXIT_BAD_LAUNCH, _EXIT_DEADLOCK, _EXIT_MEMORY, _EXIT_STACK, _EXIT_ARITH = 81, 82, 83, 84, 85
+
+
+@dataclass(frozen=True)
+class CpuModule:
+    """A kernel compiled for the emulator: one executable that runs one launch per process."""
+    label: str
+    name_expression: str
+    executable: Path
+    source: str = field(default="", repr=False, compare=False)  # the compiled text (analysis mode rebuilds it)
+    cluster: tuple[int, int, int] = (1, 1, 1)  # the kernel's __cluster_dims__: blocks the emulator runs together
+
+
+def available() -> bool:
+    """True when a C++ compiler for the emulator is on PATH."""
+    return shutil.which(CXX) is not None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("GEMMLAB_CACHE")
+    path = Path(root) / "cpu" if root else Path.home() / ".cache" / "gemmlab" / "cpu"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        why = "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    if why:
+        where = f"GEMMLAB_CACHE={root!r}" if root else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}"
+        raise ConfigError(f"{where} cannot hold the CPU backend's compiled kernels ({why}); set GEMMLAB_CACHE to a "
+                          f"folder you can write to.")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_flags() -> list[str]:
+    """Hardware FMA and fp16 conversions when this CPU has them; contract a*b+c as nvcc does."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    words = set(re.findall(r"\w+", info))
+    return ["-mfma", "-mf16c", "-ffp-contract=fast"] if {"fma", "f16c"} <= words else []
+
+
+def _flags() -> list[str]:
+    """Compiler flags; GEMMLAB_CPU_FLAGS adds more (the tests force the software half with it)."""
+    return BASE_FLAGS + _cpu_flags() + os.environ.get("GEMMLAB_CPU_FLAGS", "").split()
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LC_ALL": "C"}  # plain ASCII quotes in the diagnostics
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+
+
+def _emulator_sources() -> bytes:
+    """Every header and source of the emulator: part of every cache key."""
+    return b"".join(p.name.encode() + p.read_bytes() for p in sorted(EMULATOR_DIR.iterdir())
+                    if p.suffix in (".h", ".cpp"))
+
+
+def _runtime_object(source: Path = RUNTIME) -> Path:
+    """The scheduler and launch driver (or analysis mode's counters), compiled once per shim version."""
+    flags = _flags()
+    key = _digest(_emulator_sources(), " ".join(flags))
+    obj = _cache_dir() / f"{source.stem}-{key}.o"
+    if not obj.exists():
+        tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
+        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(source), "-o", str(tmp)])
+        if r.returncode != 0:
+            raise CompileError(f"the CPU emulator's runtime did not compile (a bug in gemmlab):\n{r.stderr}")
+        os.replace(tmp, obj)
+    return obj
+
+
+_ATTRIBUTE = r"(?:__align__|alignas|__attribute__)\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+_EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?P<decl>[^;\[]*?)\s*(?P<name>\w+)\s*\[\s*\]\s*;")
+
+
+_STATIC_SHARED = re.compile(r"\bstatic(\s+)__shared__")
+
+
+def rewrite_extern_shared(source: str) -> str:
+    """`extern __shared__ <attrs> T name[];` -> a pointer to the block's dynamic shared memory arena,
+    and `static __shared__` -> `__shared__` (the shim's `__shared__` is already `static thread_local`).
+
+    Newlines inside a declaration are kept, so g++'s line numbers still match the kernel text.
+    """
+    source = _STATIC_SHARED.sub(lambda m: "\n" * m.group(1).count("\n") + "__shared__", source)
+
+    def replace(m: re.Match) -> str:
+        elem = " ".join(re.sub(_ATTRIBUTE, " ", m.group("decl")).split())
+        if not elem:
+            raise CompileError(f"cannot read the element type of `{m.group(0)}`")
+        name = m.group("name")
+        return (f"{elem}* {name} = reinterpret_cast<{elem}*>(emu::dynamic_smem());"
+                + "\n" * m.group(0).count("\n"))
+    return _EXTERN_SHARED.sub(replace, source)
+
+
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<(?P<params>[^<>]*)>")
+
+
+def cluster_dims(source: str, name_expression: str) -> tuple[int, int, int]:
+    """The cluster shape that the kernel `name_expression` ("hgemm_clusters<256, 4, 16, 2>") declares with
+    `__cluster_dims__(X, Y, Z)`, its template parameters replaced by the expression's arguments; (1, 1, 1)
+    without one. The GPU reads the attribute from the compiled kernel; the emulator is told it (GEMMLAB_CPU_CLUSTER)."""
+    symbol, _, args = name_expression.partition("<")
+    symbol = symbol.strip()
+    decl = re.search(r"__cluster_dims__\s*\((?P<dims>[^()]*)\)(?:[^;{}()]|\([^()]*\))*?\b" + re.escape(symbol) + r"\s*\(", source)
+    if not decl:
+        return (1, 1, 1)
+    heads = list(_TEMPLATE_HEAD.finditer(source, 0, decl.start()))
+    names = [p.split("=")[0].split()[-1] for p in heads[-1].group("params").split(",") if p.strip()] if heads else []
+    values = [v.strip() for v in args.rstrip().removesuffix(">").split(",")] if args else []
+    env = dict(zip(names, values))
+    dims = []
+    for expr in decl.group("dims").split(","):
+        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: env.get(m.group(0), m.group(0)), expr).replace("/", "//")
+        if not re.fullmatch(r"[\d\s+\-*/()%]+", text):
+            raise CompileError(f"cannot read the cluster shape __cluster_dims__({decl.group('dims')}) of "
+                               f"{name_expression}: write it with integers and template parameters")
+        dims.append(int(eval(text, {"__builtins__": {}})))  # digits and arithmetic only, checked above
+    dims += [1] * (3 - len(dims))
+    if min(dims) < 1:
+        raise CompileError(f"{name_expression}: __cluster_dims__ gives a cluster of {tuple(dims)} blocks")
+    return tuple(dims[:3])
+
+
+def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModule:
+    """Compile `source` (common.cuh already inlined) for the emulator; cached by content on disk."""
+    if not available():
+        raise BackendError(f"the CPU emulator needs {CXX}; install it (apt-get install g++) or use a GPU")
+    kernel = rewrite_extern_shared(source)
+    text = kernel + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n"
+    runtime = _runtime_object()
+    flags = _flags()
+    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags))
+    cache = _cache_dir()
+    exe = cache / f"{key}.bin"
+    if not exe.exists():
+        src = cache / f"{key}.cu"
+        src.write_text(text)
+        tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
+        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
+                           "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+        if r.returncode != 0:
+            log = r.stderr.replace(str(src), label)
+            lines = log.splitlines()
+            if len(lines) > 60:
+                lines = lines[:60] + [f"... ({len(lines) - 60} more lines)"]
+            main_line = kernel.count("\n") + 2
+            if f"{label}:{main_line}:" in log:
+                lines.append(f"(line {main_line} is the emulator's entry point: is `{name_expression}` the kernel's "
+                             f"name with all its template arguments?)")
+            raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
+        os.replace(tmp, exe)
+    return CpuModule(label=label, name_expression=name_expression, executable=exe, source=text,
+                     cluster=cluster_dims(source, name_expression))
+
+
+def cpu_threads() -> int:
+    """Blocks the emulator runs at once, one OS thread each: this machine's CPUs (at most MAX_WORKERS),
+    or fewer if GEMMLAB_CPU_THREADS says so. Read here only; the child is told the number (launch.txt),
+    so a persistent step's grid (fusion.cpu_workers) and the child's workers always agree."""
+    n = min(os.cpu_count() or 1, MAX_WORKERS)
+    raw = os.environ.get("GEMMLAB_CPU_THREADS", "")
+    if not raw.strip():
+        return n
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"GEMMLAB_CPU_THREADS={raw!r} is not a thread count; set it to a whole number of at "
+                          f"least 1 (the emulator's worker threads; {n} here at most) or unset it.")
+    return min(n, int(raw))
+
+
+def timeout_for(macs: float | None = None) -> float:
+    """Seconds a launch may take on the CPU backend: GEMMLAB_CPU_TIMEOUT if set, else TIMEOUT_BASE_S plus
+    `macs` multiply-adds at TIMEOUT_RATE (DEFAULT_TIMEOUT_S when the work is not known)."""
+    raw = os.environ.get("GEMMLAB_CPU_TIMEOUT", "")
+    if raw.strip():
+        return check_timeout(raw, "GEMMLAB_CPU_TIMEOUT")
+    return DEFAULT_TIMEOUT_S if macs is None else TIMEOUT_BASE_S + macs / TIMEOUT_RATE
+
+
+def check_timeout(value, what: str = "timeout") -> float:
+    """`value` as a positive number of seconds; a ConfigError naming `what` otherwise."""
+    try:
+        t = float(value) if not isinstance(value, (bool, np.bool_)) else float("nan")
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not 0 < t < float("inf"):
+        raise ConfigError(f"{what}={value!r} is not a time-out; give a positive number of seconds (such as 600).")
+    return t
+
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
+        raise ConfigError(f"{what} must be 1 to 3 integers, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _check_geometry(grid, block, shared_mem) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    g, b = _dims(grid, "grid"), _dims(block, "block")
+    threads = b[0] * b[1] * b[2]
+    if min(b) <= 0 or not 1 <= threads <= 1024 or b[0] > 1024 or b[1] > 1024 or b[2] > 64:
+        raise ConfigError(f"block {b} has {threads} threads: a block needs 1 to 1024 threads "
+                          f"(x, y <= 1024, z <= 64); change the block tile or threads per block")
+    if min(g) <= 0 or g[0] > 2**31 - 1 or g[1] > 65535 or g[2] > 65535:
+        raise ConfigError(f"grid {g} is invalid: every grid dimension must be >= 1 (y, z <= 65535); "
+                          f"is the problem size zero?")
+    if not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
+        raise ConfigError(f"shared_mem must be a non-negative number of bytes, got {shared_mem!r}")
+    return g, b
+
+
+def _arg_line(i: int, a, arrays: list[tuple[int, np.ndarray, int]], offset: int) -> tuple[str, int]:
+    if isinstance(a, np.ndarray):
+        if not a.flags.c_contiguous:
+            raise InputError(f"argument {i}: the array must be C-contiguous (use np.ascontiguousarray)")
+        arrays.append((i, a, offset))
+        return f"a {offset} {a.nbytes}", offset + (a.nbytes + 63) // 64 * 64
+    if isinstance(a, (bool, np.bool_)):
+        raise InputError(f"argument {i}: pass an int, not a bool")
+    if isinstance(a, (int, np.integer)):
+        if not -2**31 <= int(a) < 2**32:
+            raise InputError(f"argument {i}: {a} does not fit in 32 bits")
+        return f"i {int(a)}", offset
+    if isinstance(a, (float, np.floating)):
+        value = float(a) if isinstance(a, np.floating) else float(np.float32(a))
+        return f"f {value.hex()}", offset
+    raise InputError(f"argument {i}: {type(a).__name__} is not supported; pass NumPy arrays, ints or floats")
+
+
+def _scratch_dir() -> str | None:
+    shm = "/dev/shm"  # tmpfs: the arrays never touch a disk
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, timeout: float | None = None) -> None:
+    """Run one launch of `module` in a child process; arrays in `args` are updated in place. It is
+    stopped after `timeout` seconds (None: timeout_for(), GEMMLAB_CPU_TIMEOUT or DEFAULT_TIMEOUT_S)."""
+    _run_child(module, grid, block, args, shared_mem, timeout)
+
+
+def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
+               env: dict | None = None, copy_back: bool = True) -> None:
+    g, b = _check_geometry(grid, block, shared_mem)
+    if module.cluster != (1, 1, 1):
+        env = {**(env or {}), "GEMMLAB_CPU_CLUSTER": ",".join(map(str, module.cluster))}
+    arrays: list[tuple[int, np.ndarray, int]] = []
+    lines, offset = [], 0
+    for i, a in enumerate(args):
+        line, offset = _arg_line(i, a, arrays, offset)
+        lines.append(line)
+    timeout = timeout_for() if timeout is None else check_timeout(timeout)
+    workers = cpu_threads()
+    with tempfile.TemporaryDirectory(prefix="gemmlab-", dir=_scratch_dir()) as tmp:
+        data = Path(tmp) / "arrays.bin"
+        with open(data, "wb") as f:
+            for _, a, off in arrays:
+                f.seek(off)
+                f.write(memoryview(a).cast("B") if a.nbytes else b"")
+        desc = Path(tmp) / "launch.txt"
+        desc.write_text(f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
+                        f"workers {workers}\nnargs {len(args)}\n" + "\n".join(lines) + "\n")
+        try:
+            r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout,
+                               env=None if env is None else {**os.environ, **env})
+        except subprocess.TimeoutExpired as e:
+            _forward(e.stdout)
+            raise KernelError(f"{module.label}: did not finish in {timeout:g} s, the CPU backend's time-out (an infinite "
+                              f"loop, or a barrier some threads never reach?); if it only needs longer, pass "
+                              f"timeout=SECONDS or set GEMMLAB_CPU_TIMEOUT.") from None
+        _forward(r.stdout)
+        if r.returncode != 0:
+            raise _launch_error(module, r.returncode, r.stderr.decode(errors="replace"), args)
+        if not copy_back:
+            return
+        with open(data, "rb") as f:
+            for _, a, off in arrays:
+                if a.nbytes and a.flags.writeable:
+                    f.seek(off)
+                    f.readinto(memoryview(a).cast("B"))
+
+
+def _forward(out: bytes | None) -> None:
+    """The kernel's printf output goes to Python's stdout, so a notebook shows it."""
+    if out:
+        sys.stdout.write(out.decode(errors="replace"))
+        sys.stdout.flush()
+
+
+def _source_line(module: CpuModule, pc: str) -> str | None:
+    """Map a code address to the kernel's source line through the executable's line table."""
+    if not shutil.which("addr2line"):
+        return None
+    r = subprocess.run(["addr2line", "-i", "-e", str(module.executable), pc], capture_output=True, text=True)
+    src = module.executable.with_suffix(".cu").name
+    for loc in r.stdout.splitlines():  # innermost inlined frame first
+        file, _, line = loc.rpartition(":")
+        if file.endswith(src):
+            return line.split()[0]
+    return None
+
+
+def _launch_error(module: CpuModule, rc: int, stderr: str, args: list) -> Exception:
+    label = module.label
+    ours = [ln[len("gemmlab-emulator: "):] for ln in stderr.splitlines() if ln.startswith("gemmlab-emulator: ")]
+    other = "\n".join(ln for ln in stderr.splitlines() if not ln.startswith("gemmlab-emulator: ")).strip()
+    msg = ours[0] if ours else other
+
+    def describe_array(m: re.Match) -> str:
+        offset, i = int(m.group(1)), int(m.group(2))
+        a = args[i]
+        return (f"at element {offset // a.itemsize} of argument {i} ({a.dtype} array of shape {a.shape}, "
+                f"valid elements 0..{a.size - 1})")
+    msg = re.sub(r"at byte offset (-?\d+) of argument (\d+) \(an array of \d+ bytes\)", describe_array, msg)
+    pc = re.search(r" \[pc=(0x[0-9a-f]+)\]", msg)
+    if pc:
+        line = _source_line(module, pc.group(1))
+        msg = msg.replace(pc.group(0), f" at line {line}" if line else "")
+
+    if rc == _EXIT_BAD_LAUNCH:
+        return InputError(f"{label}: {msg}")
+    if rc == _EXIT_DEADLOCK:
+        return KernelError(f"{label}: {msg}")
+    if rc == _EXIT_MEMORY:
+        return KernelError(f"{label}: {msg}. Check the bounds guards (row < M, col < N) at the tile edges.")
+    if rc in (_EXIT_STACK, _EXIT_ARITH):
+        return KernelError(f"{label}: {msg}")
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        hint = {signal.SIGABRT: " (a failed assert?)", signal.SIGSEGV: " (an out-of-bounds access?)",
+                signal.SIGBUS: " (an out-of-bounds access?)"}.get(-rc, "")
+        return KernelError(f"{label}: the kernel crashed with {name}{hint}" + (f":\n{other}" if other else ""))
+    return KernelError(f"{label}: the emulator exited with code {rc}" + (f":\n{stderr.strip()}" if stderr.strip() else ""))
+
+
+# ------------------------------------------------------------------------------------------------
+# Analysis mode: global-memory sectors and shared-memory wavefronts per warp-wide request
+# ------------------------------------------------------------------------------------------------
+# How it counts: gemmlab/runtime/emulator/analysis.cpp (the kernel is compiled with -fsanitize=thread, the
+# TSan runtime is replaced by our own callbacks, accesses are grouped per warp and call site).
+ANALYSIS_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                  # one source access = one access, as nvcc emits it: no vectorised or merged copies
+                  "-fno-tree-vectorize", "-fno-store-merging",
+                  # a float4 / uint4 copy stays one 16-byte access instead of four 4-byte ones
+                  "-fno-tree-sra",
+                  # DWARF 5 line tables of GCC 12 confuse addr2line 2.40 about #line file names
+                  "-gdwarf-4"]
+_OPS = [("global", "load"), ("global", "store"), ("shared", "load"), ("shared", "store"),
+        ("shared", "ldmatrix"), ("global", "cp.async"), ("shared", "cp.async")]
+_SKIP_FILES = {SHIM.name, "common.cuh"}
+
+
+@dataclass(frozen=True)
+class SiteCount:
+    """One memory instruction of the kernel (merged over the copies the compiler made of it).
+
+    A request is one warp-wide execution of the instruction (the n-th execution by each active lane).
+    `sectors`: distinct 32-byte sectors summed over requests (global); `wavefronts`: bank-conflict
+    passes summed over requests (shared); `bytes`: what the lanes asked for; `lanes`: lane accesses.
+    `min` / `max`: the fewest and most sectors (or wavefronts) of one request.
+    """
+    file: str
+    line: int
+    space: str  # 'global' | 'shared'
+    kind: str  # 'load' | 'store' | 'ldmatrix' | 'cp.async'
+    array: str  # 'A', 'arg3', a __shared__ variable's name, or 'dynamic'
+    requests: int
+    sectors: int
+    wavefronts: int
+    bytes: int
+    lanes: int
+    min: int
+    max: int
+
+    @property
+    def units(self) -> int:
+        """Sectors (global) or wavefronts (shared)."""
+        return self.sectors if self.space == "global" else self.wavefronts
+
+    @property
+    def per_request(self) -> float:
+        return self.units / self.requests if self.requests else 0.0
+
+    @property
+    def unit_name(self) -> str:
+        return "sectors" if self.space == "global" else "wavefronts"
+
+
+@dataclass
+class Counters:
+    """What analysis mode counted over the first `blocks` of `grid_blocks` blocks of one launch.
+
+    Nsight Compute names for the same things (over the analysed blocks only):
+      shared load requests / wavefronts   smsp__sass_inst_executed_op_shared_ld.sum /
+                                          l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum
+      shared store requests / wavefronts  ..._op_shared_st.sum / ..._mem_shared_op_st.sum
+      global load requests / sectors      l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum /
+                                          l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+      (ldmatrix and cp.async are listed apart: kinds 'ldmatrix' and 'cp.async').
+    """
+    label: str
+    sites: list[SiteCount]
+    blocks: int
+    grid_blocks: int
+    barriers: int  # __syncthreads() completed, summed over the analysed blocks
+    warp_barriers: int  # the same, counted once per warp (barrier instructions executed)
+
+    def select(self, space: str | None = None, kind: str | None = None, array: str | None = None,
+               line: int | None = None) -> list[SiteCount]:
+        return [s for s in self.sites if (space is None or s.space == space) and (kind is None or s.kind == kind)
+                and (array is None or s.array == array) and (line is None or s.line == line)]
+
+    def _per_request(self, space: str, kind: str | None, array: str | None, line: int | None) -> float:
+        sites = self.select(space, kind, array, line)
+        requests = sum(s.requests for s in sites)
+        if not requests:
+            raise KeyError(f"{self.label}: no {space} {kind or 'access'} requests"
+                           + (f" to {array}" if array else "") + (f" on line {line}" if line else ""))
+        return sum(s.units for s in sites) / requests
+
+    def global_sectors_per_request(self, kind: str | None = "load", array: str | None = None,
+                                   line: int | None = None) -> float:
+        """Average 32-byte sectors per warp-wide global request (4 = coalesced floats, 32 = scattered)."""
+        return self._per_request("global", kind, array, line)
+
+    def shared_wavefronts_per_request(self, kind: str | None = "load", array: str | None = None,
+                                      line: int | None = None) -> float:
+        """Average wavefronts per warp-wide shared request (1 = conflict-free 4-byte accesses)."""
+        return self._per_request("shared", kind, array, line)
+
+    @property
+    def totals(self) -> dict:
+        """Sums: '<space>_<kind>_requests' / '_sectors' or '_wavefronts' / '_bytes', '<space>_requests',
+        ..., 'barriers', 'warp_barriers', 'blocks', 'grid_blocks'."""
+        t: dict = {}
+        for s in self.sites:
+            for prefix in (f"{s.space}_{s.kind}", s.space):
+                for name, value in (("requests", s.requests), (s.unit_name, s.units), ("bytes", s.bytes)):
+                    t[f"{prefix}_{name}"] = t.get(f"{prefix}_{name}", 0) + value
+        t.update(barriers=self.barriers, warp_barriers=self.warp_barriers, blocks=self.blocks,
+                 grid_blocks=self.grid_blocks)
+        return t
+
+    def __str__(self) -> str:
+        head = f"{self.label}: counted over {self.blocks} of {self.grid_blocks} blocks"
+        rows = [("site", "array", "access", "requests", "per request", "min-max", "bytes")]
+        for s in self.sites:
+            rows.append((f"{s.file}:{s.line}", s.array, f"{s.space} {s.kind}", f"{s.requests}",
+                         f"{s.per_request:.2f} {s.unit_name}", f"{s.min}-{s.max}", f"{s.bytes}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        right = {3, 4, 5, 6}
+        lines = [head] + ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                                           for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+        t = self.totals
+        for space, unit in (("global", "sectors"), ("shared", "wavefronts")):
+            if t.get(f"{space}_requests"):
+                parts = []
+                for kind in ("load", "store", "ldmatrix", "cp.async"):
+                    req = t.get(f"{space}_{kind}_requests")
+                    if req:
+                        u = t[f"{space}_{kind}_{unit}"]
+                        parts.append(f"{kind} {req} requests, {u} {unit} ({u / req:.2f}/request), "
+                                     f"{t[f'{space}_{kind}_bytes']} B")
+                lines.append(f"  {space}: " + "; ".join(parts))
+        lines.append(f"  barriers: {self.barriers} __syncthreads() ({self.warp_barriers} warp-level)")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):  # IPython shows the table
+        p.text(str(self))
+
+
+def _analysis_executable(module: CpuModule) -> CpuModule:
+    """`module` rebuilt with every kernel load and store instrumented (cached next to it)."""
+    text = module.source
+    if not text:
+        src = module.executable.with_suffix(".cu")
+        if not src.exists():
+            raise CompileError(f"{module.label}: the kernel's source is gone from the cache; compile it again")
+        text = src.read_text()
+    flags = _flags() + ANALYSIS_FLAGS
+    key = _digest(_emulator_sources(), text, " ".join(flags), "analysis")
+    cache = _cache_dir()
+    exe = cache / f"{key}.analysis.bin"
+    if not exe.exists():
+        runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
+        src = cache / f"{key}.analysis.cu"
+        src.write_text(text)
+        tag = uuid.uuid4().hex[:8]
+        obj, tmp = cache / f"{key}.{tag}.o", cache / f"{key}.{tag}.tmp"
+        try:
+            # Two steps: -fsanitize=thread on the link line would pull in the real TSan runtime.
+            r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
+                               "-c", "-o", str(obj)])
+            if r.returncode == 0:
+                r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
+            if r.returncode != 0:
+                raise CompileError(f"{module.label}: the analysis build failed:\n" + r.stderr.replace(str(src), module.label))
+            os.replace(tmp, exe)
+        finally:
+            obj.unlink(missing_ok=True)
+    return replace(module, executable=exe, source=text)
+
+
+def _frames(executable: Path, pcs: list[int]) -> dict[int, list[tuple[str, int]]]:
+    """Inline frames (file, line), innermost first, of each return address in `pcs`."""
+    out: dict[int, list[tuple[str, int]]] = {pc: [] for pc in pcs}
+    if not pcs or not shutil.which("addr2line"):
+        return out
+    # A return address points after the call: look up the call instruction itself.
+    r = subprocess.run(["addr2line", "-a", "-i", "-e", str(executable), *[hex(pc - 1) for pc in pcs]],
+                       capture_output=True, text=True)
+    current = None
+    for ln in r.stdout.splitlines():
+        if ln.startswith("0x"):
+            current = int(ln, 16) + 1
+            continue
+        file, _, line = ln.split(" (")[0].rpartition(":")
+        if current in out and line.strip().isdigit():
+            out[current].append((file, int(line)))
+    return out
+
+
+def _site_frame(frames: list[tuple[str, int]]) -> tuple[str, int]:
+    """The kernel's own line: the innermost frame outside the shim, common.cuh and system headers."""
+    for file, line in frames:
+        name = os.path.basename(file)
+        if name not in _SKIP_FILES and not file.startswith("/usr/") and str(EMULATOR_DIR) not in file:
+            return file, line
+    return frames[-1] if frames else ("?", 0)
+
+
+def _tls_symbols(executable: Path) -> list[tuple[int, int, str]]:
+    """(offset, size, short name) of the executable's thread-local variables: the static __shared__ ones."""
+    if not shutil.which("readelf"):
+        return []
+    r = subprocess.run(["readelf", "-sW", "--demangle", str(executable)], capture_output=True, text=True)
+    syms = []
+    for ln in r.stdout.splitlines():
+        f = ln.split(None, 7)
+        if len(f) == 8 and f[3] == "TLS" and f[6] != "UND":
+            name = re.sub(r"\(.*\)", "()", f[7]).rsplit("::", 1)[-1]
+            syms.append((int(f[1], 16), int(f[2], 0) if f[2].isdigit() else int(f[2], 16), name))
+    return syms
+
+
+def analyze(module: CpuModule, grid, block, args: list, shared_mem: int = 0, max_blocks: int | None = None,
+            names: list[str] | None = None, timeout: float | None = None) -> Counters:
+    """Run the launch in analysis mode and count memory requests per warp (see Counters).
+
+    Only the first `max_blocks` blocks run (None: all); the arrays in `args` are left unchanged.
+    `names` names the arguments (e.g. ["M", "N", "K", "A", "B", "C"]) in the table.
+    """
+    exe = _analysis_executable(module)
+    if max_blocks is not None and (not isinstance(max_blocks, (int, np.integer)) or max_blocks < 1):
+        raise ConfigError(f"max_blocks must be a positive number of blocks or None, got {max_blocks!r}")
+    with tempfile.TemporaryDirectory(prefix="gemmlab-analysis-", dir=_scratch_dir()) as tmp:
+        out = Path(tmp) / "counts.txt"
+        env = {"GEMMLAB_ANALYSIS": str(out), "GEMMLAB_ANALYSIS_BLOCKS": str(int(max_blocks or 0))}
+        _run_child(exe, grid, block, args, shared_mem, timeout, env=env, copy_back=False)
+        text = out.read_text()
+    return _parse_counts(exe, text, names)
+
+
+def _parse_counts(exe: CpuModule, text: str, names: list[str] | None) -> Counters:
+    blocks = grid_blocks = barriers = warp_barriers = 0
+    raw = []
+    for ln in text.splitlines():
+        f = ln.split()
+        if not f:
+            continue
+        if f[0] == "blocks":
+            blocks, grid_blocks = int(f[1]), int(f[2])
+        elif f[0] == "barriers":
+            barriers, warp_barriers = int(f[1]), int(f[2])
+        elif f[0] == "site":
+            raw.append((int(f[1], 16), int(f[2]), f[3], int(f[4]), *map(int, f[5:11])))
+    frames = _frames(exe.executable, sorted({r[0] for r in raw}))
+    tls = _tls_symbols(exe.executable) if any(r[2] == "static" for r in raw) else []
+    source_name = exe.executable.with_suffix(".cu").name
+    merged: dict[tuple, list[int]] = {}
+    for pc, op, region, offset, requests, lanes, nbytes, units, lo, hi in raw:
+        file, line = _site_frame(frames.get(pc, []))
+        file = exe.label if os.path.basename(file) == source_name else os.path.basename(file)
+        if region == "static":
+            array = next((n for o, size, n in tls if o <= offset < o + max(size, 1)), "shared")
+        elif region == "dynamic":
+            array = "dynamic"
+        else:
+            arg = int(region[3:])
+            array = names[arg] if names and arg < len(names) else region
+        space, kind = _OPS[op]
+        key = (file, line, space, kind, array)
+        m = merged.setdefault(key, [0, 0, 0, 0, lo, hi])
+        m[0] += requests
+        m[1] += lanes
+        m[2] += nbytes
+        m[3] += units
+        m[4] = min(m[4], lo)
+        m[5] = max(m[5], hi)
+    sites = [SiteCount(file, line, space, kind, array, requests=m[0],
+                       sectors=m[3] if space == "global" else 0, wavefronts=m[3] if space == "shared" else 0,
+                       bytes=m[2], lanes=m[1], min=m[4], max=m[5])
+             for (file, line, space, kind, array), m in merged.items()]
+    sites.sort(key=lambda s: (s.file, s.line, s.space, s.kind, s.array))
+    return Counters(exe.label, sites, blocks, grid_blocks, barriers, warp_barriers)

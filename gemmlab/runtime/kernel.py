@@ -1,0 +1,309 @@
+"""A step compiled for a backend: call it on arrays, ask it for its resources, PTX and SASS."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import nvrtc, registry
+from ..errors import ArchError, BackendError, ConfigError, InputError
+from .registry import Launch, Step
+from .source import assemble
+
+BACKENDS = ("gpu", "cpu")
+_forced: str | None = os.environ.get("GEMMLAB_BACKEND") or None
+
+
+def set_backend(name: str | None) -> None:
+    """Force 'gpu' or 'cpu' for every later step; None goes back to automatic."""
+    global _forced
+    if name is not None and name not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS} or None, not {name!r}")
+    _forced = name
+
+
+def backend(requested: str | None = None) -> str:
+    """The backend a step runs on: the requested one, else the forced one, else GPU when CuPy sees one."""
+    from . import gpu
+
+    name = requested or _forced
+    if name is None:
+        return "gpu" if gpu.available() else "cpu"
+    if name not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS}, not {name!r}")
+    if name == "gpu" and not gpu.available():
+        raise BackendError("backend='gpu' was asked for, but CuPy sees no CUDA GPU here; use backend='cpu'.")
+    return name
+
+
+def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exact: bool = False) -> None:
+    """An ArchError, before anything compiles, if the live GPU is older than compute capability
+    min_arch / 10 (the step's instructions do not exist there), or, for an arch-specific step
+    (`exact`: sm_90a's wgmma), any other architecture."""
+    from . import gpu
+
+    cc = gpu.device()["cc"]
+    if exact and cc != min_arch:
+        raise ArchError(f"{name} is compiled for sm_{min_arch}a: its instructions (wgmma, setmaxnreg) exist on "
+                        f"compute capability {min_arch / 10:.1f} only; this GPU, {gpu.device()['name']}, is "
+                        f"{cc / 10:.1f}. Use {instead}, or backend='cpu' to run it in the emulator.")
+    if cc < min_arch:
+        raise ArchError(f"{name} needs compute capability {min_arch / 10:.1f} or newer (its instructions do "
+                        f"not exist before sm_{min_arch}); this GPU, {gpu.device()['name']}, is {cc / 10:.1f}. "
+                        f"Use {instead}, or backend='cpu' to run it in the emulator.")
+
+
+def gpu_target(step, lookup=registry.get) -> str | None:
+    """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch), naming the
+    latest earlier step that does run here (`lookup`: the step of a name, to follow `previous`), else the
+    NVRTC target to compile for when CuPy's own choice will not do (sm_90a for an arch-specific step)."""
+    from . import gpu
+
+    instead = step.previous
+    if not step.runs_on(gpu.device()["cc"]):
+        while instead and not lookup(instead).runs_on(gpu.device()["cc"]):  # 07 -> 06 (Hopper only too) -> 05
+            instead = lookup(instead).previous
+    require_arch(step.name, step.min_arch, instead or "an earlier step", exact=step.arch_specific)
+    return step.target(f"sm_{step.min_arch}") if step.arch_specific else None
+
+
+def _compile(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
+    if backend_name == "gpu":
+        from .gpu import GpuModule
+
+        return GpuModule(source, expr, label, target)
+    from . import cpu
+
+    return cpu.compile_kernel(source, expr, label=label)
+
+
+_modules: dict[tuple, object] = {}
+
+
+def compiled_module(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
+    """The compiled module for (backend, source, instantiation), compiled once per process (kernels share it).
+    A failed compile raises and caches nothing, so a corrected source compiles next time.
+    `target` (an NVRTC arch such as sm_90a) overrides CuPy's choice for the live GPU."""
+    key = (backend_name, source, expr)
+    if key not in _modules:
+        _modules[key] = _compile(backend_name, source, expr, label, target)
+    return _modules[key]
+
+
+class Instance:
+    """A step with fixed template parameters: enough for compile-only analysis, no backend needed."""
+    ARCH = "sm_75"  # the arch analysed when none is given (a T4)
+
+    def __init__(self, step: Step, params: dict, source_text: str | None = None):
+        self.step = step
+        self.params = step.resolve(params)
+        self.source = assemble(step.file, source_text)
+        self.name_expression = step.name_expression(self.params)
+        self.label = f"{step.name}{self._param_text()}"
+
+    def _param_text(self) -> str:
+        return "<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">" if self.params else ""
+
+    # --- compile-only analysis (no GPU needed) ---
+    def compiled(self, arch: str | None = None) -> nvrtc.Artifact:
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch or self.ARCH), label=self.label)
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.step.dtype)
+
+    def resources(self, arch: str | None = None) -> nvrtc.Resources:
+        """Registers, shared memory, stack and spills that ptxas reports for `arch` (default: ARCH)."""
+        return self.compiled(arch).resources
+
+    def fit(self, arch: str = "sm_75", size: int = 1024) -> nvrtc.Fit:
+        """Whether one block fits `arch`: ptxas' report plus the threads and dynamic shared memory the
+        registry's launch geometry asks for at size^3, against the arch's limits (nvrtc.fit)."""
+        launch = self.step.launch(size, size, size, self.params)
+        return nvrtc.fit(self.resources(arch), launch.threads, launch.shared_bytes, compiler=nvrtc.version())
+
+    def ptx(self, arch: str | None = None) -> str:
+        return self.compiled(arch).ptx
+
+    def sass(self, arch: str | None = None) -> str:
+        return nvrtc.sass(self.compiled(arch))
+
+
+class Kernel(Instance):
+    """One step with fixed template parameters, compiled for one backend.
+
+    `Kernel(A, B)` returns C = A @ B. Inputs are checked (dtype, 2-D, contiguity, shapes) before
+    anything launches; NumPy and CuPy arrays are both accepted and the result has the input's type.
+    """
+
+    def __init__(self, step: Step, params: dict, backend_name: str | None = None, source_text: str | None = None):
+        super().__init__(step, params, source_text)
+        self.backend = backend(backend_name)
+        target = gpu_target(step) if self.backend == "gpu" else None
+        self.module = compiled_module(self.backend, self.source, self.name_expression, self.label, target)
+        self._checked: set = set()  # run()'s layout keys already checked
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.label}, backend={self.backend!r})"
+
+    def resources(self, arch: str | None = None) -> nvrtc.Resources:
+        """For `arch` by NVRTC; with no arch, the live GPU function's (or sm_75's on the CPU backend)."""
+        if arch is None and self.backend == "gpu":
+            return self.module.resources()
+        return super().resources(arch)
+
+    def launch_config(self, m: int, n: int, k: int) -> Launch:
+        return self.step.launch(m, n, k, self.params)
+
+    def check_inputs(self, a, b) -> tuple[int, int, int]:
+        """(M, N, K) of a valid pair of inputs; an InputError saying what to fix otherwise."""
+        check_matrices(self.step.name, self.dtype, {"A": a, "B": b})
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise InputError(f"shapes do not match: A is {m}x{k} and B is {k2}x{n}; A's columns must equal B's rows")
+        registry.check_shape(self.step, m, n, k)
+        return m, n, k
+
+    def check_output(self, a, b, c) -> None:
+        """check_inputs, and C (what run() writes) of the backend's array type, the step's dtype, C-contiguous
+        and M x N: an InputError saying what to fix otherwise."""
+        m, n, _ = self.check_inputs(a, b)
+        check_matrices(self.step.name, self.dtype, {"C": c})
+        check_backend_arrays(self.step.name, self.backend, {"A": a, "B": b, "C": c})
+        if tuple(c.shape) != (m, n):
+            raise InputError(f"C is {c.shape[0]}x{c.shape[1]} but A ({m}x{a.shape[1]}) times B "
+                             f"({b.shape[0]}x{n}) is {m}x{n}; pass an output of shape ({m}, {n})")
+
+    def __call__(self, a, b, timeout: float | None = None):
+        """C = A B. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
+        m, n, k = self.check_inputs(a, b)
+        is_cupy = type(a).__module__.startswith("cupy") or type(b).__module__.startswith("cupy")
+        if self.backend == "gpu":
+            import cupy as xp
+        else:
+            xp = np
+        a_dev, b_dev = to_array(xp, a), to_array(xp, b)
+        c = xp.zeros((m, n), dtype=self.dtype)
+        if m and n and k:
+            self.run(a_dev, b_dev, c, timeout=timeout)
+        return to_array(__import__("cupy") if is_cupy else np, c)
+
+    def run(self, a, b, c, stream=None, timeout: float | None = None) -> None:
+        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
+        (check_output) once per distinct shape, dtype and layout, so a timing loop pays a key lookup only.
+        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
+        key = layout_key(a, b, c)
+        if key not in self._checked:
+            self.check_output(a, b, c)
+            self._checked.add(key)
+        m, k = a.shape
+        n = b.shape[1]
+        cfg = self.launch_config(m, n, k)
+        args = [np.int32(m), np.int32(n), np.int32(k), a, b, c, *self.extra_args(a, b, c)]
+        if self.backend == "gpu":
+            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
+        else:
+            from . import cpu
+
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
+                       timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout)
+
+    def extra_args(self, a, b, c) -> list:
+        """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
+        return self.step.extra_args(self.backend, a, b, c, self.params) if self.step.extra_args else []
+
+    def counters(self, m: int = 256, n: int = 256, k: int = 256, max_blocks: int | None = 4, seed: int = 0):
+        """Memory requests of one (m, n, k) launch, counted by the CPU emulator's analysis mode.
+
+        Global-memory sectors and shared-memory wavefronts per warp-wide request, per source line
+        (a `gemmlab.cpu.Counters`; print it for a table). Random inputs of the step's dtype; only the
+        first `max_blocks` blocks run (None: all). On the GPU backend a CPU twin of the same step
+        and parameters does the counting (it needs g++, not a GPU).
+        """
+        from . import cpu
+
+        module = (self.module if self.backend == "cpu"
+                  else compiled_module("cpu", self.source, self.name_expression, self.label))
+        registry.check_shape(self.step, m, n, k)
+        if min(m, n, k) < 1:
+            raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((m, k)).astype(self.dtype)
+        b = rng.standard_normal((k, n)).astype(self.dtype)
+        c = np.zeros((m, n), dtype=self.dtype)
+        cfg = self.launch_config(m, n, k)
+        extra = self.step.extra_args("cpu", a, b, c, self.params) if self.step.extra_args else []
+        return cpu.analyze(module, cfg.grid, cfg.block, [np.int32(m), np.int32(n), np.int32(k), a, b, c, *extra],
+                           shared_mem=cfg.shared_bytes, max_blocks=max_blocks, names=["M", "N", "K", "A", "B", "C"])
+
+
+def check_matrices(name: str, dtype, arrays: dict) -> None:
+    """Each of `arrays` ({"A": a, ...}) a 2-D, C-contiguous NumPy or CuPy array of `dtype`: an InputError
+    naming the first that is not and what to do (the GEMM and the fused steps' one check)."""
+    for label, x in arrays.items():
+        if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+            raise InputError(f"{label} must be a NumPy or CuPy array, not {type(x).__name__}")
+        if x.ndim != 2:
+            raise InputError(f"{label} must be a 2-D matrix; it has shape {tuple(x.shape)}")
+        if x.dtype != dtype:
+            raise InputError(f"{name} takes {dtype} inputs but {label} is {x.dtype}: "
+                             f"convert with {label}.astype(np.{dtype})")
+        if not x.flags.c_contiguous:
+            raise InputError(f"{label} is not C-contiguous (a transposed view or a slice?): the kernel reads it as "
+                             f"row-major; pass np.ascontiguousarray({label}) (cupy.ascontiguousarray on a GPU)")
+
+
+def check_backend_arrays(name: str, backend_name: str, arrays: dict) -> None:
+    """run()'s arrays on the backend's device: NumPy arrays for 'cpu', CuPy arrays for 'gpu'."""
+    for label, x in arrays.items():
+        on_gpu = type(x).__module__.startswith("cupy")
+        if on_gpu != (backend_name == "gpu"):
+            raise InputError(f"{name} runs on the {backend_name} backend but {label} is a {type(x).__module__}."
+                             f"{type(x).__name__}; run() takes arrays already there: pass "
+                             + ("NumPy arrays" if backend_name == "cpu" else "CuPy arrays (cupy.asarray)")
+                             + ", or call the kernel itself, which copies")
+
+
+def layout_key(*arrays) -> tuple:
+    """What run()'s checks depend on: each array's type, shape, dtype and strides."""
+    return tuple((type(x), getattr(x, "shape", None), getattr(x, "dtype", None), getattr(x, "strides", None))
+                 for x in arrays)
+
+
+def to_array(xp, x):
+    """x as an array of module xp (numpy or cupy), copying between host and device if needed. A device
+    view that starts off a 16-byte boundary (a row-offset slice: C-contiguous, mid-allocation) is
+    copied too: the kernels' 16-byte loads assume aligned rows, and a misaligned one kills the context."""
+    if xp is np:
+        return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
+    y = xp.asarray(x)
+    return y.copy() if y.data.ptr % 16 else y
+
+
+def step(name: str, backend: str | None = None, source: str | None = None, **params) -> Kernel:
+    """Compile step `name` with template parameters `params` for the active (or given) backend.
+
+    `source` replaces the kernel file's text (a reader's edited kernel); common.cuh is still inlined.
+    A fused step's name (fused/..., registry.is_fused) gives its fusion.FusedKernel: E = k(A, B, C).
+    """
+    s = registry.lookup(name)
+    if registry.is_fused(s):
+        from . import fusion
+
+        return fusion.step(s.name, backend, source, **params)
+    return Kernel(s, params, backend, source)
+
+
+def instance(name: str, source: str | None = None, **params) -> Instance:
+    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator); a fused step's
+    name gives its fusion.FusedInstance (resources, ptx, sass for an arch, sm_90 by default)."""
+    s = registry.lookup(name)
+    if registry.is_fused(s):
+        from . import fusion
+
+        return fusion.FusedInstance(s, params, source)
+    return Instance(s, params, source)

@@ -1,0 +1,718 @@
+"""The one list of steps: every kernel of the course is named here, once.
+
+Tests, plots, tables, chapter headers and the command line are generated from `STEPS`. A step is a
+kernel file `kernels/<name>.cu` holding one `__global__` template; its template parameters, their
+defaults and allowed values, and its launch geometry live next to it here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ConfigError, ShapeError
+
+MAX_PARAM = 1 << 16  # no tile, thread count or stage count comes near it; C++'s int template arguments stay safe
+MAX_ELEMENTS = 2**31 - 1  # the kernels index with 32-bit ints
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One template parameter: its default and the values a slider may offer."""
+
+    default: int
+    choices: tuple[int, ...]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch geometry of one call: grid and block as (x, y, z), dynamic shared memory in bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+Geometry = Callable[[int, int, int, dict], Launch]
+
+
+class ArchRequirement:
+    """What a step's `min_arch` and `arch_specific` mean, for the GEMM steps and the fused steps alike."""
+
+    min_arch: int
+    arch_specific: bool
+
+    @property
+    def arch_label(self) -> str:
+        """The architecture it needs: "sm_80", or "sm_90a" for an arch-specific step."""
+        return f"sm_{self.min_arch}" + ("a" if self.arch_specific else "")
+
+    @property
+    def arch_tag(self) -> str:
+        """The tag a listing shows: "sm_80+" (that arch or newer), "sm_90a" (that arch only), "" (any)."""
+        if not self.min_arch:
+            return ""
+        return self.arch_label if self.arch_specific else f"sm_{self.min_arch}+"
+
+    def runs_on(self, cc: int) -> bool:
+        """Whether a GPU of compute capability `cc` (x 10) has its instructions: exactly min_arch for an
+        arch-specific step (sm_90a's wgmma is not on later GPUs), at least min_arch otherwise."""
+        return cc == self.min_arch if self.arch_specific else cc >= self.min_arch
+
+    def target(self, arch: str) -> str:
+        """The NVRTC target for `arch`: sm_90 becomes sm_90a for an arch-specific step."""
+        return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
+
+
+@dataclass(frozen=True)
+class Step(ArchRequirement):
+    name: str  # "<track>/<NN>_<idea>", also the file kernels/<name>.cu
+    symbol: str  # the __global__ template's name
+    params: dict[str, Param]  # in template-argument order
+    geometry: Geometry
+    chapter: int
+    summary: str  # the one idea this step adds
+    previous: str | None = None
+    dtype: str = "float32"  # inputs and output (fp16 steps accumulate in fp32 unless told otherwise)
+    accumulate: str = "float32"
+    min_arch: int = 0  # compute capability x 10 that the step's instructions need (75, 80)
+    rules: Callable[[dict], list[str]] = field(default=lambda p: [])  # why a configuration cannot run
+    # Compiled for sm_{min_arch}a (wgmma, setmaxnreg): runs on that architecture only, not on later ones.
+    arch_specific: bool = False
+    shape_rule: Callable[[int, int, int], str] = field(default=lambda m, n, k: "")  # why a shape cannot run
+    shape_multiple: int = 1  # N and K must be multiples of this (what shape_rule enforces): for verify's shapes
+    fixed_tile: dict = field(default_factory=dict)  # tile sizes that are constants, not parameters (step 08's)
+    # Arguments after (M, N, K, A, B, C), from (backend, a, b, c, params): step 08's tensor maps.
+    extra_args: Callable | None = None
+    # Spills measured at the default parameters with NVRTC releases other than the pinned one, as
+    # {(arch, release): (store bytes, load bytes)}: a T4 claim that holds with one compiler only says so.
+    other_nvrtc_spills: dict = field(default_factory=dict)
+    path: str = ""  # the kernel file (from the repository root) when it is not kernels/<name>.cu: a lab kernel
+
+    def compiler_notes(self, arch: str, release: str) -> list[str]:
+        """What NVRTC releases other than `release` were measured to spill on `arch` (default parameters),
+        one note per amount: "spills 68/84 B (stores/loads) with NVRTC 12.8 and 13.0"."""
+        by_amount: dict[tuple, list[str]] = {}
+        for (a, rel), amount in self.other_nvrtc_spills.items():
+            if a == arch.removesuffix("a") and rel != release:
+                by_amount.setdefault(tuple(amount), []).append(rel)
+        return [f"spills {st}/{ld} B (stores/loads) with NVRTC {' and '.join(rels)}"
+                for (st, ld), rels in by_amount.items()]
+
+    @property
+    def file(self) -> str:
+        return self.path or f"kernels/{self.name}.cu"
+
+    @property
+    def track(self) -> str:
+        return self.name.split("/")[0]
+
+    @property
+    def short(self) -> str:
+        return self.name.split("/")[1]
+
+    def resolve(self, overrides: dict) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
+        params = resolve_params(self.name, self.params, overrides)
+        problems = self.rules(params)
+        if problems:
+            raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
+        return params
+
+    def name_expression(self, params: dict) -> str:
+        args = ", ".join(str(params[k]) for k in self.params)
+        return f"{self.symbol}<{args}>" if args else self.symbol
+
+    def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
+        return self.geometry(m, n, k, params)
+
+
+def resolve_params(name: str, specs: dict[str, Param], overrides: dict) -> dict:
+    """The one check of template parameters, for the GEMM and the fused steps alike: `specs`' defaults
+    overridden by `overrides`, each a whole number from 1 to MAX_PARAM; a ConfigError names what is
+    wrong (an unknown name, 0, -4, 8.9, True, 'abc', None) and which values are allowed. The step's
+    own rules run after it, on values they can divide by."""
+    unknown = set(overrides) - set(specs)
+    if unknown:
+        raise ConfigError(f"{name} has no template parameter {sorted(unknown)}; its parameters are {list(specs)}.")
+    params = {}
+    for k, p in specs.items():
+        v = overrides.get(k, p.default)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 1 <= v <= MAX_PARAM:
+            raise ConfigError(f"{name}: {k}={v!r} is not allowed; a template parameter is a whole number from 1 "
+                              f"to {MAX_PARAM} (the sliders offer {', '.join(map(str, p.choices))}).")
+        params[k] = int(v)
+    return params
+
+
+def _threads_rule(threads: Callable[[dict], int]) -> Callable[[dict], list[str]]:
+    def rule(p: dict) -> list[str]:
+        t = threads(p)
+        return [f"a block of {t} threads exceeds the hardware limit of 1024"] if t > 1024 else []
+    return rule
+
+
+def _all(*rules):
+    return lambda p: [msg for r in rules for msg in r(p)]
+
+
+def _divides(a: str, b: str, why: str = ""):
+    return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]}{why}"]
+
+
+def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = 48 * 1024,
+                      smem_what: str = "static shared memory, over the 48 KB limit"):
+    """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans);
+    `buffers` copies of the A and B tiles (NUM_STAGES copies where that is a parameter) must fit
+    `smem_limit` bytes."""
+    def rule(p: dict) -> list[str]:
+        out = []
+        for tile, warp in (("BLOCK_M", "WARP_M"), ("BLOCK_N", "WARP_N")):
+            if p[tile] % p[warp]:
+                out.append(f"{warp}={p[warp]} must divide {tile}={p[tile]} (whole warp tiles per block tile)")
+        if p["WARP_M"] % mma_m or p["WARP_N"] % mma_n:
+            out.append(f"the warp tile {p['WARP_M']}x{p['WARP_N']} must be a multiple of "
+                       f"{mma_m}x{mma_n} (one ldmatrix.x4 loads 16 rows of A and 16 columns of B)")
+        if p["WARP_M"] * p["WARP_N"] > 64 * 64:
+            out.append(f"a {p['WARP_M']}x{p['WARP_N']} warp tile holds {p['WARP_M'] * p['WARP_N'] // 32} fp32 "
+                       "accumulators per thread, more than the 255 registers a thread has (limit 64x64)")
+        if p["BLOCK_K"] % mma_k:
+            out.append(f"BLOCK_K={p['BLOCK_K']} must be a multiple of {mma_k} (one ldmatrix.x4 covers k=16)")
+        warps = (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
+        if warps * 32 > 1024:
+            out.append(f"{warps} warps = {warps * 32} threads exceed the limit of 1024 per block")
+        copies = p.get("NUM_STAGES", buffers)
+        smem = copies * 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
+        if smem > smem_limit:
+            out.append(f"{copies} buffer(s) of the A and B tiles need {smem} bytes of {smem_what}")
+        if copies < 1 or ("NUM_STAGES" in p and copies < 2):
+            out.append("NUM_STAGES must be at least 2 (one tile computed while the next is in flight)")
+        return out
+    return rule
+
+
+def _naive_geometry(row_from_x: bool) -> Geometry:
+    def geometry(m, n, k, p):
+        bx, by = p["BLOCK_X"], p["BLOCK_Y"]
+        grid = (cdiv(m, bx), cdiv(n, by), 1) if row_from_x else (cdiv(n, bx), cdiv(m, by), 1)
+        return Launch(grid, (bx, by, 1))
+    return geometry
+
+
+_BLOCK_XY = {"BLOCK_X": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along x"),
+             "BLOCK_Y": Param(32, (1, 2, 4, 8, 16, 32, 64, 128, 256), "threads along y")}
+_xy_threads = _threads_rule(lambda p: p["BLOCK_X"] * p["BLOCK_Y"])
+
+
+def _is_power_of_two(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def _swizzle_rule(p):
+    """hgemm/03 on: the A and B tiles' rows are XOR-swizzled in 16-byte chunks, which needs power-of-two widths."""
+    return [f"{x}={p[x]} must be a power of two of at least 16 (the XOR swizzle of the shared tile's rows)"
+            for x in ("BLOCK_K", "BLOCK_N") if p[x] < 16 or not _is_power_of_two(p[x])]
+
+
+def _xor_advance_rule(p):
+    """hgemm/05 on: swizzled addresses are advanced by XOR with constants, which needs a power-of-two WARP_N."""
+    return [] if _is_power_of_two(p["WARP_N"]) else [
+        f"WARP_N={p['WARP_N']} must be a power of two (swizzled addresses are advanced by XOR)"]
+
+
+def _mma_geometry(m, n, k, p):
+    warps = (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"])
+    return Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (32 * warps, 1, 1))
+
+
+def _mma_buffers_bytes(p):
+    """Dynamic shared memory of the multi-buffered hgemm steps: NUM_STAGES (default 2) A and B tiles."""
+    return p.get("NUM_STAGES", 2) * 2 * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"]
+
+
+def _mma_dynamic_geometry(m, n, k, p):
+    g = _mma_geometry(m, n, k, p)
+    return Launch(g.grid, g.block, _mma_buffers_bytes(p))
+
+
+def _mma_copy_rule(p):
+    """Steps 05+ give each thread whole columns of 16-byte chunks (one row step apart)."""
+    t = 32 * (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1))
+    if t % max(p["BLOCK_K"] // 8, 1) == 0 and t % max(p["BLOCK_N"] // 8, 1) == 0:
+        return []
+    return [f"BLOCK_K/8 and BLOCK_N/8 must divide the {t} threads (each thread copies one column of 16-byte chunks)"]
+
+
+def _tile_geometry(threads: Callable[[dict], int]) -> Geometry:
+    """Block tiles of BLOCK_M x BLOCK_N over C, a 1-D block of `threads(params)` threads."""
+    return lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (threads(p), 1, 1))
+
+
+def _threads_1d(p): return p["BLOCK_M"] // p["THREAD_M"] * p["BLOCK_N"]
+def _threads_2d(p): return (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
+def _threads_warps(p): return (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32
+
+
+def _smem_rule(buffers: int):
+    def rule(p):
+        need = buffers * 4 * (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"])
+        return [] if need <= 48 * 1024 else [f"{buffers} buffer(s) of the A and B tiles need {need} bytes, "
+                                              "over the 48 KB of static shared memory"]
+    return rule
+
+
+def _multiple_of_4(*names):
+    return lambda p: [f"{x}={p[x]} must be a multiple of 4 (float4 accesses)" for x in names if p[x] % 4]
+
+
+def _warp_holds_32_thread_tiles(p):
+    ok = p["WARP_M"] % p["THREAD_M"] == 0 and p["WARP_N"] % p["THREAD_N"] == 0
+    if ok and (p["WARP_M"] // p["THREAD_M"]) * (p["WARP_N"] // p["THREAD_N"]) == 32:
+        return []
+    return [f"a {p['WARP_M']}x{p['WARP_N']} warp tile must hold exactly 32 thread tiles of "
+            f"{p['THREAD_M']}x{p['THREAD_N']}"]
+
+
+def _staging_rule(p):
+    t = _threads_warps(p)
+    if t % max(p["BLOCK_K"] // 4, 1) == 0 and t % max(p["BLOCK_N"] // 4, 1) == 0:
+        return []
+    return [f"BLOCK_K/4 and BLOCK_N/4 must divide the {t} threads (each thread stages whole float4 columns)"]
+
+
+def _accumulator_rule(p):
+    acc = p["THREAD_M"] * p["THREAD_N"]
+    return [] if acc <= 128 else [f"{acc} accumulators per thread would spill out of the 255 registers (limit 128)"]
+
+
+_REG_TILING = {"BLOCK_M": Param(128, (16, 32, 64, 128, 256)), "BLOCK_N": Param(128, (16, 32, 64, 128, 256)),
+               "BLOCK_K": Param(8, (4, 8, 16, 32)), "THREAD_M": Param(8, (1, 2, 4, 8, 16)),
+               "THREAD_N": Param(8, (1, 2, 4, 8, 16))}
+_WARP_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+                "BLOCK_K": Param(8, (4, 8, 16, 32)), "WARP_M": Param(64, (16, 32, 64, 128)),
+                "WARP_N": Param(32, (16, 32, 64, 128)), "THREAD_M": Param(8, (4, 8, 16)),
+                "THREAD_N": Param(8, (4, 8, 16))}
+_rules_2d = _all(_divides("THREAD_M", "BLOCK_M"), _divides("THREAD_N", "BLOCK_N"), _threads_rule(_threads_2d),
+                 _smem_rule(1), _accumulator_rule)
+_rules_warps = lambda buffers: _all(  # noqa: E731
+    _divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"),
+    _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _smem_rule(buffers), _accumulator_rule)
+
+
+
+def _pipeline_bytes(p):
+    """NUM_STAGES copies of sA (BLOCK_M rows of BLOCK_K + 4 floats, padded) and sB (BLOCK_K x BLOCK_N)."""
+    return p["NUM_STAGES"] * 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * p["BLOCK_N"])
+
+
+def _stages_rule(p):
+    need = _pipeline_bytes(p)
+    out = [] if need <= 227 * 1024 else [f"{p['NUM_STAGES']} stages need {need} bytes of shared memory, over the "
+                                         "227 KB a block may have on sm_90 (163 KB on sm_80)"]
+    return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
+
+
+
+_MMA_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+               "BLOCK_K": Param(32, (16, 32, 64)), "WARP_M": Param(64, (16, 32, 64, 128)),
+               "WARP_N": Param(64, (16, 32, 64, 128))}
+
+def tf32x3_tile_rules(p):
+    """The warp tiling of the 3xTF32 kernels (sgemm/12 and fused/05): whole warp tiles, the 16 x 8 x 8
+    TF32 mma's multiples, and a register budget for the accumulators, their chunk and the fragments."""
+    out = []
+    if p["BLOCK_M"] % p["WARP_M"] or p["BLOCK_N"] % p["WARP_N"]:
+        out.append(f"WARP_M x WARP_N = {p['WARP_M']} x {p['WARP_N']} must divide BLOCK_M x BLOCK_N = "
+                   f"{p['BLOCK_M']} x {p['BLOCK_N']} (whole warp tiles)")
+    if p["WARP_M"] % 16 or p["WARP_N"] % 8 or p["BLOCK_K"] % 8:
+        out.append("WARP_M must be a multiple of 16, WARP_N and BLOCK_K multiples of 8 (the 16 x 8 x 8 TF32 mma)")
+    acc = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * 4
+    # accumulators, the K tile's chunk of them, both TF32 parts of each fragment
+    held = 2 * acc + 2 * (p["WARP_M"] // 16 * 4 + p["WARP_N"] // 8 * 2)
+    if held > 192:
+        out.append(f"a {p['WARP_M']} x {p['WARP_N']} warp tile holds {2 * acc} accumulators (sum and chunk) and "
+                   f"{held - 2 * acc} fragment registers per lane: {held} > 192, it would spill out of the 255 "
+                   f"registers (64 x 64 does)")
+    return out
+
+
+def _tf32x3_bytes(p):
+    """sgemm/12's dynamic shared memory: NUM_STAGES stages of sA (padded rows) and sB (padded rows)."""
+    return p["NUM_STAGES"] * 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * (p["BLOCK_N"] + 8))
+
+
+def _tf32x3_step_rules(p):
+    out = tf32x3_tile_rules(p)
+    if p["NUM_STAGES"] < 2:
+        out.append("NUM_STAGES must be at least 2")
+    if _threads_warps(p) > 1024:
+        out.append(f"a block of {_threads_warps(p)} threads exceeds the hardware limit of 1024")
+    if _tf32x3_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages need {_tf32x3_bytes(p)} bytes of shared memory, over the 227 KB a "
+                   "block may have on sm_90 (163 KB on sm_80)")
+    return out
+
+
+def _wgmma_bytes(p):
+    """NUM_STAGES stages of A (128 x 64) and B (64 x BLOCK_N) halves, 1024 for alignment, the mbarriers."""
+    return p["NUM_STAGES"] * (128 + p["BLOCK_N"]) * 64 * 2 + 1024 + 16 * p["NUM_STAGES"]
+
+
+def _wgmma_rules(p):
+    out = [] if p["BLOCK_N"] in (128, 256) else [f"BLOCK_N={p['BLOCK_N']} must be 128 or 256 (the wgmma's N)"]
+    if p["GROUP_M"] < 1:
+        out.append(f"GROUP_M={p['GROUP_M']} must be at least 1")
+    if _wgmma_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages need {_wgmma_bytes(p)} bytes of shared memory, over the 227 KB "
+                   "a block may have on sm_90")
+    return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
+
+
+def _persistent_grid(m, n, p) -> int:
+    """One block per SM (of the live GPU; an H100's 132 without one), at most one per tile."""
+    from . import gpu
+
+    sms = gpu.device()["sms"] if gpu.available() else 132
+    return max(1, min(sms, cdiv(m, 128) * cdiv(n, p["BLOCK_N"])))
+
+
+def _cluster_grid(m, n, p, shared=None) -> int:
+    """The clusters lab kernels: whole clusters of CLUSTER_M blocks, one block per SM, at most one per cluster tile;
+    `shared(p)`: the block's shared memory (default _wgmma_bytes), which decides how many clusters fit."""
+    from . import gpu
+
+    sms = gpu.device()["sms"] if gpu.available() else 132
+    c = p["CLUSTER_M"]
+    resident = sms // c
+    if gpu.available():  # fewer when a GPC's SMs do not divide into whole clusters (gemmlab/runtime/clusters.py)
+        from . import clusters
+
+        resident = min(resident, clusters.max_active(c, 384, (shared or _wgmma_bytes)(p)) or resident)
+    return c * max(1, min(resident, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
+
+
+def _cluster_rules(p):
+    out = _wgmma_rules(p)
+    if p["CLUSTER_M"] not in (1, 2, 4):
+        out.append(f"CLUSTER_M={p['CLUSTER_M']} must be 1, 2 or 4 (blocks per cluster along M)")
+    elif (p["BLOCK_N"] // 64) % p["CLUSTER_M"]:
+        out.append(f"CLUSTER_M={p['CLUSTER_M']} must divide the {p['BLOCK_N'] // 64} 64-column boxes of the "
+                   f"B tile (BLOCK_N={p['BLOCK_N']}): each block multicasts the same share")
+    if p["GROUP_M"] % p["CLUSTER_M"]:
+        out.append(f"GROUP_M={p['GROUP_M']} must be a multiple of CLUSTER_M={p['CLUSTER_M']} (a band holds whole "
+                   "clusters)")
+    return out
+
+
+def _tma_shape_rule(m, n, k):
+    if k % 8 or n % 8:
+        return (f"K={k} and N={n} must be multiples of 8: TMA reads rows whose stride is a multiple of 16 bytes "
+                "(8 halves). Pad the matrices, or use hgemm/07_cp_async, which takes any shape")
+    return ""
+
+
+def _wgmma_tensor_maps(backend, a, b, c, p):
+    from . import tma
+
+    return [tma.tensor_map(backend, a, 3, 128, 64), tma.tensor_map(backend, b, 4, 64, 64)]
+
+
+def _tma_store_bytes(p):
+    """Step 10: 09's shared memory and STORE_BUFS staging boxes of C (64 x 64 halves) per consumer warpgroup."""
+    return _wgmma_bytes(p) + 2 * p["STORE_BUFS"] * 64 * 64 * 2
+
+
+def _tma_store_rules(p):
+    out = [m for m in _wgmma_rules(p) if "227 KB" not in m]
+    if _tma_store_bytes(p) > 227 * 1024:
+        out.append(f"{p['NUM_STAGES']} stages and {p['STORE_BUFS']} staging buffers per warpgroup need "
+                   f"{_tma_store_bytes(p)} bytes of shared memory, over the 227 KB a block may have on sm_90 "
+                   "(NUM_STAGES=4 takes STORE_BUFS up to 2, NUM_STAGES=3 up to 4)")
+    return out
+
+
+def _tma_store_tensor_maps(backend, a, b, c, p):
+    from . import tma
+
+    return _wgmma_tensor_maps(backend, a, b, c, p) + [tma.tensor_map(backend, c, 5, 64, 64)]
+
+
+_MMA_TUNED = {**_MMA_TILING, "BLOCK_M": Param(256, (32, 64, 128, 256))}
+# T4 (sm_75) has 64 KB of shared memory per block; a step meant to run there must fit it.
+_T4_DYNAMIC = dict(smem_limit=64 * 1024, smem_what="shared memory, over the 64 KB a T4 block may have")
+
+STEPS: list[Step] = [
+    Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
+         summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
+    Step("sgemm/02_coalesced", "sgemm_coalesced", _BLOCK_XY, _naive_geometry(row_from_x=False), chapter=2,
+         previous="sgemm/01_naive", summary="threadIdx.x walks along a row: a warp's loads coalesce",
+         rules=_xy_threads),
+    Step("sgemm/03_smem_tiling", "sgemm_smem_tiling",
+         {"BLOCK": Param(32, (4, 8, 16, 32), "square tile edge = threads per block edge")},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK"]), cdiv(m, p["BLOCK"]), 1), (p["BLOCK"], p["BLOCK"], 1)),
+         chapter=3, previous="sgemm/02_coalesced",
+         summary="stage BLOCK x BLOCK tiles of A and B in shared memory, slide them along K",
+         rules=_threads_rule(lambda p: p["BLOCK"] ** 2)),
+    Step("sgemm/04_1d_blocktiling", "sgemm_1d_blocktiling",
+         {"BLOCK_M": Param(64, (8, 16, 32, 64, 128)), "BLOCK_N": Param(64, (8, 16, 32, 64, 128)),
+          "BLOCK_K": Param(8, (4, 8, 16, 32)), "THREAD_M": Param(8, (1, 2, 4, 8, 16))},
+         _tile_geometry(_threads_1d), chapter=4, previous="sgemm/03_smem_tiling",
+         summary="each thread computes THREAD_M results of a column from one loaded B value",
+         rules=_all(_divides("THREAD_M", "BLOCK_M"), _threads_rule(_threads_1d), _smem_rule(1))),
+    Step("sgemm/05_2d_blocktiling", "sgemm_2d_blocktiling", _REG_TILING, _tile_geometry(_threads_2d), chapter=4,
+         previous="sgemm/04_1d_blocktiling", summary="each thread computes a THREAD_M x THREAD_N tile from registers",
+         rules=_rules_2d),
+    Step("sgemm/06_vectorized", "sgemm_vectorized",
+         {**_REG_TILING, "THREAD_M": Param(8, (4, 8, 16)), "THREAD_N": Param(8, (4, 8, 16))},
+         _tile_geometry(_threads_2d), chapter=4, previous="sgemm/05_2d_blocktiling",
+         summary="float4 global loads and stores, A stored K-major for 128-bit shared loads",
+         rules=_all(_rules_2d, _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"))),
+    Step("sgemm/07_warptiling", "sgemm_warptiling", _WARP_TILING, _tile_geometry(_threads_warps), chapter=4,
+         previous="sgemm/06_vectorized", summary="block tile -> warp tile -> thread tile: conflict-free shared reads",
+         rules=_rules_warps(1)),
+    Step("sgemm/08_register_prefetch", "sgemm_register_prefetch", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))},
+         _tile_geometry(_threads_warps), chapter=6, previous="sgemm/07_warptiling",
+         summary="issue the next tile's global loads into registers before computing this one",
+         rules=_rules_warps(1)),
+    Step("sgemm/09_double_buffer", "sgemm_double_buffer", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))},
+         _tile_geometry(_threads_warps), chapter=6, previous="sgemm/08_register_prefetch",
+         summary="two shared-memory buffers: one barrier per K tile instead of two",
+         rules=_rules_warps(2),
+         # NVRTC 12.8.93 (Colab's CUDA 12.8) and 13.0.88: 128 registers (the __launch_bounds__ cap), 72 B
+         # stack; the pinned 13.5: 128 registers, no spills
+         other_nvrtc_spills={("sm_75", "12.8"): (68, 84), ("sm_75", "13.0"): (68, 84)}),
+    Step("sgemm/10_cp_async", "sgemm_cp_async",
+         {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32)), "NUM_STAGES": Param(3, (2, 3, 4, 5))},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
+                                   _pipeline_bytes(p)),
+         chapter=6, previous="sgemm/09_double_buffer", min_arch=80,
+         summary="a NUM_STAGES-deep cp.async pipeline fills shared memory without staging registers",
+         rules=_all(_divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_N", "BLOCK_K"),
+                    _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _accumulator_rule,
+                    _stages_rule)),
+    Step("sgemm/11_fragment_prefetch", "sgemm_fragment_prefetch",
+         {**_WARP_TILING, "BLOCK_N": Param(256, (32, 64, 128, 256)), "BLOCK_K": Param(16, (4, 8, 16, 32)),
+          "WARP_N": Param(64, (16, 32, 64, 128)), "THREAD_N": Param(16, (4, 8, 16))},
+         _tile_geometry(_threads_warps), chapter=6, previous="sgemm/09_double_buffer",
+         summary="the next k step's slivers are loaded from shared memory while this step's FMAs run",
+         rules=_rules_warps(2)),
+    Step("sgemm/12_tf32x3", "sgemm_tf32x3",
+         {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
+          "BLOCK_K": Param(32, (8, 16, 32)), "WARP_M": Param(64, (16, 32, 64)),
+          "WARP_N": Param(32, (8, 16, 32, 64)), "NUM_STAGES": Param(4, (2, 3, 4, 5))},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
+                                   _tf32x3_bytes(p)),
+         chapter=6, previous="sgemm/11_fragment_prefetch", min_arch=80,
+         summary="sm_80+: the multiply-adds on the tensor cores at fp32 accuracy (3xTF32), a cp.async pipeline",
+         rules=_tf32x3_step_rules),
+    Step("hgemm/01_mma_tiling", "hgemm_mma_tiling", _MMA_TILING,
+         _mma_geometry, chapter=7, dtype="float16", min_arch=75,
+         summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
+         rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/02_vectorized_copy", "hgemm_vectorized_copy", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/01_mma_tiling",
+         summary="16-byte global-to-shared copies in fully unrolled loops",
+         rules=_mma_tiling_rules(16, 16, 16)),
+    Step("hgemm/03_swizzled", "hgemm_swizzled", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/02_vectorized_copy",
+         summary="XOR-swizzled shared tiles: ldmatrix reads one wavefront per 8x8 matrix",
+         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
+    Step("hgemm/04_register_prefetch", "hgemm_register_prefetch", _MMA_TILING, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/03_swizzled",
+         summary="the next block tile's global loads are issued into registers before this tile's mmas",
+         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
+    Step("hgemm/05_tuned_tiles", "hgemm_tuned_tiles", _MMA_TUNED, _mma_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/04_register_prefetch",
+         summary="a 256x128 block tile; swizzled addresses advanced by XOR with constants",
+         rules=_all(_mma_tiling_rules(16, 16, 16), _mma_copy_rule, _swizzle_rule, _xor_advance_rule)),
+    Step("hgemm/06_double_buffer", "hgemm_double_buffer", _MMA_TUNED, _mma_dynamic_geometry, chapter=7,
+         dtype="float16", min_arch=75, previous="hgemm/05_tuned_tiles",
+         summary="two shared buffers: one barrier per K tile instead of two",
+         rules=_all(_mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule, _swizzle_rule,
+                    _xor_advance_rule)),
+    Step("hgemm/07_cp_async", "hgemm_cp_async", {**_MMA_TUNED, "NUM_STAGES": Param(3, (2, 3, 4, 5))},
+         _mma_dynamic_geometry, chapter=7, dtype="float16", min_arch=80, previous="hgemm/06_double_buffer",
+         summary="sm_80+: a NUM_STAGES-deep cp.async pipeline feeding mma.m16n8k16",
+         rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=227 * 1024,
+                                      smem_what="shared memory, over the 227 KB a block may have on sm_90 "
+                                                "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
+                    _xor_advance_rule)),
+    Step("hgemm/08_wgmma", "hgemm_wgmma",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
+         lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
+         summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",
+         rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
+         extra_args=_wgmma_tensor_maps),
+    Step("hgemm/09_persistent", "hgemm_persistent",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/08_wgmma",
+         summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
+         rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
+         extra_args=_wgmma_tensor_maps),
+    Step("hgemm/10_tma_store", "hgemm_tma_store",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
+         summary="sm_90a: C goes out through shared memory and TMA stores; the next tile's wgmmas start meanwhile",
+         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
+    Step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
+         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/10_tma_store",
+         summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)",
+         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
+]
+
+# Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests
+# and the lab's scripts, but not steps of the course: steps() does not list them, no chapter shows them.
+LAB_STEPS: list[Step] = [
+    # Measured as step hgemm/10_clusters (2026-11-26); it lost to 09 on an H100 (lab/hgemm-past-cublas/README.md).
+    Step("hgemm-past-cublas/clusters", "hgemm_clusters",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
+          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         lambda m, n, k, p: Launch((_cluster_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
+         summary="sm_90a: clusters of blocks along M share each B tile, loaded once and multicast by TMA",
+         rules=_cluster_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps,
+         path="lab/hgemm-past-cublas/clusters.cu"),
+    # Attempt 5 (2026-11-28): step 11 with the clusters of attempt 1 (lab/hgemm-past-cublas/README.md).
+    Step("hgemm-past-cublas/clusters11", "hgemm_clusters11",
+         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
+          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)"),
+          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         lambda m, n, k, p: Launch((_cluster_grid(m, n, p, _tma_store_bytes), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
+         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/11_mma_in_flight",
+         summary="sm_90a: step 11 in clusters along M that share each B tile by TMA multicast",
+         rules=lambda p: _tma_store_rules(p) + [m for m in _cluster_rules(p) if m not in _wgmma_rules(p)],
+         shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps,
+         path="lab/hgemm-past-cublas/clusters11.cu"),
+]
+
+
+
+def get(name: str) -> Step:
+    """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique), or a lab kernel's."""
+    return find_step(name, STEPS + LAB_STEPS, "step")
+
+
+def find_step(name: str, steps: list, what: str):
+    """The step of `steps` called `name`, its full name or its short one ("03_smem_tiling", "smem_tiling");
+    a ConfigError naming the candidates when a short name fits several, or listing `what`s otherwise."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a {what} name is a string such as {steps[0].name!r}, not {name!r}")
+    matches = [s for s in steps if name in (s.name, s.short, s.short.split("_", 1)[-1])]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ConfigError(f"{name!r} names {len(matches)} {what}s, {' and '.join(s.name for s in matches)}; "
+                          f"give the full name.")
+    raise ConfigError(f"no {what} called {name!r}; the {what}s are: {', '.join(s.name for s in steps)}")
+
+
+def steps(track: str | None = None) -> list[Step]:
+    """All steps in reading order, or those of one track ('sgemm', 'hgemm', 'fused')."""
+    return [s for s in STEPS if track is None or s.track == track]
+
+
+def check_shape(step: Step, m: int, n: int, k: int) -> None:
+    """Reject a problem shape the step does not support, before any launch."""
+    if min(m, n, k) < 0:
+        raise ShapeError(f"{step.name}: negative sizes M={m}, N={n}, K={k}")
+    check_32bit_indices(step.name, {"A": (m, k), "B": (k, n), "C": (m, n)})
+    problem = step.shape_rule(m, n, k)
+    if problem:
+        raise ShapeError(f"{step.name}: {problem}.")
+
+
+def check_32bit_indices(name: str, matrices: dict[str, tuple[int, int]]) -> None:
+    """A ShapeError if a matrix ({name: (rows, cols)}) has more elements than the kernels' 32-bit int
+    indices reach (MAX_ELEMENTS), for the GEMM and the fused steps alike."""
+    over = [f"{x} is {r} x {c} = {r * c} elements" for x, (r, c) in matrices.items() if r * c > MAX_ELEMENTS]
+    if over:
+        raise ShapeError(f"{name}: {', '.join(over)}, more than the 2^31 - 1 that the kernel's 32-bit indices "
+                         f"reach; split the product into smaller blocks.")
+
+
+def parse_params(pairs: list[str] | None) -> dict:
+    """["BLOCK_K=8", "THREAD_M=16"] -> {"BLOCK_K": 8, "THREAD_M": 16} (the CLI's --param, run.py's specs)."""
+    out = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise ConfigError(f"a template parameter is NAME=INTEGER, not {pair!r}")
+        out[name] = int(value)
+    return out
+
+
+# --- every step, GEMM and fused (issue 42: one runtime) ------------------------------------------------------------
+# The fused A B C steps live in fusion.py (FUSED_STEPS), which imports this module; the functions below are the one
+# place that decides whether a name is a fused step, for gemmlab.step / instance / verify / benchmark, bench.sweep and
+# the command line alike.
+def all_steps() -> list:
+    """Every step in reading order, the GEMM steps (STEPS) and then the fused ones (fusion.FUSED_STEPS); steps()
+    lists the GEMM steps only, as the chapters print them."""
+    from . import fusion
+
+    return STEPS + fusion.FUSED_STEPS
+
+
+def all_step_names() -> list[str]:
+    """The names of all_steps(): every step gemmlab.step() takes (and the lab's kernels, LAB_STEPS, besides)."""
+    return [s.name for s in all_steps()]
+
+
+def lookup(name: str):
+    """The GEMM step (STEPS, LAB_STEPS) or the fused step (fusion.FUSED_STEPS) called `name`, by its full or short
+    name; a ConfigError naming the candidates when it fits several or none."""
+    from . import fusion
+
+    return find_step(name, STEPS + LAB_STEPS + fusion.FUSED_STEPS, "step")
+
+
+def is_fused(step) -> bool:
+    """Whether `step` is a fused A B C step (fusion.py): a step, a kernel or instance of one, or a name (lookup)."""
+    from . import fusion
+
+    if isinstance(step, str):
+        step = lookup(step)
+    return isinstance(getattr(step, "step", step), fusion.FusedStep)
+
+
+def all_fused(steps: list, command: str) -> bool:
+    """Whether all of `steps` (names, steps or kernels) are fused steps; False for GEMM steps only, a ConfigError when
+    the two kinds are mixed, since `command` times each kind against its own baselines."""
+    fused = {is_fused(s) for s in steps}
+    if len(fused) > 1:
+        raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
+                          f"in one run; run it once for each kind.")
+    return fused == {True}
