@@ -156,7 +156,7 @@ def test_pip_install_gives_a_working_package(tmp_path):
         copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(source)], check=True, capture_output=True, timeout=300)
-    code = ("import gemmlab, gemmlab.source as s, gemmlab.results as r; "
+    code = ("import gemmlab, gemmlab.runtime.source as s, gemmlab.measure.results as r; "
             "assert str(s.REPO).startswith(%r), s.REPO; "
             "assert (s.KERNELS / 'common.cuh').is_file() and any(r.RESULTS.glob('*.json')); "
             "from gemmlab import experiments as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "

@@ -167,7 +167,7 @@ def snapshot(dest: Path) -> str:
 VERIFY = r"""
 import json as _json, os as _os, sys as _sys, sysconfig as _sysconfig, importlib.util as _util
 import importlib.metadata as _metadata
-import gemmlab as _gemmlab, gemmlab.source as _source, gemmlab.results as _results
+import gemmlab as _gemmlab, gemmlab.runtime.source as _source, gemmlab.measure.results as _results
 def _version(name):
     try:
         return _metadata.version(name)
