@@ -255,16 +255,19 @@ def _warpgroup_tile_rules(p, max_split_k: int, why: str) -> list[str]:
     return out
 
 
+def _smem_rule(need: int, what: str) -> list[str]:
+    """The Hopper fused steps' shared-memory check: `need` bytes (made of `what`) against what a block may have."""
+    if need <= smem_limit():
+        return []
+    return [f"{need} bytes of shared memory ({what}), over the {smem_limit()} a block may have here; use fewer "
+            "stages, a smaller BLOCK_N or SPLIT_K"]
+
+
 def _wgmma_rules(p):
     out = _warpgroup_tile_rules(p, 8, "a warpgroup of 128 threads each, at most 1024")
     if p["NUM_STAGES"] < 2:
         out.append("NUM_STAGES must be at least 2")
-    if not out:
-        need = _wgmma_smem(p)
-        if need > smem_limit():
-            out.append(f"{need} bytes of shared memory (SPLIT_K x (the split tile + NUM_STAGES stages)), over the "
-                       f"{smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_N or SPLIT_K")
-    return out
+    return out or _smem_rule(_wgmma_smem(p), "SPLIT_K x (the split tile + NUM_STAGES stages)")
 
 
 def _tma_smem(p, d=None, splits_per_group=1):
@@ -282,12 +285,7 @@ def _tma_rules(p, smem=_tma_smem):
     if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
         out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
                    "waits for a stage by the parity of its fill, which is ambiguous once the ring is two fills ahead")
-    if not out:
-        need = smem(p)
-        if need > smem_limit():
-            out.append(f"{need} bytes of shared memory (NUM_STAGES stages, the groups' split tiles and partial sums), "
-                       f"over the {smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_N or SPLIT_K")
-    return out
+    return out or _smem_rule(smem(p), "NUM_STAGES stages, the groups' split tiles and partial sums")
 
 
 def _tma_shape(p, d):

@@ -451,6 +451,29 @@ _MMA_TUNED = {**_MMA_TILING, "BLOCK_M": Param(256, (32, 64, 128, 256))}
 # T4 (sm_75) has 64 KB of shared memory per block; a step meant to run there must fit it.
 _T4_DYNAMIC = dict(smem_limit=64 * 1024, smem_what="shared memory, over the 64 KB a T4 block may have")
 
+# The Hopper steps' parameters (hgemm/08 on; the lab's cluster kernels add theirs).
+_WGMMA_PARAMS = {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
+                 "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
+                 "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")}
+_STORE_BUFS = Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")
+_CLUSTER_M = Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")
+_CLUSTER_GROUP_M = Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)")
+
+
+def _persistent_launch(shared):
+    """One block of 384 threads per SM (a persistent grid), `shared(p)` bytes of dynamic shared memory."""
+    return lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), shared(p))
+
+
+def _tma_store_step(name: str, symbol: str, previous: str, summary: str) -> Step:
+    """A Hopper step whose epilogue stores C through shared memory and TMA (hgemm/10 on): a persistent grid, the
+    wgmma parameters and STORE_BUFS, the C tensor map beside A's and B's."""
+    return Step(name, symbol, {**_WGMMA_PARAMS, "STORE_BUFS": _STORE_BUFS}, _persistent_launch(_tma_store_bytes),
+                chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous=previous, summary=summary,
+                rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+                fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps)
+
+
 STEPS: list[Step] = [
     Step("sgemm/01_naive", "sgemm_naive", _BLOCK_XY, _naive_geometry(row_from_x=True), chapter=2,
          summary="one thread per element of C; threadIdx.x walks down a column", rules=_xy_threads),
@@ -548,43 +571,24 @@ STEPS: list[Step] = [
                                                 "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
                     _xor_advance_rule)),
     Step("hgemm/08_wgmma", "hgemm_wgmma",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
+         _WGMMA_PARAMS,
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
          summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
     Step("hgemm/09_persistent", "hgemm_persistent",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)")},
-         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
+         _WGMMA_PARAMS,
+         _persistent_launch(_wgmma_bytes),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/08_wgmma",
          summary="sm_90a: a persistent grid, one block per SM walking the tiles; loads run under the epilogue",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),
-    Step("hgemm/10_tma_store", "hgemm_tma_store",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
-          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
-         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
-         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
-         summary="sm_90a: C goes out through shared memory and TMA stores; the next tile's wgmmas start meanwhile",
-         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
-         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
-    Step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (1: row-major)"),
-          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)")},
-         lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
-         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/10_tma_store",
-         summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)",
-         rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
-         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps),
+    _tma_store_step("hgemm/10_tma_store", "hgemm_tma_store", previous="hgemm/09_persistent",
+                    summary="sm_90a: C goes out through shared memory and TMA stores; the next tile's wgmmas start "
+                            "meanwhile"),
+    _tma_store_step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight", previous="hgemm/10_tma_store",
+                    summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)"),
 ]
 
 # Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests
@@ -592,10 +596,7 @@ STEPS: list[Step] = [
 LAB_STEPS: list[Step] = [
     # Measured as step hgemm/10_clusters (2026-11-26); it lost to 09 on an H100 (lab/hgemm-past-cublas/README.md).
     Step("hgemm-past-cublas/clusters", "hgemm_clusters",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
-          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         {**_WGMMA_PARAMS, "GROUP_M": _CLUSTER_GROUP_M, "CLUSTER_M": _CLUSTER_M},
          lambda m, n, k, p: Launch((_cluster_grid(m, n, p), 1, 1), (384, 1, 1), _wgmma_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/09_persistent",
          summary="sm_90a: clusters of blocks along M share each B tile, loaded once and multicast by TMA",
@@ -604,11 +605,7 @@ LAB_STEPS: list[Step] = [
          path="lab/hgemm-past-cublas/clusters.cu"),
     # Attempt 5 (2026-11-28): step 11 with the clusters of attempt 1 (lab/hgemm-past-cublas/README.md).
     Step("hgemm-past-cublas/clusters11", "hgemm_clusters11",
-         {"BLOCK_N": Param(256, (128, 256), "columns per block tile (one wgmma m64nBLOCK_Nk16)"),
-          "NUM_STAGES": Param(4, (2, 3, 4, 5, 6)),
-          "GROUP_M": Param(16, (1, 2, 4, 8, 16, 32), "block rows per band of the tile order (a multiple of CLUSTER_M)"),
-          "STORE_BUFS": Param(2, (1, 2, 4), "64 x 64 staging boxes of C per consumer warpgroup (a ring)"),
-          "CLUSTER_M": Param(2, (1, 2, 4), "blocks per cluster along M, sharing each B tile by TMA multicast")},
+         {**_WGMMA_PARAMS, "GROUP_M": _CLUSTER_GROUP_M, "STORE_BUFS": _STORE_BUFS, "CLUSTER_M": _CLUSTER_M},
          lambda m, n, k, p: Launch((_cluster_grid(m, n, p, _tma_store_bytes), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/11_mma_in_flight",
          summary="sm_90a: step 11 in clusters along M that share each B tile by TMA multicast",

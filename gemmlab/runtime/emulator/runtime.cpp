@@ -263,21 +263,13 @@ std::string thread_list(const std::vector<unsigned>& ids) {
                      : barrier.empty() && !named.empty() ? "a named barrier (bar.sync id, count) that fewer than count threads reached"
                                      : "divergent __syncthreads(): every thread of the block must reach the same barrier";
     std::string detail;
-    for (auto& g : barrier)
-        detail += "; " + std::to_string(g.second.size()) + " threads wait at __syncthreads() on line " +
-                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
-    for (auto& g : named)
-        detail += "; " + std::to_string(g.second.size()) + " threads wait at a named barrier (bar.sync) on line " +
-                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
-    for (auto& g : warp)
-        detail += "; " + std::to_string(g.second.size()) + " threads wait at a warp collective on line " +
-                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
-    for (auto& g : spin)
-        detail += "; " + std::to_string(g.second.size()) + " threads wait on an mbarrier on line " +
-                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
-    for (auto& g : cluster)
-        detail += "; " + std::to_string(g.second.size()) + " threads wait at a cluster barrier on line " +
-                  std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
+    const std::pair<decltype(&barrier), const char*> waits[] = {
+        {&barrier, "at __syncthreads()"}, {&named, "at a named barrier (bar.sync)"}, {&warp, "at a warp collective"},
+        {&spin, "on an mbarrier"}, {&cluster, "at a cluster barrier"}};
+    for (auto& [groups, where] : waits)
+        for (auto& g : *groups)
+            detail += "; " + std::to_string(g.second.size()) + " threads wait " + where + " on line " +
+                      std::to_string(g.first) + " (threads " + thread_list(g.second) + ")";
     if (!exited.empty())
         detail += "; " + std::to_string(exited.size()) + " threads have exited (threads " + thread_list(exited) + ")";
     if (w.csize > 1) {
