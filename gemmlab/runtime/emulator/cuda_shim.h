@@ -554,23 +554,23 @@ inline Mma4 mma_tf32(const MmaTf32Operands& in) {
 }
 }  // namespace detail
 
-inline void ldmatrix_x1(unsigned& r0, const void* p) {
-    auto o = detail::Ldmatrix<1, false>::run(p); r0 = o.r[0];
+namespace detail {
+template <bool Trans, class... R>  // one ldmatrix of sizeof...(R) matrices into this lane's registers r...
+inline void ldmatrix_into(const void* p, R&... r) {
+    auto o = Ldmatrix<sizeof...(R), Trans>::run(p);
+    unsigned* out[] = {&r...};
+    for (size_t i = 0; i < sizeof...(R); ++i) *out[i] = o.r[i];
 }
-inline void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) {
-    auto o = detail::Ldmatrix<2, false>::run(p); r0 = o.r[0]; r1 = o.r[1];
-}
+}  // namespace detail
+inline void ldmatrix_x1(unsigned& r0, const void* p) { detail::ldmatrix_into<false>(p, r0); }
+inline void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) { detail::ldmatrix_into<false>(p, r0, r1); }
 inline void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
-    auto o = detail::Ldmatrix<4, false>::run(p); r0 = o.r[0]; r1 = o.r[1]; r2 = o.r[2]; r3 = o.r[3];
+    detail::ldmatrix_into<false>(p, r0, r1, r2, r3);
 }
-inline void ldmatrix_x1_trans(unsigned& r0, const void* p) {
-    auto o = detail::Ldmatrix<1, true>::run(p); r0 = o.r[0];
-}
-inline void ldmatrix_x2_trans(unsigned& r0, unsigned& r1, const void* p) {
-    auto o = detail::Ldmatrix<2, true>::run(p); r0 = o.r[0]; r1 = o.r[1];
-}
+inline void ldmatrix_x1_trans(unsigned& r0, const void* p) { detail::ldmatrix_into<true>(p, r0); }
+inline void ldmatrix_x2_trans(unsigned& r0, unsigned& r1, const void* p) { detail::ldmatrix_into<true>(p, r0, r1); }
 inline void ldmatrix_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
-    auto o = detail::Ldmatrix<4, true>::run(p); r0 = o.r[0]; r1 = o.r[1]; r2 = o.r[2]; r3 = o.r[3];
+    detail::ldmatrix_into<true>(p, r0, r1, r2, r3);
 }
 inline void mma_m16n8k8_f32(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[1], const float (&c)[4]) {
     detail::mma_f32<8>(d, a, b, c);
