@@ -31,6 +31,26 @@ def test_explorer_has_one_control_per_parameter(monkeypatch):
     assert len(calls) == 2 and calls[-1]["BLOCK_M"] == 16
 
 
+def test_the_one_explorer_takes_a_fused_step_with_a_size_slider(monkeypatch):
+    from gemmlab import fusion
+
+    calls = []
+    monkeypatch.setattr(fusion, "slider_report", lambda name, n, **params: calls.append((name, n, params)) or "report")
+    box = explore.explorer("fused/03_two_phase", size=33)
+    size, *rows, out = box.children
+    assert size.description == "N" and size.value == 33
+    assert [c.description for row in rows for c in row.children] == list(fusion.get("fused/03_two_phase").params)
+    size.value = 64  # N re-runs the report too
+    assert [c[1] for c in calls] == [33, 64] and calls[-1][0] == "fused/03_two_phase"
+
+
+def test_the_fused_explorer_checks_on_the_cpu():
+    from gemmlab import fusion
+
+    text = fusion.slider_report("fused/01_naive_row", 17, backend="cpu")
+    assert "PASS" in text and "N=17" in text
+
+
 def test_timing_line_formats_one_live_record(monkeypatch):
     import gemmlab
     from gemmlab import bench

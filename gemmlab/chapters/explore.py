@@ -59,21 +59,34 @@ def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
     return "\n".join(lines)
 
 
-def explorer(name: str, size: int = 2048, **initial):
-    """ipywidgets controls for every template parameter of step `name` (ipywidgets 7 and 8)."""
+def explorer(name: str, size: int | None = None, **initial):
+    """ipywidgets controls for every template parameter of step `name`, a GEMM step or a fused one (ipywidgets 7
+    and 8). Under them: report() of the GEMM step at size^3 (default 2048), or, for a fused step, a slider over N
+    (default 64) and fusion.slider_report (can it run, does it match float64 at N, what was recorded)."""
     import ipywidgets as widgets
 
-    step = registry.get(name)
+    step = registry.lookup(name)
     controls = {p: widgets.Dropdown(options=list(spec.choices), value=initial.get(p, spec.default), description=p)
                 for p, spec in step.params.items()}
+    head = []  # controls above the parameters: the fused steps' N
+    if registry.is_fused(step):
+        from ..runtime import fusion
+
+        n = widgets.SelectionSlider(options=[17, 33, 64, 100, 130], value=size or 64, description="N",
+                                    continuous_update=False)
+        head.append(n)
+        text = lambda values: fusion.slider_report(name, n.value, **values)  # noqa: E731
+    else:
+        text = lambda values: report(name, size=size or 2048, **values)  # noqa: E731
     out = widgets.Output()
 
     def update(*_):
         out.clear_output()
         with out:
-            print(report(name, size=size, **{p: c.value for p, c in controls.items()}))
+            print(text({p: c.value for p, c in controls.items()}))
 
-    for c in controls.values():
+    for c in [*head, *controls.values()]:
         c.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox(list(controls.values())[i:i + 4]) for i in range(0, len(controls), 4)] + [out])
+    rows = [widgets.HBox(list(controls.values())[i:i + 4]) for i in range(0, len(controls), 4)]
+    return widgets.VBox([*head, *rows, out])

@@ -1164,28 +1164,6 @@ def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params)
     return "\n".join(lines)
 
 
-def explorer(name: str = "fused/03_two_phase", n: int = 64):
-    """Sliders over N and the step's tile parameters (ipywidgets 7 and 8): check on the CPU, recorded times."""
-    import ipywidgets as widgets
-
-    st = get(name)
-    size = widgets.SelectionSlider(options=[17, 33, 64, 100, 130], value=n, description="N", continuous_update=False)
-    controls = {p: widgets.Dropdown(options=list(spec.choices), value=spec.default, description=p)
-                for p, spec in st.params.items()}
-    out = widgets.Output()
-
-    def update(*_):
-        out.clear_output()
-        with out:
-            print(slider_report(name, size.value, **{p: c.value for p, c in controls.items()}))
-
-    for c in [size, *controls.values()]:
-        c.observe(update, names="value")
-    update()
-    rows = [widgets.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)]
-    return widgets.VBox([size, *rows, out])
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m gemmlab.runtime.fusion check | bench | lane`, kept for the scripts that call it: a route into the one
     command line, `python -m gemmlab verify | bench | fusion-lane`, over every fused step where none is named."""
