@@ -213,3 +213,19 @@ def test_each_tracks_roadmap_lists_every_step():
         header = first[:first.index("\n\n")] if "\n\n" in first else first
         listed = re.findall(r"^//   (\d\d_[a-z0-9_]+)\s", header, re.M)
         assert [f"{track}/{n}" for n in listed] == names, (track, listed)
+
+
+def test_every_step_declares_its_operands_reference_and_bound():
+    """One step abstraction (issue 42): a GEMM step and a fused step both declare their operands, their float64
+    reference and their error bound (registry.StepSpec), and verify uses the step's own compare."""
+    import numpy as np
+
+    for s in gemmlab.registry.all_steps():
+        assert s.inputs == (("A", "B", "C") if gemmlab.registry.is_fused(s) else ("A", "B")), s.name
+        ops = [np.arange(16, dtype=np.float32).reshape(4, 4) % 3 for _ in s.inputs]
+        want = s.reference(*ops)
+        assert np.array_equal(want, np.linalg.multi_dot([o.astype(np.float64) for o in ops]))
+        bad, _ = s.compare(want.astype(np.float32), *ops)
+        assert not bad.any(), s.name
+        bad, _ = s.compare(want.astype(np.float32) + 1, *ops)
+        assert bad.all(), s.name

@@ -141,7 +141,7 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
             case.rejected = str(e)
             report.cases.append(case)
             continue
-        bad, ratio = compare(np.asarray(got), a, b, kernel.step.accumulate)
+        bad, ratio = kernel.step.compare(np.asarray(got), a, b)
         case.worst = float(ratio.max()) if ratio.size else 0.0
         report.cases.append(case)
         if bad.any():

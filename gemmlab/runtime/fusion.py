@@ -30,7 +30,7 @@ import numpy as np
 
 from . import kernel as _kernel
 from ..errors import ConfigError, GemmlabError, InputError, ShapeError, VerificationError
-from .registry import (ArchRequirement, Launch, Param, cdiv, check_32bit_indices, find_step, resolve_params,
+from .registry import (StepSpec, Launch, Param, product64, cdiv, check_32bit_indices, find_step, resolve_params,
                        tf32x3_tile_rules)
 from ..measure import results
 from ..measure.bench import environment, time_back_to_back
@@ -51,7 +51,7 @@ Dims = tuple[int, int, int, int]  # (M, K, L, N)
 
 
 @dataclass(frozen=True)
-class FusedStep(ArchRequirement):
+class FusedStep(StepSpec):
     name: str                     # "fused/NN_idea", also kernels/fused/NN_idea.cu
     symbol: str                   # the __global__ template's name
     params: dict[str, Param]      # in template-argument order
@@ -72,13 +72,15 @@ class FusedStep(ArchRequirement):
     sized_tiles: tuple = ()
     chapter: int = 8
 
+    inputs = ("A", "B", "C")  # E = A B C (StepSpec)
+
     @property
     def file(self) -> str:
         return f"kernels/{self.name}.cu"
 
-    @property
-    def short(self) -> str:
-        return self.name.split("/")[1]
+    def compare(self, got: np.ndarray, *operands) -> tuple[np.ndarray, np.ndarray]:
+        """E = A B C against float64, within the bound of both products' rounding (fusion.compare)."""
+        return compare(got, *operands)
 
     @property
     def dtype(self) -> str:
@@ -100,9 +102,6 @@ class FusedStep(ArchRequirement):
         `sized_tiles` for its larger output side, else none (the parameters' defaults)."""
         side = max(dims[0], dims[2], dims[3])
         return next((dict(p) for from_n, p in reversed(self.sized_tiles) if side >= from_n), {})
-
-    def name_expression(self, params: dict) -> str:
-        return f"{self.symbol}<{', '.join(str(params[k]) for k in self.params)}>"
 
     def fit(self, dims: Dims) -> Dims:
         """(M, K, L, N) with K, L and N rounded up to shape_multiple: a shape this step takes."""
@@ -713,8 +712,7 @@ def make_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
 
 def reference(a, b, c) -> np.ndarray:
     """E = A B C in float64."""
-    with np.errstate(invalid="ignore"):
-        return (a.astype(np.float64) @ b.astype(np.float64)) @ c.astype(np.float64)
+    return product64(a, b, c)
 
 
 def compare(got: np.ndarray, a, b, c) -> tuple[np.ndarray, np.ndarray]:
@@ -741,7 +739,7 @@ def check(kern: FusedKernel | str, cases: list[Case] | None = None, raise_on_fai
     for case in cases or default_cases(kern):
         a, b, c = make_inputs(case.kind, *case.dims)
         got = np.asarray(_kernel.to_array(np, kern(a, b, c)))
-        bad, ratio = compare(got, a, b, c)
+        bad, ratio = kern.step.compare(got, a, b, c)
         case.worst = float(ratio.max()) if ratio.size else 0.0
         report.cases.append(case)
         if bad.any():

@@ -74,8 +74,47 @@ class ArchRequirement:
         return arch + "a" if self.arch_specific and arch == f"sm_{self.min_arch}" else arch
 
 
+def product64(*operands) -> np.ndarray:
+    """The product of `operands`, left to right, in float64: every step's reference."""
+    out = operands[0].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # Inf * 0 in the "inf" case: NaN, as the kernel must give
+        for x in operands[1:]:
+            out = out @ x.astype(np.float64)
+    return out
+
+
+class StepSpec(ArchRequirement):
+    """What every step declares, a GEMM step's (Step: C = A B) and a fused one's (fusion.FusedStep: E = A B C): its
+    name ("<track>/<NN>_<idea>"), the __global__ template's `symbol` and its `params`, the operands it takes
+    (`inputs`), its float64 reference and error bound (`reference`, `compare`), and the rules of its configurations
+    (`resolve`). The one runtime works from these: gemmlab.step, verify, benchmark, sweep, explore.explorer and the
+    command line take either kind."""
+
+    inputs = ("A", "B")  # the operands, in the kernel's argument order (a class attribute, not a dataclass field)
+
+    @property
+    def track(self) -> str:
+        return self.name.split("/")[0]
+
+    @property
+    def short(self) -> str:
+        return self.name.split("/")[1]
+
+    def name_expression(self, params: dict) -> str:
+        args = ", ".join(str(params[k]) for k in self.params)
+        return f"{self.symbol}<{args}>" if args else self.symbol
+
+    def reference(self, *operands) -> np.ndarray:
+        """The product of this step's operands in float64 (product64)."""
+        return product64(*operands)
+
+    def compare(self, got: np.ndarray, *operands) -> tuple[np.ndarray, np.ndarray]:
+        """(bad mask, error / bound) of `got` against the float64 reference, within this step's error bound."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Step(ArchRequirement):
+class Step(StepSpec):
     name: str  # "<track>/<NN>_<idea>", also the file kernels/<name>.cu
     symbol: str  # the __global__ template's name
     params: dict[str, Param]  # in template-argument order
@@ -113,13 +152,11 @@ class Step(ArchRequirement):
     def file(self) -> str:
         return self.path or f"kernels/{self.name}.cu"
 
-    @property
-    def track(self) -> str:
-        return self.name.split("/")[0]
+    def compare(self, got: np.ndarray, *operands) -> tuple[np.ndarray, np.ndarray]:
+        """C = A B against float64, the bound of `accumulate`'s rounding over K (check.compare)."""
+        from ..measure import check
 
-    @property
-    def short(self) -> str:
-        return self.name.split("/")[1]
+        return check.compare(got, *operands, self.accumulate)
 
     def resolve(self, overrides: dict) -> dict:
         """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
@@ -128,10 +165,6 @@ class Step(ArchRequirement):
         if problems:
             raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
         return params
-
-    def name_expression(self, params: dict) -> str:
-        args = ", ".join(str(params[k]) for k in self.params)
-        return f"{self.symbol}<{args}>" if args else self.symbol
 
     def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
         return self.geometry(m, n, k, params)
