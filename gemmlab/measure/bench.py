@@ -38,7 +38,7 @@ def time_back_to_back(fn, n_repeat: int, n_warmup: int) -> dict:
     return _stats(run.gpu_times[0])
 
 
-def _baseline_calls(a, b) -> dict:
+def baseline_calls(a, b) -> dict:
     """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs: name -> call."""
     import cupy
 
@@ -94,7 +94,7 @@ def time_interleaved(calls: dict, n_repeat: int, n_warmup: int, between=None, ro
 
 def against_cublas(fn, a, b, n_repeat: int = 50, n_warmup: int = 5) -> tuple[float, float]:
     """(median seconds of fn, median seconds of the faster cuBLAS call on a and b), launched in turn."""
-    timed = time_interleaved({**_baseline_calls(a, b), "__step__": fn}, n_repeat, n_warmup)
+    timed = time_interleaved({**baseline_calls(a, b), "__step__": fn}, n_repeat, n_warmup)
     t = timed.pop("__step__")["median_s"]
     return t, min(v["median_s"] for v in timed.values())
 
@@ -180,7 +180,7 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
             if k.dtype not in inputs:
                 a = (rng.random((m, kk), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
                 b = (rng.random((kk, n), dtype=cupy.float32) * 2 - 1).astype(k.dtype)
-                inputs[k.dtype] = (a, b, _baseline_calls(a, b))
+                inputs[k.dtype] = (a, b, baseline_calls(a, b))
             a, b, calls = inputs[k.dtype]
             c = cupy.empty((m, n), dtype=k.dtype)
             timed = time_interleaved({**calls, "step": lambda: k.run(a, b, c)}, n_repeat, n_warmup)

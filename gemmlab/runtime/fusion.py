@@ -269,7 +269,7 @@ def _wgmma_rules(p):
     return out or _smem_rule(_wgmma_smem(p), "SPLIT_K x (the split tile + NUM_STAGES stages)")
 
 
-def _tma_smem(p, d=None, splits_per_group=1):
+def tma_smem(p, d=None, splits_per_group=1):
     """Step 07's dynamic shared memory: alignment, the ring of stages, each group's split B tile (or
     `splits_per_group` of them: results/experiments/fusion-tma, `overlap`), the partial sums of groups
     1 .. SPLIT_K - 1, two mbarriers per stage."""
@@ -279,7 +279,8 @@ def _tma_smem(p, d=None, splits_per_group=1):
             + 4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"] + 16 * p["NUM_STAGES"])
 
 
-def _tma_rules(p, smem=_tma_smem):
+def tma_rules(p, smem=tma_smem):
+    """Why a configuration of step 07 (or 08) cannot run; `smem(p)`: its shared memory (a lab variant's own)."""
     out = _warpgroup_tile_rules(p, 7, "a warpgroup of 128 threads each, plus the producer warp: at most 1024 threads")
     if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
         out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
@@ -295,7 +296,7 @@ def _tma_shape(p, d):
     return []
 
 
-def _tma_maps(backend, a, b, c, t, tile):
+def tma_maps(backend, a, b, c, t, tile):
     """Step 07's tensor maps, after its ten arguments: A and T in boxes of a tile's rows (`tile`: its rows and
     columns) x 32, the left operand's tile; B and C in 32 x 32 boxes, a 128-byte-wide piece of the right one's."""
     from . import tma
@@ -373,7 +374,7 @@ FUSED_STEPS: list[FusedStep] = [
               threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
               min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
               summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
-              rules=_tma_rules, smem=_tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=_tma_maps,
+              rules=tma_rules, smem=tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=tma_maps,
               # the fastest tiles of the H200 sweeps (results/nvidia-h200.fusion.json; a test keeps them so): 32
               # columns and three groups while 64 x 64 tiles would leave SMs idle (64 tiles at 512), then 64 x 64
               sized_tiles=((512, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12}),
@@ -835,11 +836,12 @@ def baseline(records: list[dict], n: int, kind: str = "benchmark") -> dict | Non
 # ------------------------------------------------------------------------------------------------
 # Timing (GPU only)
 # ------------------------------------------------------------------------------------------------
-def _repeats(n: int) -> int:
+def repeats_for(n: int) -> int:
+    """How many timed launches the fused lane takes at size n (more where a launch is short)."""
     return 300 if n <= 512 else 100 if n <= 1024 else 40 if n <= 2048 else 15
 
 
-def _time(fn, n_repeat: int, n_warmup: int = 10) -> dict:
+def time_call(fn, n_repeat: int, n_warmup: int = 10) -> dict:
     """Device time (bench's CUDA-event protocol) plus the wall time of a call and a synchronize."""
     import cupy
 
@@ -859,7 +861,7 @@ def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
 
     out = {}
     cupy.cuda.Device().synchronize()
-    out["cupy a@b@c"] = _time(lambda: cupy.matmul(cupy.matmul(a, b), c), n_repeat)
+    out["cupy a@b@c"] = time_call(lambda: cupy.matmul(cupy.matmul(a, b), c), n_repeat)
     s = cupy.cuda.Stream(non_blocking=True)
     try:  # the same two GEMMs captured once into a CUDA graph and replayed
         with s:
@@ -871,7 +873,7 @@ def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
                 cupy.matmul(cupy.matmul(a, b), c)
             finally:
                 graph = s.end_capture()
-        out["cupy graph a@b@c"] = _time(lambda: graph.launch(), n_repeat)
+        out["cupy graph a@b@c"] = time_call(lambda: graph.launch(), n_repeat)
     except Exception as e:  # noqa: BLE001 (a CuPy that cannot capture this): say so, go on
         print(f"cupy graph capture skipped: {type(e).__name__}: {str(e)[:120]}")
     try:
@@ -882,9 +884,9 @@ def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
-    out["torch a@b@c"] = _time(lambda: ta @ tb @ tc, n_repeat)
-    out["torch a@b"] = _time(lambda: ta @ tb, n_repeat)
-    out["torch graph a@b@c"] = _time(torch_graph_abc(ta, tb, tc), n_repeat)
+    out["torch a@b@c"] = time_call(lambda: ta @ tb @ tc, n_repeat)
+    out["torch a@b"] = time_call(lambda: ta @ tb, n_repeat)
+    out["torch graph a@b@c"] = time_call(torch_graph_abc(ta, tb, tc), n_repeat)
     return out
 
 
@@ -953,7 +955,7 @@ def _time_kernel(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]
     direct, rel = checked_launcher(kern, a, b, c, want)
     replay, _ = checked_launcher(kern, a, b, c, want, graph=True)
     graph_t = time_back_to_back(replay, n_repeat, 10)
-    return _time(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
+    return time_call(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
                                      "graph_median_s": graph_t["median_s"]}
 
 
@@ -1009,7 +1011,7 @@ def benchmark(names=DEFAULT_STEPS, sizes=DEFAULT_SIZES, params: dict | None = No
     records = []
     for n in sizes:
         a, b, c = random_inputs(n)
-        reps = n_repeat or _repeats(n)
+        reps = n_repeat or repeats_for(n)
         base = time_baselines(a, b, c, reps)
         for name, t in base.items():
             records.append(_record(name, None, "benchmark", n, t, base, env))
@@ -1069,7 +1071,7 @@ def sweep(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512
     records = []
     for n in sizes:
         a, b, c = random_inputs(n)
-        reps = max(50, _repeats(n) // 3)
+        reps = max(50, repeats_for(n) // 3)
         base = {k: v for k, v in time_baselines(a, b, c, reps).items() if k in BASELINES}
         for values in itertools.product(*grid.values()):
             p = dict(zip(grid, values))

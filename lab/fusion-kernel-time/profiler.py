@@ -103,7 +103,7 @@ def main(sizes: list[int]) -> None:
                       f"span {span:.3f} us", flush=True)
                 if rnd == 0:
                     print(f"names n={n} {name}: " + " | ".join(short(k["name"]) for k in per_call[0]))
-        experiments.time_rounds(calls, n, fusion._repeats(n))
+        experiments.time_rounds(calls, n, fusion.repeats_for(n))
 
 
 def record() -> dict:

@@ -29,7 +29,7 @@ for n in sizes:
     except ImportError:
         pass
     calls["fused/05"] = kern.launcher(a, b, c, e)
-    reps = fusion._repeats(n)
+    reps = fusion.repeats_for(n)
     for rnd in range(3):
         t = bench.time_interleaved(calls, reps, 10)
         best = min(v["median_s"] for k, v in t.items() if k != "fused/05")

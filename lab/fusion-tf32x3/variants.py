@@ -83,7 +83,7 @@ def run(sizes: list[int], configs: list[str] | None = None, variants: list[str] 
     from gemmlab import fusion
     for n in sizes:
         a, b, c = fusion.random_inputs(n)
-        reps = fusion._repeats(n)
+        reps = fusion.repeats_for(n)
         base = fusion.time_baselines(a, b, c, reps)
         want = cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
         best = min(base[k]["median_s"] for k in fusion.BASELINES if k in base)
@@ -99,7 +99,7 @@ def run(sizes: list[int], configs: list[str] | None = None, variants: list[str] 
                 if not variant.startswith("!"):
                     fusion.check(k)
                 e = cupy.empty((n, n), cupy.float32)
-                t = fusion._time(k.launcher(a, b, c, e), reps)
+                t = fusion.time_call(k.launcher(a, b, c, e), reps)
                 err = float(cupy.abs(e - want).max() / cupy.abs(want).max())
                 print(f"{n:5d} {cfg:8s} {variant:9s} {t['median_s'] * 1e6:9.1f} us {fusion.flops(n) / t['median_s'] / 1e12:6.1f} TF "
                       f"x{best / t['median_s']:.2f}  err {err:.2e}  regs {k.resources().registers}", flush=True)

@@ -264,7 +264,7 @@ def multicast_step(cluster: int):
 
     st = fusion.get("fused/08_tile_flags")
     params = {**st.params, "CLUSTER": fusion.Param(cluster, (cluster,), "blocks per cluster, side by side along N")}
-    maps = lambda backend, a, b, c, t, tile: fusion._tma_maps(backend, a, b, c, t, (tile[0] // cluster, tile[1]))  # noqa: E731
+    maps = lambda backend, a, b, c, t, tile: fusion.tma_maps(backend, a, b, c, t, (tile[0] // cluster, tile[1]))  # noqa: E731
     return dataclasses.replace(st, params=params, tensor_maps=maps, summary=f"08 with clusters of {cluster} (multicast)")
 
 
@@ -400,9 +400,9 @@ def splitter_kernel(backend: str | None = None, split: bool = True, **params):
     splits = int(re.search(r"^constexpr int NUM_SPLITS = (\d+);", source, re.M).group(1))  # the patch's ring
 
     def smem(p, d=None):  # 08's, with the ring's split tiles in place of one per group, and their mbarriers
-        return fusion._tma_smem(p, d) + (splits - p["SPLIT_K"]) * 2 * 4 * p["BLOCK_N"] * 32 + 16 * splits
+        return fusion.tma_smem(p, d) + (splits - p["SPLIT_K"]) * 2 * 4 * p["BLOCK_N"] * 32 + 16 * splits
 
-    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion._tma_rules(p, smem),
+    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion.tma_rules(p, smem),
                              threads=lambda p: 128 * p["SPLIT_K"] + 160, summary="08 with a splitter warpgroup")
     return fusion.FusedKernel(st, params, backend, source=source)
 
@@ -779,7 +779,7 @@ def presplit_kernel(backend: str | None = None, split_b: bool = False, source: s
     from gemmlab.runtime.fusion import cdiv
 
     def smem(p, d=None):  # 08's, with each stage's right-operand tile twice as large
-        return fusion._tma_smem(p, d) + p["NUM_STAGES"] * 4 * fusion.WGMMA_TILE_K * p["BLOCK_N"]
+        return fusion.tma_smem(p, d) + p["NUM_STAGES"] * 4 * fusion.WGMMA_TILE_K * p["BLOCK_N"]
 
     class Presplit(fusion.FusedKernel):
         def launch_args(self, a, b, c, e, grid=None):
@@ -795,7 +795,7 @@ def presplit_kernel(backend: str | None = None, split_b: bool = False, source: s
             maps = [tma.tensor_map(self.backend, x, index, bn, fusion.WGMMA_TILE_K) for x, index in ((bs, 14), (cs, 15))]
             return cfg, args + [bs, cs, ready] + maps
 
-    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion._tma_rules(p, smem),
+    st = dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem, rules=lambda p: fusion.tma_rules(p, smem),
                              summary="08 with B and C split once, up front")
     return Presplit(st, params, backend, source=source or presplit_source(split_b))
 

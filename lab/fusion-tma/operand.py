@@ -43,7 +43,7 @@ def _rules(p):
     from gemmlab import fusion
 
     out = [] if p["BLOCK_M"] in (32, 64) else [f"BLOCK_M={p['BLOCK_M']} must be 32 or 64 (the N of one wgmma)"]
-    return out + fusion._tma_rules({**p, "BLOCK_N": 32}, smem=lambda _: _smem(p))
+    return out + fusion.tma_rules({**p, "BLOCK_N": 32}, smem=lambda _: _smem(p))
 
 
 def _maps(backend, a, b, c, t, tile):

@@ -543,9 +543,9 @@ def overlap_step():
 
     from gemmlab import fusion
 
-    smem = lambda p, d=None: fusion._tma_smem(p, d, splits_per_group=2)  # noqa: E731
+    smem = lambda p, d=None: fusion.tma_smem(p, d, splits_per_group=2)  # noqa: E731
     return dataclasses.replace(fusion.get("fused/08_tile_flags"), smem=smem,
-                               rules=lambda p: fusion._tma_rules(p, smem), summary="08 with two split tiles per group")
+                               rules=lambda p: fusion.tma_rules(p, smem), summary="08 with two split tiles per group")
 
 
 def overlap_kernel(backend: str | None = None, source: str | None = None, **params):

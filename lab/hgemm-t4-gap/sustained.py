@@ -80,7 +80,7 @@ def main():
     rng = cupy.random.default_rng(n)
     a, b = ((rng.random((n, n), dtype=cupy.float32) * 2 - 1).astype(cupy.float16) for _ in range(2))
     c = cupy.empty((n, n), dtype=cupy.float16)
-    calls = bench._baseline_calls(a, b)
+    calls = bench.baseline_calls(a, b)
     for name in STEPS:
         k = Kernel(registry.get(name), {}, "gpu")
         calls[name] = (lambda k=k: k.run(a, b, c))
