@@ -505,6 +505,12 @@ def test_gemmlab_instance_of_a_fused_step_is_compile_only():
     assert isinstance(inst, fusion.FusedInstance) and inst.params["BLOCK_M"] == 32
     assert inst.resources().registers == fusion.resources("fused/03_two_phase", "sm_90", BLOCK_M=32,
                                                           BLOCK_N=32).registers
+    fit = inst.fit("sm_75")  # the T4 question a GEMM instance answers, for a fused step too
+    assert fit.ok and fit.threads == fusion.get("fused/03_two_phase").threads(inst.params)
+    big = gemmlab.instance("fused/07_tma_tf32x3")
+    assert big.fit().ok and big.fit().dynamic_shared > 64 * 1024  # an H100's shared memory, not a T4's
+    with pytest.raises(gemmlab.errors.ArchError, match="needs sm_90a"):  # said, as for a GEMM step
+        big.fit("sm_75")
 
 
 def test_benchmark_and_sweep_of_fused_steps_without_a_gpu_return_the_fusion_records(monkeypatch):

@@ -626,6 +626,15 @@ class FusedInstance(_kernel.Instance):
     def compiled(self, arch: str | None = None):
         return compiled(self.name, arch or self.ARCH, self.source_text, **self.params)
 
+    def fit(self, arch: str | None = None, size: int = 1024) -> "nvrtc.Fit":
+        """Whether one block fits `arch` (sm_90 by default): ptxas' report plus the step's threads and its dynamic
+        shared memory for an N x N x N x N problem, against the arch's limits (nvrtc.fit), as kernel.Instance.fit."""
+        from . import nvrtc
+
+        dims = self.step.fit((size, size, size, size))
+        return nvrtc.fit(self.resources(arch or self.ARCH), self.step.threads(self.params),
+                         self.step.smem(self.params, dims), compiler=nvrtc.version())
+
 
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
     """Compile fused step `name` with template parameters `params` for the active (or given) backend."""
