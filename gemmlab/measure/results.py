@@ -106,6 +106,7 @@ def one_gpu(records: list[dict]) -> list[dict]:
 # made before it timed cuBLAS first and then each configuration's launches back to back; the H100 slowed
 # within seconds of sustained load, so their % of cuBLAS can wander by several points either way.
 INTERLEAVED_SINCE = "2026-11-24"
+ROTATED_SINCE = "2026-11-28"  # from this day the interleaved order rotates every turn (bench.rotated)
 
 
 def timing_note(records: list[dict]) -> str:
