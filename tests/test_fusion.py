@@ -552,6 +552,8 @@ def test_a_record_the_lane_writes_has_the_gemm_field_names(tmp_path, monkeypatch
     assert all(f in stored for f in GEMM_FIELDS) and "impl" not in stored and "speedup" not in stored
     assert stored["step"] == "fused/08_tile_flags" and stored["baseline"] == "torch a@b@c"
     assert stored["baseline_median_s"] == 6e-5 and stored["pct_of_baseline"] == pytest.approx(300.0)
+    assert stored["baselines"] == {"torch a@b@c": 6e-5, "cupy a@b@c": 7e-5}  # every baseline, as a GEMM record's
+    assert stored["baseline_tflops"] == pytest.approx(fusion.flops(512) / 6e-5 / 1e12)
     assert (stored["l"], stored["kind"], stored["grid"]) == (512, "benchmark", 128)
     assert fusion.results.load("Test GPU", fusion.SUFFIX)[0]["source"] == "recorded"
 

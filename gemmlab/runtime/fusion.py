@@ -924,7 +924,9 @@ def _record(step: str, params: dict | None, kind: str, n: int, t: dict, base: di
     if against:
         name = min(against, key=lambda k: base[k]["median_s"])
         rec.update(baseline=name, baseline_median_s=base[name]["median_s"],
-                   pct_of_baseline=100.0 * base[name]["median_s"] / t["median_s"])
+                   baseline_tflops=flops(n) / base[name]["median_s"] / 1e12,
+                   pct_of_baseline=100.0 * base[name]["median_s"] / t["median_s"],
+                   baselines={k: v["median_s"] for k, v in base.items()})
     return {**rec, **env, "date": datetime.date.today().isoformat(), "source": "live"}
 
 
