@@ -5,12 +5,20 @@
 #   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over every step (and the first
 #      three over chapter 8's fused steps),
 #   4. Nsight Compute warp-state counters of the FP32 latency-hiding steps (results/<gpu>.ncu.json).
-# Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks]
+# Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks] [--part tests|book|measure]
+# --part runs one third, for device calls of 10 minutes: tests = 1 (tests/ and the agreement), book = 1 (nbval
+# over book/), measure = 2 to 4 (benchmark, sanitizers, ncu). Without it, all three in turn. (An H200 on 2026-11-28
+# ran 39% of tests/ in 280 s: tests alone may need most of a call.)
 # Wheels in .whl/ are installed first when present, for machines without a registry: the test packages of
 # requirements.txt that the machine lacks (nbval, ipykernel, ipywidgets, nbclient) with their dependencies,
 # downloaded for its Python elsewhere (pip download --only-binary=:all: --python-version X.Y -d .whl ...).
 set -uo pipefail
 out=${1:-${OUT:-gpu-lane-out}}
+part=""
+args=("$@")
+for i in "${!args[@]}"; do [[ "${args[$i]}" == "--part" ]] && part=${args[$((i + 1))]:-}; done
+case "$part" in ""|tests|book|measure) ;; *) echo "--part must be tests, book or measure, not '$part'" >&2; exit 2;; esac
+runs() { [[ -z "$part" || "$part" == "$1" ]]; }  # runs PART: whether this call runs that part
 mkdir -p "$out" results/gpu-lane/sanitizer results/gpu-lane/ncu
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
@@ -27,9 +35,19 @@ if [[ " $* " == *" --execute-notebooks "* ]]; then  # store the GPU run's output
   python3 tests/execute_notebooks.py book/*.ipynb --log-dir "$out/execute" | tee -a "$summary"
 fi
 
-python3 -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env tests/ book/ > "$out/pytest.log" 2>&1
-echo "pytest: $(tail -n 1 "$out/pytest.log")" >> "$summary"
-python3 -m pytest -q -s -p no:cacheprovider tests/test_gpu_agreement.py 2>&1 | grep -E "bit-identical" >> "$summary"
+if runs tests; then
+  python3 -m pytest -q -p no:cacheprovider tests/ > "$out/pytest-tests.log" 2>&1
+  echo "pytest tests/: $(tail -n 1 "$out/pytest-tests.log")" >> "$summary"
+  python3 -m pytest -q -s -p no:cacheprovider tests/test_gpu_agreement.py 2>&1 | grep -E "bit-identical" >> "$summary"
+fi
+if runs book; then
+  python3 -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env book/ > "$out/pytest-book.log" 2>&1
+  echo "pytest book/: $(tail -n 1 "$out/pytest-book.log")" >> "$summary"
+fi
+if ! runs measure; then
+  cat "$summary"
+  exit 0
+fi
 
 python3 -m gemmlab bench $(echo "$steps" | grep -v 01_naive) --size 1024 --size 2048 --size 4096 --size 8192 > "$out/bench.log" 2>&1
 python3 -m gemmlab bench sgemm/01_naive --size 1024 --size 2048 --size 4096 >> "$out/bench.log" 2>&1
