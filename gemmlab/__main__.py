@@ -73,9 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             chosen = params_for(args.steps, registry.parse_params(args.param))
             fused = registry.all_fused([s for s, _ in chosen], "bench")
-            if fused and args.alone:
-                raise ConfigError("--alone times GEMM steps by themselves; a fused step's bench times each call "
-                                  "back to back already.")
             from .measure.bench import benchmark
 
             need_gpu("bench")
@@ -86,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                       alone=args.alone)
             return 0
         if args.command == "run":
-            print(launch_once(lookup(args.step), args.size, registry.parse_params(args.param)))
+            print(launch_once(registry.lookup(args.step), args.size, registry.parse_params(args.param)))
             return 0
         if args.command == "sweep":
             grid = parse_vary(args.vary)
@@ -114,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(report)
                     failed += not report.passed
             return 0 if not failed else 1
-        s = lookup(args.step)
+        s = registry.lookup(args.step)
         fused = registry.is_fused(s)  # compile-only, a fused step judged by the arch's limits (fusion.FusedInstance)
         arch = args.arch or ("sm_90" if fused else "sm_75")
         kernel = instance(s.name, **registry.parse_params(args.param))
         if args.command == "resources":
             print(kernel.resources(arch))
-            if not fused and arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
+            if arch.removesuffix("a") in nvrtc.ARCH_LIMITS:
                 print(_fit_text(kernel, arch, defaults=kernel.params == kernel.step.resolve({})))
         else:
             print(kernel.sass(arch))
@@ -144,9 +141,6 @@ def need_gpu(command: str) -> None:
                            f"CUDA GPU (the recorded timings are in results/).")
 
 
-lookup = registry.lookup  # a GEMM step or a fused one, by name: the one place that tells them apart (registry.py)
-
-
 def listing_line(s) -> str:
     """One line of `steps`: name, chapter, dtype, architecture tag, default parameters, the idea."""
     params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
@@ -168,19 +162,13 @@ def check_one(s, params: dict):
 
 
 def launch_once(s, size: int, params: dict) -> str:
-    """`run`: step `s` launched once on the GPU on random size^3 inputs (a BackendError without a GPU)."""
-    fused = registry.is_fused(s)
+    """`run`: step `s` launched once on the GPU on random size x size operands (a BackendError without a GPU)."""
     kernel = step(s.name, backend="gpu", **params)  # no GPU: BackendError
     import cupy
 
-    if fused:
-        a, b, c = fusion.random_inputs(size)
-        kernel.run(a, b, c, cupy.empty((size, size), dtype=cupy.float32))
-    else:
-        rng = cupy.random.default_rng(0)
-        a = rng.random((size, size), dtype=cupy.float32).astype(kernel.dtype)
-        b = rng.random((size, size), dtype=cupy.float32).astype(kernel.dtype)
-        kernel.run(a, b, cupy.empty((size, size), dtype=kernel.dtype))
+    rng = cupy.random.default_rng(0)
+    operands = [rng.random((size, size), dtype=cupy.float32).astype(s.dtype) for _ in s.inputs]
+    kernel.run(*operands, cupy.empty((size, size), dtype=s.dtype))
     cupy.cuda.runtime.deviceSynchronize()
     return f"ran {kernel.label} once at {size}^3"
 
@@ -188,7 +176,7 @@ def launch_once(s, size: int, params: dict) -> str:
 def params_for(names: list[str], params: dict) -> list[tuple]:
     """(step, the parameters of `params` it has) for each step named; a ConfigError listing the steps'
     parameters when a name in `params` belongs to none of them (a typo must not run the defaults)."""
-    steps = [lookup(n) for n in names]
+    steps = [registry.lookup(n) for n in names]
     unknown = sorted(set(params) - {k for s in steps for k in s.params})
     if unknown:
         listing = "; ".join(f"{s.name} has {', '.join(s.params) or 'none'}" for s in steps)

@@ -9,16 +9,11 @@ import pytest
 
 import gemmlab
 from gemmlab import cpu, gpu, nvrtc, registry
+from gemmlab.measure.check import run_on_inputs
 from gemmlab.errors import ConfigError, InputError, KernelError
 
 STEP = "hgemm-past-cublas/clusters"  # measured as step hgemm/10_clusters; a lab kernel since it lost
 
-
-def _product(kern, m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    return kern(a, b), a, b
 
 
 @pytest.mark.parametrize("params", [dict(CLUSTER_M=2, BLOCK_N=256, NUM_STAGES=2, GROUP_M=2),
@@ -29,7 +24,7 @@ def test_every_tile_once_with_any_cluster(params):
     """M = 1000 ends inside a cluster tile (the last cluster's upper blocks read zeros and store nothing);
     K = 520 is 9 k tiles, so the ring wraps and each block's next tile starts mid-ring; N ends mid-box."""
     kern = gemmlab.step(STEP, backend="cpu", **params)
-    got, a, b = _product(kern, 1000, 264, 520)
+    got, a, b = run_on_inputs(kern, 1000, 264, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -74,21 +69,21 @@ def _mutant(old, new, **params):
 def test_cluster_synchronisation_mistakes_are_named_deadlocks(old, new):
     kern = _mutant(old, new, NUM_STAGES=2)
     with pytest.raises(KernelError, match=r"deadlock in the cluster of 2 blocks.*mbarrier on line \d+"):
-        _product(kern, 300, 264, 200)
+        run_on_inputs(kern, 300, 264, 200)
 
 
 def test_a_block_that_exits_before_the_cluster_is_done_is_caught():
     """Without the last cluster_sync() a block can exit while the other still arrives on its barriers."""
     kern = _mutant("    cluster_sync();  // no block exits", "    //", NUM_STAGES=2)
     with pytest.raises(InputError, match="whose threads have all exited.*cluster_sync"):
-        _product(kern, 300, 264, 200)
+        run_on_inputs(kern, 300, 264, 200)
 
 
 def test_a_thread_that_skips_the_cluster_barrier_is_a_named_deadlock():
     kern = _mutant("        setmaxnreg_dec<40>();", "        setmaxnreg_dec<40>();\n        if (threadIdx.x == 5) return;",
                    NUM_STAGES=2)
     with pytest.raises(KernelError, match="cluster barrier"):
-        _product(kern, 300, 264, 200)
+        run_on_inputs(kern, 300, 264, 200)
 
 
 def test_configurations_that_cannot_run_are_explained():

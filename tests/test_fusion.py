@@ -575,3 +575,9 @@ def test_a_fusion_file_in_the_old_schema_still_loads_and_merges(tmp_path, monkey
     rows = json.loads(fusion.records_path("Test GPU").read_text())
     assert len(rows) == 1 and rows[0]["median_s"] == 1.5e-5 and "impl" not in rows[0]
     assert fusion.results.upgrade_files() == []  # save wrote it in the one schema already
+
+
+def test_alone_is_refused_for_fused_steps_with_a_reason():
+    """A fused step's benchmark already times each call back to back: alone=True says so, on any machine."""
+    with pytest.raises(ConfigError, match="back to back already"):
+        gemmlab.benchmark(["fused/08_tile_flags"], sizes=[512], alone=True)

@@ -5,16 +5,11 @@ import pytest
 
 import gemmlab
 from gemmlab import gpu, nvrtc, registry, tma
+from gemmlab.measure.check import run_on_inputs
 from gemmlab.errors import ArchError, InputError, KernelError, ShapeError
 
 STEP = "hgemm/08_wgmma"
 
-
-def _product(kern, m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    return kern(a, b), a, b
 
 
 @pytest.mark.parametrize("params", [dict(BLOCK_N=128, NUM_STAGES=2, GROUP_M=1), dict(BLOCK_N=256, NUM_STAGES=3, GROUP_M=3),
@@ -23,7 +18,7 @@ def test_every_tile_once_in_any_order_and_ring_depth(params):
     """K spans more tiles than stages (the ring wraps, parities alternate); M spans bands of GROUP_M
     block rows with a short last band; N ends mid-box (TMA's zero fill)."""
     kern = gemmlab.step(STEP, backend="cpu", **params)
-    got, a, b = _product(kern, 1000, 264, 520)
+    got, a, b = run_on_inputs(kern, 1000, 264, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -32,7 +27,7 @@ def test_persistent_blocks_carry_the_ring_across_tiles():
     ring of 2 stages, so each block's second tile starts mid-ring, on the other parity."""
     kern = gemmlab.step("hgemm/09_persistent", backend="cpu", BLOCK_N=128, NUM_STAGES=2)
     assert kern.launch_config(2000, 2000, 520).grid == (132, 1, 1) or gpu.available()
-    got, a, b = _product(kern, 2000, 2000, 520)
+    got, a, b = run_on_inputs(kern, 2000, 2000, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -70,7 +65,7 @@ def test_a_barrier_that_never_completes_is_a_clear_deadlock_not_a_hang():
                                                        "mbarrier_init(&empty[s], CONSUMERS + 1)")
     kern = gemmlab.step(STEP, backend="cpu", source=src, NUM_STAGES=2)
     with pytest.raises(KernelError, match="mbarrier"):
-        _product(kern, 128, 128, 256)
+        run_on_inputs(kern, 128, 128, 256)
 
 
 def test_a_wrong_parity_is_caught():
@@ -80,7 +75,7 @@ def test_a_wrong_parity_is_caught():
                                                        "mbarrier_wait(&full[s], ((t / NUM_STAGES) & 1) ^ 1)")
     kern = gemmlab.step(STEP, backend="cpu", source=src, NUM_STAGES=2)
     with pytest.raises(KernelError, match=r"mbarrier on line \d+"):
-        _product(kern, 128, 128, 256)
+        run_on_inputs(kern, 128, 128, 256)
 
 
 @pytest.mark.parametrize("cc,name,instead", [(80, "NVIDIA A100", "hgemm/07_cp_async"), (75, "Tesla T4", "hgemm/06_double_buffer"),

@@ -2,21 +2,15 @@
 wgmma at once, but thread 0 of each warpgroup records a hash of the shared memory its wgmmas read and checks
 it again at the wgmma_wait that retires their group: a stage handed back to the producer, and refilled, while
 a group that reads it is still pending is an error, as is a thread that exits with groups not waited for."""
-import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import nvrtc, registry
+from gemmlab import registry
+from gemmlab.measure.check import run_on_inputs
 from gemmlab.errors import InputError
 
 STEP = "hgemm/11_mma_in_flight"
 
-
-def _product(kern, m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    return kern(a, b), a, b
 
 
 @pytest.mark.parametrize("params", [dict(), dict(NUM_STAGES=2, STORE_BUFS=1, GROUP_M=1),
@@ -26,7 +20,7 @@ def test_every_k_tile_once_with_any_ring(params):
     With 2 stages a stage is refilled as soon as the consumers release it: one release too early and the
     emulator's check at the wait fires."""
     kern = gemmlab.step(STEP, backend="cpu", **params)
-    got, a, b = _product(kern, 1000, 264, 520)
+    got, a, b = run_on_inputs(kern, 1000, 264, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -34,7 +28,7 @@ def test_one_k_tile_per_tile_releases_its_stage_after_the_loop():
     """K = 64: the k loop runs once, so its only stage is released by the arrival after the loop; a block's
     next tile would wait forever (a deadlock error) if that arrival were missing."""
     kern = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2)
-    got, a, b = _product(kern, 600, 520, 64)
+    got, a, b = run_on_inputs(kern, 600, 520, 64)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -60,13 +54,13 @@ RELEASE = "if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1
 def test_release_mistakes_are_named(old, new, error):
     kern = _mutant(old, new, NUM_STAGES=2, BLOCK_N=128)
     with pytest.raises(InputError, match=error):
-        _product(kern, 300, 264, 520)
+        run_on_inputs(kern, 300, 264, 520)
 
 
 def test_step_10s_serial_wait_passes_the_same_check():
     """Step 10 waits for every group before it releases the stage: the check never fires there."""
     kern = gemmlab.step("hgemm/10_tma_store", backend="cpu", NUM_STAGES=2, BLOCK_N=128)
-    got, a, b = _product(kern, 300, 264, 520)
+    got, a, b = run_on_inputs(kern, 300, 264, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 

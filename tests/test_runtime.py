@@ -229,3 +229,11 @@ def test_every_step_declares_its_operands_reference_and_bound():
         assert not bad.any(), s.name
         bad, _ = s.compare(want.astype(np.float32) + 1, *ops)
         assert bad.all(), s.name
+
+
+def test_the_interleaved_order_rotates_through_every_place():
+    """bench.rotated: over as many turns as calls, each call is launched once in every place (cuBLAS's too)."""
+    names = ["cupy.matmul", "torch.matmul", "step"]
+    turns = [gemmlab.bench.rotated(names, t) for t in range(len(names))]
+    assert all(sorted(t) == sorted(names) for t in turns)
+    assert all(sorted(t[place] for t in turns) == sorted(names) for place in range(len(names)))

@@ -7,16 +7,11 @@ import pytest
 
 import gemmlab
 from gemmlab import nvrtc, registry
+from gemmlab.measure.check import run_on_inputs
 from gemmlab.errors import ConfigError, InputError
 
 STEP = "hgemm/10_tma_store"
 
-
-def _product(kern, m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    return kern(a, b), a, b
 
 
 @pytest.mark.parametrize("params", [dict(), dict(STORE_BUFS=1, NUM_STAGES=2, GROUP_M=1),
@@ -26,7 +21,7 @@ def test_every_tile_once_with_any_staging_ring(params):
     """M = 1000 and N = 264 end inside a tile and inside a 64-column box (the store clips both);
     K = 520 is 9 k tiles, so the ring of stages wraps."""
     kern = gemmlab.step(STEP, backend="cpu", **params)
-    got, a, b = _product(kern, 1000, 264, 520)
+    got, a, b = run_on_inputs(kern, 1000, 264, 520)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -34,7 +29,7 @@ def test_persistent_blocks_reuse_the_staging_ring_across_tiles():
     """256 tiles on 132 blocks: each block's second tile writes buffers whose stores from the first tile
     must have been read (with STORE_BUFS = 1 every chunk waits for the one before)."""
     kern = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2, STORE_BUFS=1)
-    got, a, b = _product(kern, 2000, 2000, 136)
+    got, a, b = run_on_inputs(kern, 2000, 2000, 136)
     assert not gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
@@ -69,7 +64,7 @@ def _mutant(old, new, **params):
 def test_store_mistakes_are_named(old, new, error):
     kern = _mutant(old, new, NUM_STAGES=2)
     with pytest.raises(InputError, match=error):
-        _product(kern, 300, 264, 200)
+        run_on_inputs(kern, 300, 264, 200)
 
 
 def test_configurations_that_cannot_run_are_explained():

@@ -4,12 +4,12 @@ Protocol: a step is timed only after verify() passed; inputs are uniform in [-1,
 the baselines are timed launch by launch, interleaved (cuBLAS, the step, cuBLAS, the step, ...;
 CUDA events around each launch, warm-up first), so that both see the same clock: an H100 that heats
 up or reaches its power limit in a long run slows everything that runs then, and a baseline measured
-minutes earlier would flatter or wrong the step. Since 2026-11-28 the order rotates every turn, so each
-call is timed as often in each place (records say "order": "rotated"): the kernel launched right after
-cuBLAS paid for that place, up to 4 points at 4096 on an H200 (lab/hgemm-past-cublas/README.md). With
-alone=True each call is also timed by itself, its launches back to back (the "alone" fields). Each is
-summarised by the median and the 10th/90th percentiles. The baseline is the faster of cupy.matmul and torch.matmul (both cuBLAS; TF32 off for
-fp32), measured next to each step.
+minutes earlier would flatter or wrong the step. Since results.ROTATED_SINCE the order rotates every turn,
+so each call is timed as often in each place (records say "order": "rotated"): the kernel launched right after
+cuBLAS paid for that place (lab/hgemm-past-cublas/README.md). With alone=True each call is also timed by itself,
+its launches back to back (the "alone" fields). Each is summarised by the median and the 10th/90th percentiles.
+The baseline is the faster of cupy.matmul and torch.matmul (both cuBLAS; TF32 off for fp32), measured next to
+each step.
 """
 from __future__ import annotations
 

@@ -96,6 +96,12 @@ def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tupl
     return a.astype(dtype), b.astype(dtype)
 
 
+def run_on_inputs(kernel, m: int, n: int, k: int, kind: str = "random", seed: int = 0):
+    """(kernel(A, B), A, B) on make_inputs(kind, m, n, k) in the kernel's dtype: one call, for a test or a reader."""
+    a, b = make_inputs(kind, m, n, k, kernel.dtype, seed)
+    return kernel(a, b), a, b
+
+
 def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> tuple[np.ndarray, np.ndarray]:
     """(bad mask, error/bound ratio) of `got` against the float64 product of the same inputs."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)

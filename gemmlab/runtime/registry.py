@@ -112,6 +112,10 @@ class StepSpec(ArchRequirement):
         """(bad mask, error / bound) of `got` against the float64 reference, within this step's error bound."""
         raise NotImplementedError
 
+    def compiler_notes(self, arch: str, release: str) -> list[str]:
+        """What other NVRTC releases were measured to do with this step on `arch` (none recorded by default)."""
+        return []
+
 
 @dataclass(frozen=True)
 class Step(StepSpec):
@@ -435,7 +439,12 @@ def _cluster_grid(m, n, p, shared=None) -> int:
 
 
 def _cluster_rules(p):
-    out = _wgmma_rules(p)
+    return _wgmma_rules(p) + _cluster_only_rules(p)
+
+
+def _cluster_only_rules(p):
+    """What clusters along M add to a Hopper step's rules (the lab's cluster kernels)."""
+    out = []
     if p["CLUSTER_M"] not in (1, 2, 4):
         out.append(f"CLUSTER_M={p['CLUSTER_M']} must be 1, 2 or 4 (blocks per cluster along M)")
     elif (p["BLOCK_N"] // 64) % p["CLUSTER_M"]:
@@ -642,7 +651,7 @@ LAB_STEPS: list[Step] = [
          lambda m, n, k, p: Launch((_cluster_grid(m, n, p, _tma_store_bytes), 1, 1), (384, 1, 1), _tma_store_bytes(p)),
          chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/11_mma_in_flight",
          summary="sm_90a: step 11 in clusters along M that share each B tile by TMA multicast",
-         rules=lambda p: _tma_store_rules(p) + [m for m in _cluster_rules(p) if m not in _wgmma_rules(p)],
+         rules=lambda p: _tma_store_rules(p) + _cluster_only_rules(p),
          shape_rule=_tma_shape_rule, shape_multiple=8,
          fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps,
          path="lab/hgemm-past-cublas/clusters11.cu"),

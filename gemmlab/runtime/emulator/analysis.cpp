@@ -298,7 +298,7 @@ void hook_worker_begin(int nthreads, const char* smem, size_t smem_bytes) {
     exclude(s, &current);
     exclude(s, &dynamic_smem_base);
     exclude(s, &in_collective);
-    exclude(s, &detail::bulk_states);
+    exclude(s, &detail::async_states);
     S = s;
 }
 

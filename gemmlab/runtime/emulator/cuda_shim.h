@@ -701,6 +701,8 @@ inline void tma_load_2d(void* dst, const void* map, int col, int row, unsigned l
 }
 inline void wgmma_fence() {}
 namespace detail {
+// A wgmma descriptor's field at `shift` (start address, leading or stride byte offset), in bytes.
+inline size_t desc_field(unsigned long long desc, int shift) { return (size_t)((desc >> shift) & 0x3fff) << 4; }
 inline void wgmma_record(unsigned long long a, unsigned long long b, int n);  // below, beside the TMA stores
 }
 template <int R> inline void wgmma_fence_operands(float (&)[R]) {}
@@ -717,13 +719,13 @@ inline unsigned long long wgmma_desc_sw128(const void* p, unsigned lbo, unsigned
 template <int N> inline void wgmma_m64k16_f32(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
     using detail::swizzle128;
     unsigned char* base = reinterpret_cast<unsigned char*>(detail::dynamic_smem_base);
-    auto field = [](unsigned long long desc, int shift) { return (size_t)((desc >> shift) & 0x3fff) << 4; };
+    using detail::desc_field;
     if ((a >> 62) != 1 || (b >> 62) != 1) {
         detail::misuse("the emulator's wgmma models 128-byte-swizzled descriptors (layout type 1) only");
     }
     if (threadIdx.x % 128 == 0) detail::wgmma_record(a, b, N);  // what its group reads, checked at the wait
-    const size_t a_start = field(a, 0), a_sbo = field(a, 32);
-    const size_t b_start = field(b, 0), b_lbo = field(b, 16), b_sbo = field(b, 32);
+    const size_t a_start = desc_field(a, 0), a_sbo = desc_field(a, 32);
+    const size_t b_start = desc_field(b, 0), b_lbo = desc_field(b, 16), b_sbo = desc_field(b, 32);
     auto A = [&](int m, int k) {  // K-major: 8-row atoms sbo apart, 128-byte rows
         return (float)*reinterpret_cast<const __half*>(swizzle128(base, a_start + m / 8 * a_sbo + m % 8 * 128 + k * 2));
     };
@@ -763,16 +765,18 @@ struct BulkStore {
 // the bytes each of its wgmmas read; the wait that retires the group hashes them again, and a difference
 // is an error: the stage was refilled (its `empty` arrival came before the wait) while it could still be read.
 struct WgmmaRead { size_t a_start, a_sbo, b_start, b_lbo, b_sbo; int n, group; unsigned long long hash; };
-struct BulkState {
+// One thread's work on the async proxy: its TMA stores in bulk groups, and (thread 0 of a warpgroup) what its
+// pending wgmma groups read.
+struct AsyncState {
     std::vector<BulkStore> stores; int open_group = 0; bool fenced = false;
     std::vector<WgmmaRead> wgmma_reads; int wgmma_open = 0;  // wgmma groups, as the TMA stores' bulk groups
 };
 // A __thread pointer (no TLS guard, one %fs load) to a heap map: the analysis excludes the pointer from
 // shared memory (analysis.cpp), and a thread_local map's guard and wrapper would count as shared accesses.
-inline __thread std::unordered_map<const Fiber*, BulkState>* bulk_states = nullptr;
-inline BulkState& bulk_state() {
-    if (!bulk_states) bulk_states = new std::unordered_map<const Fiber*, BulkState>();
-    return (*bulk_states)[current];
+inline __thread std::unordered_map<const Fiber*, AsyncState>* async_states = nullptr;
+inline AsyncState& async_state() {
+    if (!async_states) async_states = new std::unordered_map<const Fiber*, AsyncState>();
+    return (*async_states)[current];
 }
 // FNV-1a over the 16-byte chunks a wgmma m64nNk16 reads: A's 64 rows x 16 k (32 bytes of each 128-byte
 // row), B's 16 k rows x N columns (N / 64 boxes of 128 bytes), both through the 128-byte swizzle.
@@ -812,21 +816,21 @@ inline void bulk_perform(const BulkStore& s) {
         }
 }
 inline void bulk_wait(int pending_groups) {
-    BulkState& st = bulk_state();
+    AsyncState& st = async_state();
     const int done_below = st.open_group - pending_groups;  // committed groups older than this retire
     size_t n = 0;
     for (; n < st.stores.size() && st.stores[n].group < done_below; ++n) bulk_perform(st.stores[n]);
     st.stores.erase(st.stores.begin(), st.stores.begin() + n);
 }
 inline void wgmma_record(unsigned long long a, unsigned long long b, int n) {
-    auto field = [](unsigned long long desc, int shift) { return (size_t)((desc >> shift) & 0x3fff) << 4; };
-    BulkState& st = bulk_state();
-    WgmmaRead w{field(a, 0), field(a, 32), field(b, 0), field(b, 16), field(b, 32), n, st.wgmma_open, 0};
+    AsyncState& st = async_state();
+    WgmmaRead w{desc_field(a, 0), desc_field(a, 32), desc_field(b, 0), desc_field(b, 16), desc_field(b, 32), n,
+                st.wgmma_open, 0};
     w.hash = wgmma_operand_hash(w);
     st.wgmma_reads.push_back(w);
 }
 inline void wgmma_retire(int pending_groups) {
-    BulkState& st = bulk_state();
+    AsyncState& st = async_state();
     const int done_below = st.wgmma_open - pending_groups;  // committed groups older than this are done
     size_t n = 0;
     for (; n < st.wgmma_reads.size() && st.wgmma_reads[n].group < done_below; ++n) {
@@ -840,10 +844,10 @@ inline void wgmma_retire(int pending_groups) {
     st.wgmma_reads.erase(st.wgmma_reads.begin(), st.wgmma_reads.begin() + n);
 }
 // runtime.cpp calls this when a thread's kernel function returns.
-inline void bulk_thread_exit() {
-    if (!bulk_states) return;  // no thread of this OS thread has stored anything
-    auto it = bulk_states->find(current);
-    if (it == bulk_states->end()) return;
+inline void async_thread_exit() {
+    if (!async_states) return;  // no thread of this OS thread has stored anything
+    auto it = async_states->find(current);
+    if (it == async_states->end()) return;
     if (!it->second.wgmma_reads.empty()) {
         misuse(("thread " + std::to_string(current->tid) + " exited with wgmma groups not waited for: end the "
                 "k loop with wgmma_wait<0>() before the accumulators are read").c_str());
@@ -853,11 +857,11 @@ inline void bulk_thread_exit() {
                 " TMA store(s) not waited for (the first on line " + std::to_string(it->second.stores[0].line) +
                 "): end with bulk_wait_group<0>(), the block's shared memory goes away with its threads").c_str());
     }
-    bulk_states->erase(it);
+    async_states->erase(it);
 }
 }  // namespace detail
 inline void fence_proxy_async() {
-    if (detail::current) detail::bulk_state().fenced = true;
+    if (detail::current) detail::async_state().fenced = true;
 }
 inline void tma_store_2d(const void* map, const void* src, int col, int row, int line = __builtin_LINE()) {
     const unsigned long long* f = static_cast<const unsigned long long*>(map);
@@ -866,7 +870,7 @@ inline void tma_store_2d(const void* map, const void* src, int col, int row, int
     const size_t at = smem_u32(src);
     if (at % 128) detail::misuse("tma_store_2d: the shared-memory box must start 128-byte aligned (1024 for a swizzled map)");
     if (f[detail::TMA_SWIZZLE] == 128 && at % 1024) detail::misuse("tma_store_2d: a 128-byte-swizzled box must start 1024-byte aligned");
-    detail::BulkState& st = detail::bulk_state();
+    detail::AsyncState& st = detail::async_state();
     if (!st.fenced) {
         detail::misuse(("thread " + std::to_string(detail::current->tid) + ": TMA store on line " + std::to_string(line) +
                         " without fence_proxy_async() since this thread's previous store: the threads' writes to "
@@ -878,9 +882,9 @@ inline void tma_store_2d(const void* map, const void* src, int col, int row, int
     s.issued.assign(smem + at, smem + at + detail::tma_box_bytes(f));
     st.stores.push_back(std::move(s));
 }
-inline void bulk_commit_group() { detail::bulk_state().open_group++; }
+inline void bulk_commit_group() { detail::async_state().open_group++; }
 inline void wgmma_commit() {
-    if (threadIdx.x % 128 == 0) detail::bulk_state().wgmma_open++;
+    if (threadIdx.x % 128 == 0) detail::async_state().wgmma_open++;
 }
 template <int N> inline void wgmma_wait() {
     if (threadIdx.x % 128 == 0) detail::wgmma_retire(N);

@@ -210,7 +210,7 @@ Worker* g_workers[kMaxWorkers];
 void fiber_entry() {
     Fiber* f = current;
     g_entry(g_ctx);
-    bulk_thread_exit();  // a TMA store still pending when its thread returns is an error (cuda_shim.h)
+    async_thread_exit();  // a TMA store still pending when its thread returns is an error (cuda_shim.h)
     Worker& w = *W;
     f->state = EXITED;
     w.exited++;
