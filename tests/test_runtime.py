@@ -237,3 +237,30 @@ def test_the_interleaved_order_rotates_through_every_place():
     turns = [gemmlab.bench.rotated(names, t) for t in range(len(names))]
     assert all(sorted(t) == sorted(names) for t in turns)
     assert all(sorted(t[place] for t in turns) == sorted(names) for place in range(len(names)))
+
+
+def test_run_launches_a_step_on_its_declared_operands(monkeypatch):
+    """`python -m gemmlab run` (launch_once) builds one operand per declared input (two for a GEMM step, three for
+    a fused one) and the output, in the step's dtype: checked here with NumPy standing in for CuPy."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from gemmlab import __main__ as cli
+
+    fake = types.SimpleNamespace(float32=np.float32, empty=np.empty, random=np.random,
+                                 cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    launched = []
+
+    class Recorder:
+        label = "recorded"
+
+        def run(self, *arrays):
+            launched.append([(a.shape, a.dtype) for a in arrays])
+
+    monkeypatch.setattr(cli, "step", lambda name, backend, **params: Recorder())
+    for name, count, dtype in (("hgemm/11_mma_in_flight", 3, np.float16), ("fused/03_two_phase", 4, np.float32)):
+        assert cli.launch_once(gemmlab.registry.lookup(name), 16, {}) == "ran recorded once at 16^3"
+        assert launched[-1] == [((16, 16), np.dtype(dtype))] * count
