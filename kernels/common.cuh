@@ -403,6 +403,19 @@ __device__ __forceinline__ void wait_counters(u32* counters, int count, Take tak
     for (int j = lane; j < count; j += 32) atom_add_relaxed_gpu(&counters[j], 0u - take(j));
 }
 
+// sm_70; the calling thread waits until the flag *p is nonzero, with acquire semantics (what the block
+// that set it wrote before its release is visible after), then puts it back to zero for the next launch
+// (hgemm/12: a block's partial tile is ready; exactly one block waits for each flag).
+__device__ __forceinline__ void wait_flag_and_clear(u32* p) {
+    u32 v;
+    while ((v = ld_acquire_gpu(p)) == 0) {
+#ifdef GEMMLAB_EMULATOR
+        emu::poll_pause(__LINE__);  // the flag may wait on this block's other threads
+#endif
+    }
+    atom_add_relaxed_gpu(p, 0u - v);
+}
+
 // ---------------------------------------------------------------------------------------------
 // grid_barrier: the fused steps' (chapter 8) wait between two phases of one persistent launch.
 // One word, sync[0], zeroed once. Thread 0 of each block adds to it: block 0 adds 2^31 - (G - 1),

@@ -139,7 +139,10 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
 
         return fusion.check(kernel, cases, raise_on_fail)
     report = VerifyReport(kernel.name, kernel.label)
-    for case in cases or default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple):
+    if not cases:
+        cases = (default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple)
+                 + [Case(*shape) for shape in kernel.step.more_cases(kernel.params, kernel.backend)])
+    for case in cases:
         a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)
         try:
             got = kernel(a, b)

@@ -141,6 +141,9 @@ class Step(StepSpec):
     # {(arch, release): (store bytes, load bytes)}: a T4 claim that holds with one compiler only says so.
     other_nvrtc_spills: dict = field(default_factory=dict)
     path: str = ""  # the kernel file (from the repository root) when it is not kernels/<name>.cu: a lab kernel
+    # Shapes verify checks beyond check.default_cases, from (params, backend): (kind, M, N, K) tuples; hgemm/12's
+    # shapes whose tiles outnumber the live GPU's SMs, so that its last round is shared out.
+    more_cases: Callable[[dict, str], list] = field(default=lambda p, backend: [])
 
     def compiler_notes(self, arch: str, release: str) -> list[str]:
         """What NVRTC releases other than `release` were measured to spill on `arch` (default parameters),
@@ -507,13 +510,58 @@ def _persistent_launch(shared):
     return lambda m, n, k, p: Launch((_persistent_grid(m, n, p), 1, 1), (384, 1, 1), shared(p))
 
 
-def _tma_store_step(name: str, symbol: str, previous: str, summary: str) -> Step:
+def _tma_store_step(name: str, symbol: str, previous: str, summary: str, more_params: dict | None = None,
+                    extra_args: Callable = _tma_store_tensor_maps, **more) -> Step:
     """A Hopper step whose epilogue stores C through shared memory and TMA (hgemm/10 on): a persistent grid, the
-    wgmma parameters and STORE_BUFS, the C tensor map beside A's and B's."""
-    return Step(name, symbol, {**_WGMMA_PARAMS, "STORE_BUFS": _STORE_BUFS}, _persistent_launch(_tma_store_bytes),
+    wgmma parameters and STORE_BUFS (and `more_params`), the C tensor map beside A's and B's (and what
+    `extra_args` adds after them)."""
+    return Step(name, symbol, {**_WGMMA_PARAMS, "STORE_BUFS": _STORE_BUFS, **(more_params or {})},
+                _persistent_launch(_tma_store_bytes),
                 chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous=previous, summary=summary,
                 rules=_tma_store_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
-                fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_tma_store_tensor_maps)
+                fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=extra_args, **more)
+
+
+_MAX_SPLIT = Param(4, (1, 2, 4, 8), "blocks that may share one tile of the last round (1: whole tiles, as 11)")
+_stream_k_workspaces: dict = {}
+
+
+def stream_k_workspace(backend: str, m: int, n: int, p: dict):
+    """hgemm/12's `partials` (a slot of 128 x BLOCK_N floats per block of the grid) and `flags` (two words per
+    block, zero: each launch leaves them so). On the GPU made once per device and size, and kept: allocating
+    per launch would show in the timings; launches that share it must not run at the same time."""
+    grid = _persistent_grid(m, n, p)
+    shapes = ((grid * 128 * p["BLOCK_N"],), (2 * grid,))
+    if backend != "gpu":  # the emulator copies arrays per launch: fresh ones cost nothing
+        return np.zeros(shapes[0], np.float32), np.zeros(shapes[1], np.uint32)
+    import cupy
+
+    key = (cupy.cuda.Device().id, shapes)
+    if key not in _stream_k_workspaces:
+        if len(_stream_k_workspaces) > 8:
+            _stream_k_workspaces.clear()
+        _stream_k_workspaces[key] = (cupy.zeros(shapes[0], np.float32), cupy.zeros(shapes[1], np.uint32))
+    return _stream_k_workspaces[key]
+
+
+def _stream_k_cases(p: dict, backend: str) -> list:
+    """On a GPU: a shape off the tile grid with about 1.2 tiles per SM (random, then with an Inf), so that the
+    last round is shared out, each tile among up to MAX_SPLIT blocks. None on the CPU backend, whose grid is
+    an H100's 132 blocks: tests/test_stream_k.py runs it there as a GPU with a few SMs."""
+    from . import gpu
+
+    if backend != "gpu":
+        return []
+    sms = gpu.device()["sms"]
+    tiles_n = 12
+    tiles_m = cdiv(sms + sms // 5, tiles_n)
+    tiles_m += (tiles_m * tiles_n) % sms == 0
+    m, n, k = 128 * (tiles_m - 1) + 3, p["BLOCK_N"] * (tiles_n - 1) + 8, 64 * 5 + 8
+    return [("random", m, n, k), ("inf", m, n, k)]
+
+
+def _stream_k_args(backend, a, b, c, p):
+    return _tma_store_tensor_maps(backend, a, b, c, p) + list(stream_k_workspace(backend, a.shape[0], b.shape[1], p))
 
 
 STEPS: list[Step] = [
@@ -631,6 +679,9 @@ STEPS: list[Step] = [
                             "meanwhile"),
     _tma_store_step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight", previous="hgemm/10_tma_store",
                     summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)"),
+    _tma_store_step("hgemm/12_stream_k", "hgemm_stream_k", previous="hgemm/11_mma_in_flight",
+                    summary="sm_90a: the last round's tiles are shared out by k tiles (stream-K): no SM idles at the end",
+                    more_params={"MAX_SPLIT": _MAX_SPLIT}, extra_args=_stream_k_args, more_cases=_stream_k_cases),
 ]
 
 # Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests

@@ -1,4 +1,4 @@
-"""Steps 10 and 11 and cuBLAS with the SM clock held at base, the L2 left warm: does the gap at 4096 stay when the
+"""Steps 10, 11 and 12 and cuBLAS with the SM clock held at base, the L2 left warm: does the gap at 4096 stay when the
 power controller cannot move the clock? Two parts:
 
     ncu --clock-control base --cache-control none --metrics gpu__time_duration.sum --csv \\
@@ -14,6 +14,7 @@ import statistics
 import sys
 
 TURNS = 20
+STEPS = {"10": "hgemm/10_tma_store", "11": "hgemm/11_mma_in_flight", "12": "hgemm/12_stream_k"}
 
 
 def run(n: int) -> None:
@@ -28,9 +29,10 @@ def run(n: int) -> None:
     rng = np.random.default_rng(n)
     a, b = (cupy.asarray((rng.random((n, n), dtype=np.float32) * 2 - 1).astype(np.float16)) for _ in range(2))
     ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
-    k10, k11 = (gemmlab.step(s, backend="gpu") for s in ("hgemm/10_tma_store", "hgemm/11_mma_in_flight"))
     c = cupy.empty((n, n), np.float16)
-    calls = {"torch": lambda: torch.matmul(ta, tb), "10": lambda: k10.run(a, b, c), "11": lambda: k11.run(a, b, c)}
+    calls = {"torch": lambda: torch.matmul(ta, tb)}
+    for label, name in STEPS.items():
+        calls[label] = (lambda k: lambda: k.run(a, b, c))(gemmlab.step(name, backend="gpu"))
     for turn in range(TURNS):
         for name in bench.rotated(list(calls), turn):
             calls[name]()
@@ -39,13 +41,16 @@ def run(n: int) -> None:
 
 def launches(path: str) -> dict[str, list[float]]:
     """The Nsight Compute CSV's kernel times in us: 'step 10', 'step 11', 'cuBLAS' -> one per launch."""
+    from gemmlab import registry
+
+    symbols = {registry.get(name).symbol: f"step {label}" for label, name in STEPS.items()}
     text = open(path).read()
     times: dict[str, list[float]] = {}
     for r in csv.DictReader(io.StringIO(text[text.index('"ID"'):])):
         if r["Metric Name"] == "gpu__time_duration.sum":
             name = r["Kernel Name"]
-            who = ("step 11" if "mma_in_flight" in name else "step 10" if "tma_store" in name
-                   else "cuBLAS" if "nvjet" in name or "gemm" in name.lower() else None)
+            who = next((label for symbol, label in symbols.items() if symbol in name),
+                       "cuBLAS" if "nvjet" in name or "gemm" in name.lower() else None)
             if who:
                 scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[r["Metric Unit"]]
                 times.setdefault(who, []).append(float(r["Metric Value"].replace(",", "")) * scale)

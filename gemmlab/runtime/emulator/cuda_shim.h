@@ -98,6 +98,7 @@ inline unsigned __brev(unsigned v) {
     return __builtin_bswap32(v);
 }
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }  // cached in L2 only: the same in one memory
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)p; }
