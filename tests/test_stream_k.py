@@ -23,9 +23,10 @@ def sms(monkeypatch):
     return stand_in
 
 
-def schedule(tiles: int, grid: int, num_k: int, max_split: int) -> list[list[tuple]]:
+def schedule(tiles: int, grid: int, num_k: int, max_split: int, min_gain: int = 1) -> list[list[tuple]]:
     """The kernel's schedule in Python: each block's (tile, k_begin, k_end) in its order (as `unit` in the .cu)."""
-    split = tiles % grid if max_split > 1 else 0
+    share = max_split > 1 and num_k * (grid - tiles % grid) >= min_gain * grid
+    split = tiles % grid if share else 0
     whole, blocks = tiles - split, min(grid, split * max_split)
     start = lambda j: split * num_k * j // max(blocks, 1)  # noqa: E731
     out = []
@@ -71,11 +72,22 @@ def test_the_schedule_covers_every_k_tile_once_and_waits_only_backwards(tiles, g
         assert max(busy) - min(busy) <= 1 + (num_k if tiles % grid * max_split < grid else 0)
 
 
+@pytest.mark.parametrize("tiles,grid,num_k,shared", [(512, 132, 64, False), (2048, 132, 128, True),
+                                                     (1152, 132, 96, True), (133, 132, 8, False)])
+def test_the_last_round_is_shared_only_when_it_saves_min_gain(tiles, grid, num_k, shared):
+    """MIN_GAIN = 16: 4096 on an H200 (512 tiles of 64 k tiles on 132 SMs) saves 7.8 k tiles per block: dealt
+    whole; 8192 (2048 tiles of 128) saves 62, 6144 (1152 tiles of 96) 26: shared."""
+    plan = schedule(tiles, grid, num_k, 4, min_gain=16)
+    assert any(k1 - k0 < num_k for units in plan for _, k0, k1 in units) == shared
+    assert plan == schedule(tiles, grid, num_k, 1) or shared
+
+
 @pytest.mark.parametrize("n_sms,m,n,k,params", [
-    (6, 500, 520, 400, dict(BLOCK_N=128, NUM_STAGES=2)),        # 20 tiles on 6 SMs: 2 shared by 6 blocks
-    (5, 1000, 264, 520, dict(BLOCK_N=128, NUM_STAGES=3)),       # 24 tiles, 9 k tiles: ranges across two tiles
-    (7, 384, 520, 384, dict(BLOCK_N=256, NUM_STAGES=2, MAX_SPLIT=2)),  # 9 tiles: 2 shared, two blocks each
+    (6, 500, 520, 400, dict(BLOCK_N=128, NUM_STAGES=2, MIN_GAIN=1)),   # 20 tiles on 6 SMs: 2 shared by 6 blocks
+    (5, 1000, 264, 520, dict(BLOCK_N=128, NUM_STAGES=3, MIN_GAIN=1)),  # 24 tiles, 9 k tiles: ranges across two tiles
+    (7, 384, 520, 384, dict(BLOCK_N=256, NUM_STAGES=2, MAX_SPLIT=2, MIN_GAIN=1)),  # 9 tiles: 2 shared, two blocks each
     (3, 256, 264, 648, dict(BLOCK_N=128, NUM_STAGES=2, MAX_SPLIT=8, GROUP_M=1)),  # 6 tiles: no last round
+    (6, 500, 520, 1544, dict(BLOCK_N=128, NUM_STAGES=2)),  # MIN_GAIN 16: 25 k tiles x 4 idle / 6 SMs = 16.7, shared
 ])
 def test_every_k_tile_once_on_a_gpu_of_few_sms(sms, n_sms, m, n, k, params):
     sms(n_sms)
@@ -92,12 +104,14 @@ def test_verify_adds_shapes_with_a_last_round_on_a_gpu(sms):
     """On the GPU backend, verify's cases include two shapes of about 1.2 tiles per SM, off the tile grid; run
     here on the CPU backend as a GPU of 9 SMs would."""
     sms(9)
-    cases = registry.get(STEP).more_cases({"BLOCK_N": 128, "MAX_SPLIT": 4}, "gpu")
+    params = {"BLOCK_N": 128, "MAX_SPLIT": 4, "MIN_GAIN": 16}
+    cases = registry.get(STEP).more_cases(params, "gpu")
     assert [c[0] for c in cases] == ["random", "inf"]
     kind, m, n, k = cases[0]
-    tiles = -(-m // 128) * -(-n // 128)
+    tiles, k_tiles = -(-m // 128) * -(-n // 128), -(-k // 64)
     assert tiles > 9 and tiles % 9 and m % 128 and n % 128 and k % 64
-    assert registry.get(STEP).more_cases({"BLOCK_N": 128, "MAX_SPLIT": 4}, "cpu") == []
+    assert k_tiles * (9 - tiles % 9) >= 16 * 9  # sharing pays, by the kernel's rule
+    assert registry.get(STEP).more_cases(params, "cpu") == []
     kern = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2)
     report = gemmlab.check.verify(kern, cases=[gemmlab.check.Case(*c) for c in cases])
     assert report.passed
@@ -116,15 +130,17 @@ def _mutant(old, new, **params):
 ])
 def test_mistakes_in_the_hand_over_are_wrong_answers(sms, old, new):
     sms(6)
-    kern = _mutant(old, new, BLOCK_N=128, NUM_STAGES=2)
+    kern = _mutant(old, new, BLOCK_N=128, NUM_STAGES=2, MIN_GAIN=1)
     got, a, b = run_on_inputs(kern, 500, 520, 400)
     assert gemmlab.check.compare(got, a, b, "float32")[0].any()
 
 
-def test_max_split_one_is_step_11s_schedule(sms):
-    """MAX_SPLIT = 1: no tile is shared; the same answer as step 11, bit for bit."""
+@pytest.mark.parametrize("params", [dict(MAX_SPLIT=1, MIN_GAIN=1), dict(MAX_SPLIT=4, MIN_GAIN=16)])
+def test_whole_tiles_are_step_11s_schedule(sms, params):
+    """MAX_SPLIT = 1, or a saving under MIN_GAIN (7 k tiles x 4 idle SMs / 6 < 16): no tile is shared; the same
+    answer as step 11, bit for bit."""
     sms(6)
     a, b = make_inputs("random", 500, 520, 400, np.float16)
-    got = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2, MAX_SPLIT=1)(a, b)
+    got = gemmlab.step(STEP, backend="cpu", BLOCK_N=128, NUM_STAGES=2, **params)(a, b)
     want = gemmlab.step("hgemm/11_mma_in_flight", backend="cpu", BLOCK_N=128, NUM_STAGES=2)(a, b)
     assert np.array_equal(got, want)

@@ -523,6 +523,7 @@ def _tma_store_step(name: str, symbol: str, previous: str, summary: str, more_pa
 
 
 _MAX_SPLIT = Param(4, (1, 2, 4, 8), "blocks that may share one tile of the last round (1: whole tiles, as 11)")
+_MIN_GAIN = Param(16, (1, 8, 16, 32), "k tiles of idle time per block that sharing must save (it costs about 8)")
 _stream_k_workspaces: dict = {}
 
 
@@ -545,9 +546,10 @@ def stream_k_workspace(backend: str, m: int, n: int, p: dict):
 
 
 def _stream_k_cases(p: dict, backend: str) -> list:
-    """On a GPU: a shape off the tile grid with about 1.2 tiles per SM (random, then with an Inf), so that the
-    last round is shared out, each tile among up to MAX_SPLIT blocks. None on the CPU backend, whose grid is
-    an H100's 132 blocks: tests/test_stream_k.py runs it there as a GPU with a few SMs."""
+    """On a GPU: a shape off the tile grid with about 1.2 tiles per SM and enough k tiles that sharing saves
+    MIN_GAIN (random, then with an Inf), so that the last round is shared out, each tile among up to MAX_SPLIT
+    blocks. None on the CPU backend, whose grid is an H100's 132 blocks: tests/test_stream_k.py runs it there
+    as a GPU with a few SMs."""
     from . import gpu
 
     if backend != "gpu":
@@ -556,7 +558,8 @@ def _stream_k_cases(p: dict, backend: str) -> list:
     tiles_n = 12
     tiles_m = cdiv(sms + sms // 5, tiles_n)
     tiles_m += (tiles_m * tiles_n) % sms == 0
-    m, n, k = 128 * (tiles_m - 1) + 3, p["BLOCK_N"] * (tiles_n - 1) + 8, 64 * 5 + 8
+    k_tiles = cdiv(p["MIN_GAIN"] * sms, sms - tiles_m * tiles_n % sms) + 1
+    m, n, k = 128 * (tiles_m - 1) + 3, p["BLOCK_N"] * (tiles_n - 1) + 8, 64 * (k_tiles - 1) + 8
     return [("random", m, n, k), ("inf", m, n, k)]
 
 
@@ -681,7 +684,7 @@ STEPS: list[Step] = [
                     summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)"),
     _tma_store_step("hgemm/12_stream_k", "hgemm_stream_k", previous="hgemm/11_mma_in_flight",
                     summary="sm_90a: the last round's tiles are shared out by k tiles (stream-K): no SM idles at the end",
-                    more_params={"MAX_SPLIT": _MAX_SPLIT}, extra_args=_stream_k_args, more_cases=_stream_k_cases),
+                    more_params={"MAX_SPLIT": _MAX_SPLIT, "MIN_GAIN": _MIN_GAIN}, extra_args=_stream_k_args, more_cases=_stream_k_cases),
 ]
 
 # Kernels of the lab (lab/<experiment>/): loadable by name (get, gemmlab.step, the command line) for the tests

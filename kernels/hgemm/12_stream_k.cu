@@ -25,6 +25,11 @@
 //     cycle, and by then the partial sums are there.
 // MAX_SPLIT bounds the blocks that share one tile (a last round of 2 tiles goes to 2 x MAX_SPLIT
 // blocks, not to all G); MAX_SPLIT = 1 is 11's schedule.
+// Sharing is not free: the hand-over through L2, the finishing block's wait and its loads cost each block
+// about 8 k tiles' time (H200, lab/hgemm-past-cublas/README.md, attempt 6). It saves each block the last
+// round's idle time, num_tiles x (G - tiles % G) / G k tiles. The last round is shared only when that
+// saving is at least MIN_GAIN k tiles: at 4096 (64 k tiles, 116 of 132 SMs busy in the last round) it is
+// 7.8, and the round is dealt whole as in 11; at 8192 (128 k tiles, 68 of 132) it is 62.
 // What it costs: `partials` of G x 128 x BLOCK_N floats and 2 G flags, zeroed once; a handed-over part
 // goes through L2 (64 x BLOCK_N floats per warpgroup: 64 KB at BLOCK_N = 256), written once, read once.
 //
@@ -46,7 +51,7 @@ struct WgmmaTile<256> {
     }
 };
 
-template <int BLOCK_N, int NUM_STAGES, int GROUP_M, int STORE_BUFS, int MAX_SPLIT>
+template <int BLOCK_N, int NUM_STAGES, int GROUP_M, int STORE_BUFS, int MAX_SPLIT, int MIN_GAIN>
 __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, const __half* A, const __half* B,
                                                      __half* C, const TmaMap* a_map, const TmaMap* b_map,
                                                      const TmaMap* c_map, float* partials, u32* flags) {
@@ -89,7 +94,9 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
     // this block's range of the last round's k tiles (numbered tile by tile: k tile t of the i-th tile of
     // the last round is number i * num_tiles + t).
     const int G = gridDim.x;
-    const int split_tiles = MAX_SPLIT > 1 ? num_tile_ids % G : 0;  // the last round, shared out
+    const int last_round = num_tile_ids % G;
+    const bool share = MAX_SPLIT > 1 && (long long)num_tiles * (G - last_round) >= (long long)MIN_GAIN * G;
+    const int split_tiles = share ? last_round : 0;  // the last round, shared out
     const int whole_tiles = num_tile_ids - split_tiles;
     const int split_blocks = min(G, split_tiles * MAX_SPLIT);
     auto range_start = [&](int j) {  // block j's range: range_start(j) .. range_start(j + 1) - 1

@@ -2,11 +2,11 @@
 # Attempt 6, step 12 (the last round's tiles shared out by k tiles, stream-K) against step 11 and cuBLAS on an
 # H100 or H200, in two calls of under ten minutes:
 #   part 1: verify against float64 (three configurations; the default cases include two shapes with a last
-#           round on this GPU), the benchmark of 11 and 12 at 4096 and 8192 (rotated, and each alone), and
-#           fixed_clock.py (base clock, L2 warm: 10, 11, 12 and cuBLAS at 4096 and 8192)
-#   part 2: compute-sanitizer memcheck, racecheck and synccheck, a sweep of MAX_SPLIT (1 is step 11's schedule),
-#           context.py for 11 and 12 (fixed, rotated, cold, other, alone; clocks and power), Nsight Compute of
-#           12 and 11 at 4096 and 8192 (one launch each)
+#           round shared on this GPU), the benchmark of 11 and 12 at 4096 and 8192 (rotated, and each alone),
+#           fixed_clock.py (base clock, L2 warm: 10, 11, 12 and cuBLAS at 4096 and 8192), timeline.py
+#   part 2: compute-sanitizer memcheck, racecheck and synccheck, a sweep of MAX_SPLIT (1 is step 11's schedule)
+#           and MIN_GAIN (1: always share), context.py for 11, 12 and 12 sharing at any gain (fixed, rotated,
+#           cold, other, alone; clocks and power), Nsight Compute of 12 and 11 at 4096 and 8192 (one launch each)
 #
 # Usage (repository root on the GPU machine): bash lab/hgemm-past-cublas/stream_k.sh OUT_DIR 1|2
 # Output: OUT_DIR/summary.txt and OUT_DIR/stream-k-<part>.tar.gz.
@@ -20,24 +20,28 @@ if [[ $PART == 1 ]]; then
   run verify 90 python3 -m gemmlab verify $NEW --backend gpu
   run verify-n128-s6 60 python3 -m gemmlab verify $NEW --backend gpu --param BLOCK_N=128 --param NUM_STAGES=6 --param STORE_BUFS=1
   run verify-split8-s2 60 python3 -m gemmlab verify $NEW --backend gpu --param MAX_SPLIT=8 --param NUM_STAGES=2
+  run verify-gain1-n128 60 python3 -m gemmlab verify $NEW --backend gpu --param MIN_GAIN=1 --param BLOCK_N=128
   run bench 150 python3 -m gemmlab bench $OLD $NEW --size 4096 --size 8192 --alone
   for n in 4096 8192; do
     run fixed-clock-$n 100 bash -c "ncu --clock-control base --cache-control none --metrics gpu__time_duration.sum \
       --csv python3 lab/hgemm-past-cublas/fixed_clock.py run $n > '$work/fixed-clock-$n.csv'"
   done
+  run timeline 90 python3 lab/hgemm-past-cublas/timeline.py
   copy_records
   {
     echo
     report "benchmark (rotated; alone)" "bench*.log" "TFLOP/s"
     echo "== fixed clock"
     (cd "$work" && python3 "$OLDPWD"/lab/hgemm-past-cublas/fixed_clock.py table fixed-clock-*.csv 2>&1)
+    echo "== timeline"
+    cat "$work"/timeline.log
   } >> "$summary"
 else
   sanitize $NEW
   for n in 4096 8192; do
-    run sweep-$n 90 python3 -m gemmlab sweep $NEW --vary MAX_SPLIT=1,2,4,8 --size $n
+    run sweep-$n 90 python3 -m gemmlab sweep $NEW --vary MAX_SPLIT=1,2,4,8 --vary MIN_GAIN=1,16 --size $n
   done
-  run context 200 python3 lab/hgemm-past-cublas/context.py 3 $OLD $NEW
+  run context 200 python3 lab/hgemm-past-cublas/context.py 3 $OLD $NEW "$NEW:MIN_GAIN=1"
   profile $NEW $OLD
   {
     echo
