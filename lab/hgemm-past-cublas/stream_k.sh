@@ -38,10 +38,10 @@ if [[ $PART == 1 ]]; then
   } >> "$summary"
 else
   sanitize $NEW
+  run context 200 python3 lab/hgemm-past-cublas/context.py 3 $OLD $NEW "$NEW:MIN_GAIN=1"
   for n in 4096 8192; do
     run sweep-$n 90 python3 -m gemmlab sweep $NEW --vary MAX_SPLIT=1,2,4,8 --vary MIN_GAIN=1,16 --size $n
   done
-  run context 200 python3 lab/hgemm-past-cublas/context.py 3 $OLD $NEW "$NEW:MIN_GAIN=1"
   profile $NEW $OLD
   {
     echo
