@@ -43,8 +43,9 @@ sanitize() {
 # profile STEP...: Nsight Compute of each step at 4096 and 8192, one launch each, the sections profile.sh takes;
 # $work/ncu-<step>-<size>.csv.gz
 profile() {
-  local s n name sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
-    --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats"
+  local s n name sections
+  sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+  sections+=" --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats"
   for s in "$@"; do
     for n in 4096 8192; do
       name="ncu-$(basename "$s")-$n"

@@ -6,9 +6,11 @@
 #           fixed_clock.py (base clock, L2 warm: 10, 11, 12 and cuBLAS at 4096 and 8192), timeline.py
 #   part 2: compute-sanitizer memcheck, racecheck and synccheck, a sweep of MAX_SPLIT (1 is step 11's schedule)
 #           and MIN_GAIN (1: always share), context.py for 11, 12 and 12 sharing at any gain (fixed, rotated,
-#           cold, other, alone; clocks and power), Nsight Compute of 12 and 11 at 4096 and 8192 (one launch each)
+#           cold, other, alone; clocks and power)
+#   part 3: Nsight Compute of 12 and 11 at 4096 and 8192 (one launch each; lib.sh's profile, which failed in part 2
+#           of the first run), the GPU-facing test files (wheels from .whl/ when present), `gemmlab run` of 12
 #
-# Usage (repository root on the GPU machine): bash lab/hgemm-past-cublas/stream_k.sh OUT_DIR 1|2
+# Usage (repository root on the GPU machine): bash lab/hgemm-past-cublas/stream_k.sh OUT_DIR 1|2|3
 # Output: OUT_DIR/summary.txt and OUT_DIR/stream-k-<part>.tar.gz.
 source lab/hgemm-past-cublas/lib.sh
 setup "${1:-}" stream-k-out
@@ -36,6 +38,16 @@ if [[ $PART == 1 ]]; then
     echo "== timeline"
     cat "$work"/timeline.log
   } >> "$summary"
+elif [[ $PART == 3 ]]; then
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
+    export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
+  fi
+  profile $NEW $OLD
+  run pytest-gpu 330 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_agreement.py tests/test_stream_k.py \
+    tests/test_mma_in_flight.py tests/test_tma_store.py tests/test_runtime.py tests/test_reliability.py
+  run gemmlab-run 60 python3 -m gemmlab run $NEW --size 8192
+  compare_profiles >> "$summary"
 else
   sanitize $NEW
   run context 200 python3 lab/hgemm-past-cublas/context.py 3 $OLD $NEW "$NEW:MIN_GAIN=1"
