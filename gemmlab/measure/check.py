@@ -49,7 +49,7 @@ class VerifyReport:
             return (f"FAIL: {self.name} on the {c.kind} input {c.m}x{c.n}x{c.k}: first mismatches "
                     f"(row, col, got, want): {listed}")
         ran = [c for c in self.cases if not c.rejected and c.kind != "inf"]  # shapes; "inf" reuses one
-        text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shapes"
+        text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shape{'' if len(ran) == 1 else 's'}"
         rejected = [c for c in self.cases if c.rejected]
         if rejected:
             text += f"; it rejects {len(rejected)} shape(s) before launch"
