@@ -683,7 +683,7 @@ STEPS: list[Step] = [
     _tma_store_step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight", previous="hgemm/10_tma_store",
                     summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)"),
     _tma_store_step("hgemm/12_stream_k", "hgemm_stream_k", previous="hgemm/11_mma_in_flight",
-                    summary="sm_90a: the last round's tiles are shared out by k tiles (stream-K): no SM idles at the end",
+                    summary="sm_90a: the last round's tiles are shared out by k tiles (stream-K) when that saves MIN_GAIN",
                     more_params={"MAX_SPLIT": _MAX_SPLIT, "MIN_GAIN": _MIN_GAIN}, extra_args=_stream_k_args, more_cases=_stream_k_cases),
 ]
 

@@ -7,7 +7,7 @@
 //   10_tma_store        sm_90a: the epilogue writes C through shared memory and a TMA store, so the
 //                       consumers start the next tile while the store runs
 //   11_mma_in_flight    sm_90a: each consumer keeps one k tile's wgmmas queued behind the running ones
-//   12_stream_k         sm_90a: the last round's tiles are shared out by k tiles, so no SM idles at the end
+//   12_stream_k         sm_90a: the last round's tiles are shared out by k tiles when that pays
 //
 // Extends 11 by its schedule. A persistent grid of G blocks deals out `tiles` tiles round by round;
 // when G does not divide them, the last round has tiles % G tiles and the other blocks wait for it
