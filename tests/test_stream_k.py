@@ -1,7 +1,7 @@
-"""Step 12 (sm_90a: the last round's tiles shared out by k tiles, stream-K) without a Hopper GPU. The CPU
-backend sizes a persistent grid for an H100 (132 blocks), so a test problem never has a last round there; these
+"""Step 12 (sm_90a: the last wave's tiles shared out by k tiles, stream-K) without a Hopper GPU. The CPU
+backend sizes a persistent grid for an H100 (132 blocks), so a test problem never has a last wave there; these
 tests stand in a GPU of a few SMs (gpu.device), which gives the grid those few blocks: then a tile of the last
-round is cut between blocks, handed over through `partials` and finished by the block that holds its end."""
+wave is cut between blocks, handed over through `partials` and finished by the block that holds its end."""
 import numpy as np
 import pytest
 
@@ -86,7 +86,7 @@ def test_the_last_round_is_shared_only_when_it_saves_min_gain(tiles, grid, num_k
     (6, 500, 520, 400, dict(BLOCK_N=128, NUM_STAGES=2, MIN_GAIN=1)),   # 20 tiles on 6 SMs: 2 shared by 6 blocks
     (5, 1000, 264, 520, dict(BLOCK_N=128, NUM_STAGES=3, MIN_GAIN=1)),  # 24 tiles, 9 k tiles: ranges across two tiles
     (7, 384, 520, 384, dict(BLOCK_N=256, NUM_STAGES=2, MAX_SPLIT=2, MIN_GAIN=1)),  # 9 tiles: 2 shared, two blocks each
-    (3, 256, 264, 648, dict(BLOCK_N=128, NUM_STAGES=2, MAX_SPLIT=8, GROUP_M=1)),  # 6 tiles: no last round
+    (3, 256, 264, 648, dict(BLOCK_N=128, NUM_STAGES=2, MAX_SPLIT=8, GROUP_M=1)),  # 6 tiles: no last wave
     (6, 500, 520, 1544, dict(BLOCK_N=128, NUM_STAGES=2)),  # MIN_GAIN 16: 25 k tiles x 4 idle / 6 SMs = 16.7, shared
 ])
 def test_every_k_tile_once_on_a_gpu_of_few_sms(sms, n_sms, m, n, k, params):

@@ -142,7 +142,7 @@ class Step(StepSpec):
     other_nvrtc_spills: dict = field(default_factory=dict)
     path: str = ""  # the kernel file (from the repository root) when it is not kernels/<name>.cu: a lab kernel
     # Shapes verify checks beyond check.default_cases, from (params, backend): (kind, M, N, K) tuples; hgemm/12's
-    # shapes whose tiles outnumber the live GPU's SMs, so that its last round is shared out.
+    # shapes whose tiles outnumber the live GPU's SMs, so that its last wave is shared out.
     more_cases: Callable[[dict, str], list] = field(default=lambda p, backend: [])
 
     def compiler_notes(self, arch: str, release: str) -> list[str]:
@@ -522,7 +522,7 @@ def _tma_store_step(name: str, symbol: str, previous: str, summary: str, more_pa
                 fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=extra_args, **more)
 
 
-_MAX_SPLIT = Param(4, (1, 2, 4, 8), "blocks that may share one tile of the last round (1: whole tiles, as 11)")
+_MAX_SPLIT = Param(4, (1, 2, 4, 8), "blocks that may share one tile of the last wave (1: whole tiles, as 11)")
 _MIN_GAIN = Param(16, (1, 8, 16, 32), "k tiles of idle time per block that sharing must save (it costs about 8)")
 _stream_k_workspaces: dict = {}
 
@@ -547,7 +547,7 @@ def stream_k_workspace(backend: str, m: int, n: int, p: dict):
 
 def _stream_k_cases(p: dict, backend: str) -> list:
     """On a GPU: a shape off the tile grid with about 1.2 tiles per SM and enough k tiles that sharing saves
-    MIN_GAIN (random, then with an Inf), so that the last round is shared out, each tile among up to MAX_SPLIT
+    MIN_GAIN (random, then with an Inf), so that the last wave is shared out, each tile among up to MAX_SPLIT
     blocks. None on the CPU backend, whose grid is an H100's 132 blocks: tests/test_stream_k.py runs it there
     as a GPU with a few SMs."""
     from . import gpu
@@ -683,7 +683,7 @@ STEPS: list[Step] = [
     _tma_store_step("hgemm/11_mma_in_flight", "hgemm_mma_in_flight", previous="hgemm/10_tma_store",
                     summary="sm_90a: one k tile's wgmmas stay queued behind the running ones (wgmma_wait<1>)"),
     _tma_store_step("hgemm/12_stream_k", "hgemm_stream_k", previous="hgemm/11_mma_in_flight",
-                    summary="sm_90a: the last round's tiles are shared out by k tiles (stream-K) when that saves MIN_GAIN",
+                    summary="sm_90a: the last wave's tiles are shared out by k tiles (stream-K) when that saves MIN_GAIN",
                     more_params={"MAX_SPLIT": _MAX_SPLIT, "MIN_GAIN": _MIN_GAIN}, extra_args=_stream_k_args, more_cases=_stream_k_cases),
 ]
 

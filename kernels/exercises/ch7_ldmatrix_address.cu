@@ -14,7 +14,7 @@
 //   09_persistent       sm_90a: one block per SM walks over the tiles
 //   10_tma_store        sm_90a: C goes out through shared memory and TMA stores
 //   11_mma_in_flight    sm_90a: one k tile's wgmmas stay queued behind the running ones
-//   12_stream_k         sm_90a: the last round's tiles are shared out by k tiles
+//   12_stream_k         sm_90a: the last wave's tiles are shared out by k tiles
 //
 // Extends nothing: the first tensor-core step. Three levels of tiling:
 //   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of

@@ -7,12 +7,12 @@
 //   10_tma_store        sm_90a: the epilogue writes C through shared memory and a TMA store, so the
 //                       consumers start the next tile while the store runs
 //   11_mma_in_flight    sm_90a: each consumer keeps one k tile's wgmmas queued behind the running ones
-//   12_stream_k         sm_90a: the last round's tiles are shared out by k tiles when that pays
+//   12_stream_k         sm_90a: the last wave's tiles are shared out by k tiles when that pays
 //
-// Extends 11 by its schedule. A persistent grid of G blocks deals out `tiles` tiles round by round;
-// when G does not divide them, the last round has tiles % G tiles and the other blocks wait for it
-// (4096 x 4096 on an H200: 512 tiles on 132 SMs, 116 in the fourth round, 16 SMs idle for a quarter
-// of the launch). Here the full rounds' tiles are dealt whole, as in 11, and the last round's k tiles,
+// Extends 11 by its schedule. A persistent grid of G blocks deals out `tiles` tiles wave by wave;
+// when G does not divide them, the last wave has tiles % G tiles and the other blocks wait for it
+// (4096 x 4096 on an H200: 512 tiles on 132 SMs, 116 in the fourth wave, 16 SMs idle for a quarter
+// of the launch). Here the full waves' tiles are dealt whole, as in 11, and the last wave's k tiles,
 // laid end to end, are cut into one contiguous range per block (stream-K):
 //   - the block whose range holds a tile's last k tile finishes the tile: it adds the partial sums
 //     of the blocks before it that share the tile and stores C as in 11;
@@ -23,13 +23,13 @@
 //     and the beginning of the next (to hand over). The block does the next tile's part first: it
 //     waits last, and only for blocks of lower index, which handed over before they waited. No
 //     cycle, and by then the partial sums are there.
-// MAX_SPLIT bounds the blocks that share one tile (a last round of 2 tiles goes to 2 x MAX_SPLIT
+// MAX_SPLIT bounds the blocks that share one tile (a last wave of 2 tiles goes to 2 x MAX_SPLIT
 // blocks, not to all G); MAX_SPLIT = 1 is 11's schedule.
 // Sharing is not free: the hand-over through L2, the finishing block's wait and its loads cost each block
 // about 8 k tiles' time (H200, lab/hgemm-past-cublas/README.md, attempt 6). It saves each block the last
-// round's idle time, num_tiles x (G - tiles % G) / G k tiles. The last round is shared only when that
-// saving is at least MIN_GAIN k tiles: at 4096 (64 k tiles, 116 of 132 SMs busy in the last round) it is
-// 7.8, and the round is dealt whole as in 11; at 8192 (128 k tiles, 68 of 132) it is 62.
+// wave's idle time, num_tiles x (G - tiles % G) / G k tiles. The last wave is shared only when that
+// saving is at least MIN_GAIN k tiles: at 4096 (64 k tiles, 116 of 132 SMs busy in the last wave) it is
+// 7.8, and the wave is dealt whole as in 11; at 8192 (128 k tiles, 68 of 132) it is 62.
 // What it costs: `partials` of G x 128 x BLOCK_N floats and 2 G flags, zeroed once; a handed-over part
 // goes through L2 (64 x BLOCK_N floats per warpgroup: 64 KB at BLOCK_N = 256), written once, read once.
 //
@@ -90,13 +90,13 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
     const int warpgroup = threadIdx.x / 128;
     const int num_tiles = cdiv(K, BLOCK_K);
 
-    // The schedule, which the producer and the consumers walk alike: whole tiles in the full rounds, then
-    // this block's range of the last round's k tiles (numbered tile by tile: k tile t of the i-th tile of
-    // the last round is number i * num_tiles + t).
+    // The schedule, which the producer and the consumers walk alike: whole tiles in the full waves, then
+    // this block's range of the last wave's k tiles (numbered tile by tile: k tile t of the i-th tile of
+    // the last wave is number i * num_tiles + t).
     const int G = gridDim.x;
-    const int last_round = num_tile_ids % G;
-    const bool share = MAX_SPLIT > 1 && (long long)num_tiles * (G - last_round) >= (long long)MIN_GAIN * G;
-    const int split_tiles = share ? last_round : 0;  // the last round, shared out
+    const int last_wave = num_tile_ids % G;
+    const bool share = MAX_SPLIT > 1 && (long long)num_tiles * (G - last_wave) >= (long long)MIN_GAIN * G;
+    const int split_tiles = share ? last_wave : 0;  // the last wave, shared out
     const int whole_tiles = num_tile_ids - split_tiles;
     const int split_blocks = min(G, split_tiles * MAX_SPLIT);
     auto range_start = [&](int j) {  // block j's range: range_start(j) .. range_start(j + 1) - 1
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
             continue;
         }
         // The tile's end: add the parts of the blocks before this one whose ranges reach into the tile.
-        const int tile_begin = (id - whole_tiles) * num_tiles;  // in the last round's numbering
+        const int tile_begin = (id - whole_tiles) * num_tiles;  // in the last wave's numbering
         for (int j = (int)blockIdx.x - 1; k_begin > 0 && j >= 0 && range_start(j + 1) > tile_begin; --j) {
             if (range_start(j) == range_start(j + 1)) continue;  // block j has no range
             if (threadIdx.x % 128 == 0) wait_flag_and_clear(&flags[j * CONSUMERS + consumer]);

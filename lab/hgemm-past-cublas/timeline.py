@@ -1,7 +1,7 @@
-"""Where does step 12's time go in the last round? Step 12 with timestamps (%globaltimer, ns) taken by thread 0 of
-each consumer warpgroup: its start, the start of its range of the last round, the hand-over's release, the
+"""Where does step 12's time go in the last wave? Step 12 with timestamps (%globaltimer, ns) taken by thread 0 of
+each consumer warpgroup: its start, the start of its range of the last wave, the hand-over's release, the
 finishing part's wait for partial sums (start, end) and its end. Written past the end of `partials` (this script
-hands the kernel a longer one). The last of 10 launches, at 4096 and 8192: the last round shared (MAX_SPLIT 4,
+hands the kernel a longer one). The last of 10 launches, at 4096 and 8192: the last wave shared (MAX_SPLIT 4,
 MIN_GAIN 1: whatever it saves) and dealt whole (MAX_SPLIT 1: 11's schedule).
 
     python lab/hgemm-past-cublas/timeline.py        (an H100 or H200)
@@ -28,7 +28,7 @@ PATCHES = [  # (where, what to add after it)
      "        if (u == whole_count && threadIdx.x % 128 == 0) trace[1] = globaltimer();\n"),
     ("            if (threadIdx.x % 128 == 0) atom_add_release_gpu(&flags[blockIdx.x * CONSUMERS + consumer], 1u);\n",
      "            if (threadIdx.x % 128 == 0) trace[2] = globaltimer();\n"),
-    ("        const int tile_begin = (id - whole_tiles) * num_tiles;  // in the last round's numbering\n",
+    ("        const int tile_begin = (id - whole_tiles) * num_tiles;  // in the last wave's numbering\n",
      "        if (k_begin > 0 && threadIdx.x % 128 == 0) trace[3] = globaltimer();\n"),
     ("        // Epilogue: 64 columns",
      "        if (k_begin > 0 && threadIdx.x % 128 == 0) trace[4] = globaltimer();\n"),
@@ -89,7 +89,7 @@ def main() -> None:
             if split > 1:
                 # where a range's time goes: from its start to the hand-over, and to the end
                 span = (rel[:, 5] - rel[:, 1])[~np.isnan(rel[:, 1])]
-                print(f"    last round per warpgroup: median {np.median(span):.1f} us, max {span.max():.1f} us")
+                print(f"    last wave per warpgroup: median {np.median(span):.1f} us, max {span.max():.1f} us")
 
 
 if __name__ == "__main__":
