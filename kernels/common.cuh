@@ -384,7 +384,8 @@ __device__ __forceinline__ void fence_acq_rel_gpu() {
 }
 
 // sm_70; the calling warp waits until counters[0 .. count) are all nonzero, then takes take(j) from
-// counter j (fused/08: a counter per tile of T holds the reads still to come). The lanes poll 32 at a
+// counter j (fused/08: a counter per tile of T holds the reads still to come; hgemm/12: a flag per part
+// of a shared tile). The lanes poll 32 at a
 // time with relaxed reads, one L2 round trip per sweep; a fence in each lane then makes what it saw an
 // acquire, and the warp's barrier passes that on to every lane.
 template <typename Take>
@@ -401,19 +402,6 @@ __device__ __forceinline__ void wait_counters(u32* counters, int count, Take tak
     fence_acq_rel_gpu();
     __syncwarp();
     for (int j = lane; j < count; j += 32) atom_add_relaxed_gpu(&counters[j], 0u - take(j));
-}
-
-// sm_70; the calling thread waits until the flag *p is nonzero, with acquire semantics (what the block
-// that set it wrote before its release is visible after), then puts it back to zero for the next launch
-// (hgemm/12: a block's partial tile is ready; exactly one block waits for each flag).
-__device__ __forceinline__ void wait_flag_and_clear(u32* p) {
-    u32 v;
-    while ((v = ld_acquire_gpu(p)) == 0) {
-#ifdef GEMMLAB_EMULATOR
-        emu::poll_pause(__LINE__);  // the flag may wait on this block's other threads
-#endif
-    }
-    atom_add_relaxed_gpu(p, 0u - v);
 }
 
 // ---------------------------------------------------------------------------------------------

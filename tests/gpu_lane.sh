@@ -20,10 +20,7 @@ for i in "${!args[@]}"; do [[ "${args[$i]}" == "--part" ]] && part=${args[$((i +
 case "$part" in ""|tests|book|measure) ;; *) echo "--part must be tests, book or measure, not '$part'" >&2; exit 2;; esac
 runs() { [[ -z "$part" || "$part" == "$1" ]]; }  # runs PART: whether this call runs that part
 mkdir -p "$out" results/gpu-lane/sanitizer results/gpu-lane/ncu
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PATH=/tmp/site/bin:$PATH
-fi
+source tests/wheels.sh || exit 1
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 summary="$out/summary.txt"
 : > "$summary"

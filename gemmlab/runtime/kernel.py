@@ -284,6 +284,17 @@ def to_array(xp, x):
     return y.copy() if y.data.ptr % 16 else y
 
 
+def edited(name: str, old: str, new: str, backend: str | None = None, **params):
+    """Step `name` with the text `old` of its kernel file replaced by `new` (a reader's experiment, a test's
+    mutant), compiled as step() does; a ConfigError if the file has no `old`."""
+    from .source import kernel_path
+
+    text = kernel_path(registry.lookup(name).file).read_text()
+    if old not in text:
+        raise ConfigError(f"{name}'s kernel file has no {old!r} to replace; copy the text from the file itself")
+    return step(name, backend, text.replace(old, new), **params)
+
+
 def step(name: str, backend: str | None = None, source: str | None = None, **params) -> Kernel:
     """Compile step `name` with template parameters `params` for the active (or given) backend.
 

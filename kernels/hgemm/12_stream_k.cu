@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
         const int tile_begin = (id - whole_tiles) * num_tiles;  // in the last wave's numbering
         for (int j = (int)blockIdx.x - 1; k_begin > 0 && j >= 0 && range_start(j + 1) > tile_begin; --j) {
             if (range_start(j) == range_start(j + 1)) continue;  // block j has no range
-            if (threadIdx.x % 128 == 0) wait_flag_and_clear(&flags[j * CONSUMERS + consumer]);
+            if (warp == 0) wait_counters(&flags[j * CONSUMERS + consumer], 1, [](int) { return 1u; });  // and clear it
             bar_sync(1 + consumer, 128);  // the acquire, passed on to the warpgroup before it reads
             const float4* theirs = slot(j);
 #pragma unroll

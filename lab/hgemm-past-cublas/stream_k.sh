@@ -39,10 +39,7 @@ if [[ $PART == 1 ]]; then
     cat "$work"/timeline.log
   } >> "$summary"
 elif [[ $PART == 3 ]]; then
-  if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
-    export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
-  fi
+  source tests/wheels.sh
   profile $NEW $OLD
   run pytest-gpu 330 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_agreement.py tests/test_stream_k.py \
     tests/test_mma_in_flight.py tests/test_tma_store.py tests/test_runtime.py tests/test_reliability.py
