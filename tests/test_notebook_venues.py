@@ -222,7 +222,7 @@ def _core_chapters() -> list[Path]:
 # a measurement, try it, the claim, exercises. Chapter 1 teaches the machine and shows no kernel of its own.
 SHAPE = (("where we are", r"\*\*Where we are\.\*\*"),
          ("a kernel listing", r"^show\.(source|diff)\("),
-         ("a check against float64", r"# NBVAL_CHECK_OUTPUT[\s\S]*(verify|check)\("),
+         ("a check against float64", r"^\[nbval-check-output\][\s\S]*(verify|check)\("),
          ("a measurement", r"^## (Measure|Counted)"),
          ("try it", r"^## Try it"),
          ("the claim", r"^## Claim and what comes next"),
@@ -233,7 +233,11 @@ SHAPE = (("where we are", r"\*\*Where we are\.\*\*"),
 def test_core_chapter_has_the_course_shape(path):
     """Each part of the shape is there, and the first of each comes after the first of the part before it."""
     cells = _cells(path)
-    text = lambda c: c.source[c.source.index("prose("):] if c.cell_type == "code" and "prose(" in c.source else c.source
+    def text(c):
+        if c.cell_type == "code" and "prose(" in c.source:
+            return c.source[c.source.index("prose("):]
+        checked = c.cell_type == "code" and "nbval-check-output" in c.metadata.get("tags", [])
+        return ("[nbval-check-output]\n" if checked else "") + c.source  # a claim cell is tagged, not marked
     first = []
     for name, pattern in SHAPE:
         hits = [i for i, c in enumerate(cells) if re.search(pattern, text(c), re.M)]
