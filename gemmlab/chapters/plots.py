@@ -83,3 +83,44 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
 def _finite(points: Iterable[Sequence]) -> list[Sequence]:
     """The points with a positive throughput (a missing measurement is skipped, not plotted)."""
     return [p for p in points if p[2] and p[2] > 0]
+
+
+def ladder(records: Sequence[dict], steps: Sequence[str], ax=None, *, size: int | None = None,
+           title: str | None = None):
+    """A ladder: TFLOP/s of each step in `steps` (in that order) at one size, with cuBLAS's band; returns `ax`.
+
+    `records` come from one benchmark run (gemmlab.benchmark): each holds the cuBLAS rate measured beside the
+    step, so the band (lowest to highest cuBLAS rate over the run's records at that size) is cuBLAS's run-to-run
+    range, and each bar is labelled with its % of cuBLAS. `size` defaults to the largest size in the records.
+    The title names the GPU, the size and cuBLAS's own median rate.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    recs = [r for r in records if r.get("step") in steps]
+    if not recs:
+        raise ValueError(f"no records of {', '.join(steps)}; benchmark them first (gemmlab.benchmark)")
+    size = size or max(r["m"] for r in recs)
+    at = {r["step"]: r for r in recs if r["m"] == size}
+    shown = [s for s in steps if s in at]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(shown) + 2), 3.6))
+    base = [at[s]["baseline_tflops"] for s in shown]
+    lo, hi, mid = min(base), max(base), float(np.median(base))
+    ax.axhspan(lo, hi if hi > lo else lo * 1.002, color="0.85", zorder=0,
+               label=f"cuBLAS ({at[shown[0]]['baseline']}), run-to-run: {lo:.1f}-{hi:.1f} TFLOP/s")
+    ax.axhline(mid, color="0.4", lw=1, ls="--", zorder=1)
+    tflops = [at[s]["tflops"] for s in shown]
+    bars = ax.bar(range(len(shown)), tflops, color="tab:blue", zorder=2)
+    for bar, s in zip(bars, shown):
+        ax.annotate(f"{at[s]['pct_of_baseline']:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    textcoords="offset points", xytext=(0, 2), ha="center", fontsize=8)
+    ax.set_xticks(range(len(shown)), [s.split("/", 1)[-1] for s in shown], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_ylim(0, max(tflops + [hi]) * 1.15)
+    r0 = at[shown[0]]
+    ax.set_title(title or f"{r0['gpu']}, M = N = K = {size} ({r0.get('date', '')}): cuBLAS {mid:.1f} TFLOP/s",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, axis="y", alpha=0.3)
+    return ax
