@@ -23,7 +23,15 @@ KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_
         # shared memory per instruction kind (chapter 5): ld = LDS and LDSM together, st = STS
         "smsp__inst_executed_op_ldsm.sum", "smsp__inst_executed_op_shared_st.sum",
         "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        # global memory through the caches (chapters 2 and 3: why a step gains more or less than its sectors say)
+        "l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "dram__bytes_write.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+        "smsp__inst_executed_op_global_ld.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__cycles_elapsed.avg.per_second", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
 
 
 def _number(text: str) -> float | None:
