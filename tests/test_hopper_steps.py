@@ -47,3 +47,35 @@ def test_the_track_chains_into_step_08():
     assert [s.previous for s in chain] == ["hgemm/07_cp_async"] + TRACK
     assert {s.chapter for s in chain} == {"7c"}
     assert all(s.arch_specific and s.min_arch == 90 for s in chain)
+
+
+def test_the_chapter_pictures_show_who_owns_what():
+    """Chapter 7c's drawings: the block tile's owners (warp w of warp group g holds rows 64 g + 16 w ..), the
+    parities of one mbarrier and of a ring, and each drawing renders."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gemmlab.chapters import ch07c_hopper_wgmma as ch
+
+    owner = ch.warpgroup_owner(128)
+    assert owner.shape == (128, 128) and owner[0, 5] == 0 and owner[16, 0] == 1 and owner[64, 127] == 4
+    assert owner[127, 0] == 7 and len(np.unique(owner)) == 8
+    assert [s["full_parity"] for s in ch.parity_schedule(4)] == [0, 1, 0, 1]
+    ring = ch.parity_schedule(10, stages=4)
+    assert [s["stage"] for s in ring] == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    assert [s["empty_parity"] for s in ring][:5] == [1, 1, 1, 1, 0]  # round 0 passes at once on a fresh barrier
+    assert len(ch.draw_warpgroups(256).patches) == 8 + 2 + 1
+    assert len(ch.draw_ring(stages=4, k_tiles=10).patches) == 10
+    assert len(ch.draw_phases(k_tiles=3).texts) >= 6
+    assert ch.copy_instructions(256) == {"chunks": 3072, "per_thread_01": 24, "per_block_01": 6144,
+                                         "tma_per_block_02": 5}
+
+
+def test_the_ring_prediction_comes_from_the_model_and_the_records():
+    from gemmlab.chapters import ch07c_hopper_wgmma as ch
+
+    p = ch.ring_prediction(4096)
+    if p is None:
+        pytest.skip("no record of hopper/02_tma on the H200")
+    assert p["tile_03_us"] < p["tile_02_us"] and p["tflops_03"] <= p["peak"]
+    assert abs(p["load_us"] + p["compute_us"] - p["tile_02_us"]) < 1e-9
