@@ -85,8 +85,8 @@ def draw_warpgroups(block_n: int = 256, ax=None):
     ax.add_patch(Rectangle((x0, -BLOCK_K - 12), block_n, BLOCK_K, fill=False, lw=1.5))
     for kk in range(1, 4):
         ax.plot([x0, x0 + block_n], [-BLOCK_K - 12 + 16 * kk] * 2, lw=0.5, color="0.5")
-    ax.text(x0 + block_n / 2, -BLOCK_K / 2 - 12, f"B tile: 64 (k) x {block_n} (shared), four k16 slices",
-            ha="center", va="center", fontsize=7)
+    ax.text(x0 + block_n / 2, -BLOCK_K - 4, f"B tile: 64 (k) x {block_n} (shared), four k16 slices",
+            ha="center", va="center", fontsize=7, backgroundcolor="white")
     ax.set_xlim(-4, x0 + block_n + 4)
     ax.set_ylim(BLOCK_M + 4, -BLOCK_K - 16)
     ax.set_aspect("equal")
@@ -122,7 +122,7 @@ def draw_phases(k_tiles: int = 4, ax=None):
         ax.plot([t0, t0 + 1.2, t0 + 1.2, t0 + 3], [1.7 + 0.4 * bit] * 2 + [1.7 + 0.4 * (1 - bit)] * 2, color="k")
         bit ^= 1
     ax.text(-0.3, 1.9, "phase bit", ha="right", va="center", fontsize=7)
-    ax.set_yticks([0, 1], ["both warp groups", "thread 0 / copy engine"], fontsize=7)
+    ax.set_yticks([0, 1], ["warp groups", "TMA"], fontsize=7)
     ax.set_xticks([])
     ax.set_ylim(-0.5, 2.4)
     ax.set_title("One mbarrier, one phase per k tile: it completes when thread 0 has arrived and every byte has "
