@@ -207,6 +207,7 @@ def test_each_tracks_roadmap_lists_every_step():
     from gemmlab import fusion
 
     for track, names in (("sgemm", [s.name for s in registry.steps("sgemm")]),
+                         ("hopper", [s.name for s in registry.steps("hopper")]),
                          ("hgemm", [s.name for s in registry.steps("hgemm")]),
                          ("fused", [s.name for s in fusion.steps()])):
         first = (gemmlab.source.KERNELS / f"{names[0]}.cu").read_text()

@@ -123,7 +123,7 @@ class Step(StepSpec):
     symbol: str  # the __global__ template's name
     params: dict[str, Param]  # in template-argument order
     geometry: Geometry
-    chapter: int
+    chapter: int | str  # the chapter that teaches it: 7, or "7c" for a lettered one
     summary: str  # the one idea this step adds
     previous: str | None = None
     dtype: str = "float32"  # inputs and output (fp16 steps accumulate in fp32 unless told otherwise)
@@ -472,6 +472,29 @@ def _wgmma_tensor_maps(backend, a, b, c, p):
     return [tma.tensor_map(backend, a, 3, 128, 64), tma.tensor_map(backend, b, 4, 64, 64)]
 
 
+def _hopper_bytes(stages: int, barriers: int):
+    """The Hopper track's shared memory: `stages` stages of A (128 x 64) and B (64 x BLOCK_N) halves, 1024 for
+    alignment, `barriers` mbarriers (8 bytes each, 16 apiece as hgemm/08 counts them)."""
+    return lambda p: stages * (128 + p["BLOCK_N"]) * 64 * 2 + 1024 + 8 * barriers
+
+
+def _one_stage_rules(p):
+    """hopper/01 and 02's rules: hgemm/08's, less the stages (one stage: 48 KB at most)."""
+    return [r for r in _wgmma_rules({**p, "NUM_STAGES": 2}) if "stages" not in r and "NUM_STAGES" not in r]
+
+
+def _copy16_shape_rule(m, n, k):
+    if k % 8 or n % 8:
+        return (f"K={k} and N={n} must be multiples of 8: the threads copy rows 16 bytes (8 halves) at a time, "
+                "which needs 16-byte row strides. Pad the matrices, or use hgemm/07_cp_async, which takes any shape")
+    return ""
+
+
+def _hopper_launch(threads: int, shared):
+    """hgemm/08's grid (one block per 128 x BLOCK_N tile of C), `threads` per block, `shared(p)` bytes."""
+    return lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (threads, 1, 1), shared(p))
+
+
 def _tma_store_bytes(p):
     """Step 10: 09's shared memory and STORE_BUFS staging boxes of C (64 x 64 halves) per consumer warpgroup."""
     return _wgmma_bytes(p) + 2 * p["STORE_BUFS"] * 64 * 64 * 2
@@ -663,10 +686,28 @@ STEPS: list[Step] = [
                                       smem_what="shared memory, over the 227 KB a block may have on sm_90 "
                                                 "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
                     _xor_advance_rule)),
+    # Chapter 7c builds hgemm/08 in steps: the hopper track (hopper/01 .. 03), then hgemm/08.
+    Step("hopper/01_wgmma", "hopper_wgmma", {k: _WGMMA_PARAMS[k] for k in ("BLOCK_N", "GROUP_M")},
+         _hopper_launch(256, _hopper_bytes(1, 0)),
+         chapter="7c", dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
+         summary="sm_90a: two warpgroups multiply with wgmma from tiles the threads copy, 128-byte swizzled",
+         rules=_one_stage_rules, shape_rule=_copy16_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}),
+    Step("hopper/02_tma", "hopper_tma", {k: _WGMMA_PARAMS[k] for k in ("BLOCK_N", "GROUP_M")},
+         _hopper_launch(256, _hopper_bytes(1, 2)),
+         chapter="7c", dtype="float16", min_arch=90, arch_specific=True, previous="hopper/01_wgmma",
+         summary="sm_90a: one thread loads the tiles by TMA; the block waits on one mbarrier's phase",
+         rules=_one_stage_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps),
+    Step("hopper/03_tma_ring", "hopper_tma_ring", _WGMMA_PARAMS, _hopper_launch(256, _wgmma_bytes),
+         chapter="7c", dtype="float16", min_arch=90, arch_specific=True, previous="hopper/02_tma",
+         summary="sm_90a: a ring of NUM_STAGES stages with full and empty mbarriers; thread 0 loads ahead",
+         rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8,
+         fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64}, extra_args=_wgmma_tensor_maps),
     Step("hgemm/08_wgmma", "hgemm_wgmma",
          _WGMMA_PARAMS,
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, 128), 1), (384, 1, 1), _wgmma_bytes(p)),
-         chapter=7, dtype="float16", min_arch=90, arch_specific=True, previous="hgemm/07_cp_async",
+         chapter="7c", dtype="float16", min_arch=90, arch_specific=True, previous="hopper/03_tma_ring",
          summary="sm_90a: TMA fills a ring of stages, two warpgroups multiply with wgmma (warp-specialized)",
          rules=_wgmma_rules, shape_rule=_tma_shape_rule, shape_multiple=8, fixed_tile={"BLOCK_M": 128, "BLOCK_K": 64},
          extra_args=_wgmma_tensor_maps),

@@ -1,0 +1,293 @@
+"""Chapter 7c (Hopper I: wgmma, TMA and mbarriers): the chapter's records, pictures, models and glue.
+
+The steps: hopper/01_wgmma (wgmma from tiles the threads copy), hopper/02_tma (TMA and one mbarrier),
+hopper/03_tma_ring (a ring of full/empty mbarriers), then hgemm/08_wgmma (a producer warp group and setmaxnreg).
+Every number the chapter quotes comes from results/ (the benchmark records of one run on an H200, its Nsight
+Compute warp states) or from a model here; the notebook calls one function per figure or table.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..measure import hardware, profile, results
+from . import pipeline, plots
+from .glue import glue
+
+STEPS = ("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma", "hopper/03_tma_ring", "hgemm/08_wgmma")
+NEW = STEPS[1:4]
+GPU = "NVIDIA H200"  # the GPU the chapter's steps were recorded on (lab/hopper-steps/gpu.sh)
+SIZES = (4096, 8192)
+KEYS = {"hgemm/07_cp_async": "v07", "hopper/01_wgmma": "h01", "hopper/02_tma": "h02",
+        "hopper/03_tma_ring": "h03", "hgemm/08_wgmma": "v08"}
+BLOCK_M, BLOCK_K = 128, 64
+
+
+def records(gpu: str = GPU) -> list[dict]:
+    """The chapter's steps' records on `gpu`: the last one per (step, size), which is one benchmark run (the steps
+    and cuBLAS timed in turn); [] when nothing is recorded."""
+    last = {}
+    for r in results.load(gpu):
+        if r["step"] in STEPS and r["m"] in SIZES:
+            last[(r["step"], r["m"])] = r
+    return [last[k] for k in sorted(last, key=lambda k: (k[1], STEPS.index(k[0])))]
+
+
+def at(step: str, size: int) -> dict | None:
+    return next((r for r in records() if r["step"] == step and r["m"] == size), None)
+
+
+def ladder(size: int = 8192, upto: str = STEPS[-1]):
+    """The ladder of TFLOP/s at `size` from step 07 to `upto` (the three new steps, then step 08), with cuBLAS's
+    band; says so when nothing is recorded."""
+    if not records():
+        print(f"recorded data missing: no records of {', '.join(NEW)} on {GPU}")
+        return None
+    return plots.ladder(records(), STEPS[:STEPS.index(upto) + 1], size=size)
+
+
+def table() -> str:
+    """The records as a table: TFLOP/s, % of cuBLAS and cuBLAS's own TFLOP/s beside each."""
+    lines = [f"{'step':22s} {'size':>5s} {'TFLOP/s':>8s} {'% cuBLAS':>9s} {'cuBLAS TFLOP/s':>15s}"]
+    for r in records():
+        lines.append(f"{r['step']:22s} {r['m']:5d} {r['tflops']:8.1f} {r['pct_of_baseline']:8.1f}% "
+                     f"{r['baseline_tflops']:15.1f}")
+    return "\n".join(lines) if len(lines) > 1 else "recorded data missing: no records of these steps on " + GPU
+
+
+# --- Pictures ---------------------------------------------------------------------------------------------------
+
+def warpgroup_owner(block_n: int = 256) -> np.ndarray:
+    """Who computes each element of the 128 x block_n block tile: 4 * warpgroup + warp (warp w of a warp group
+    holds rows 16w .. 16w + 15 of its 64, for every column: wgmma's accumulator layout)."""
+    rows = np.arange(BLOCK_M)[:, None]
+    return np.broadcast_to(4 * (rows // 64) + rows % 64 // 16, (BLOCK_M, block_n)).copy()
+
+
+def draw_warpgroups(block_n: int = 256, ax=None):
+    """The block tile of C owned by two warp groups of four warps, and the A and B tiles they read from shared
+    memory (one wgmma per warp group per 16-wide k slice)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 4.2))
+    owner = warpgroup_owner(block_n)
+    colours = plt.get_cmap("tab20").colors
+    x0 = BLOCK_K + 24  # C to the right of A, B above C
+    for r0 in range(0, BLOCK_M, 16):
+        o = int(owner[r0, 0])
+        ax.add_patch(Rectangle((x0, r0), block_n, 16, color=colours[2 * (o // 4) + (o % 2)], ec="white"))
+        ax.text(x0 + block_n / 2, r0 + 8, f"warp group {o // 4}, warp {o % 4}: rows {r0 % 64}-{r0 % 64 + 15}"
+                f" of its 64, all {block_n} columns", ha="center", va="center", fontsize=7)
+    for r0 in (0, 64):
+        ax.add_patch(Rectangle((0, r0), BLOCK_K, 64, fill=False, lw=1.5))
+        ax.text(BLOCK_K / 2, r0 + 32, f"A rows\n{r0}-{r0 + 63}\n(shared)", ha="center", va="center", fontsize=7)
+    ax.add_patch(Rectangle((x0, -BLOCK_K - 12), block_n, BLOCK_K, fill=False, lw=1.5))
+    for kk in range(1, 4):
+        ax.plot([x0, x0 + block_n], [-BLOCK_K - 12 + 16 * kk] * 2, lw=0.5, color="0.5")
+    ax.text(x0 + block_n / 2, -BLOCK_K - 4, f"B tile: 64 (k) x {block_n} (shared), four k16 slices",
+            ha="center", va="center", fontsize=7, backgroundcolor="white")
+    ax.set_xlim(-4, x0 + block_n + 4)
+    ax.set_ylim(BLOCK_M + 4, -BLOCK_K - 16)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(f"One block: a {BLOCK_M} x {block_n} tile of C, 64 rows per warp group; each wgmma m64n{block_n}k16 "
+                 "reads A and B from shared memory", fontsize=8)
+    return ax
+
+
+def parity_schedule(k_tiles: int, stages: int = 1) -> list[dict]:
+    """Which stage, round and parities each k tile t uses: stage t % stages in round t // stages; the consumers
+    wait for parity round & 1 on full[stage], the loader for (round & 1) ^ 1 on empty[stage] (a fresh barrier's
+    'phase before the first' counts as done, so round 0 passes at once)."""
+    return [{"tile": t, "stage": t % stages, "round": t // stages, "full_parity": (t // stages) & 1,
+             "empty_parity": ((t // stages) & 1) ^ 1} for t in range(k_tiles)]
+
+
+def draw_phases(k_tiles: int = 4, ax=None):
+    """hopper/02's one mbarrier over k_tiles tiles: thread 0 arrives with expect_tx, the bytes land, the phase
+    completes and its bit flips; the threads wait for parity t & 1."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 2.6))
+    bit = 0
+    for s in parity_schedule(k_tiles):
+        t0 = 3 * s["tile"]
+        ax.barh(1, 1.2, left=t0, color="tab:blue", height=0.5)
+        ax.text(t0 + 0.6, 1, f"TMA {s['tile']}", ha="center", va="center", fontsize=7, color="white")
+        ax.barh(0, 1.6, left=t0 + 1.3, color="tab:orange", height=0.5)
+        ax.text(t0 + 2.1, 0, f"wgmma {s['tile']}", ha="center", va="center", fontsize=7, color="white")
+        ax.annotate(f"wait(parity {s['full_parity']})", (t0 + 1.2, 0.5), fontsize=7, ha="center")
+        ax.plot([t0, t0 + 1.2, t0 + 1.2, t0 + 3], [1.7 + 0.4 * bit] * 2 + [1.7 + 0.4 * (1 - bit)] * 2, color="k")
+        bit ^= 1
+    ax.text(-0.3, 1.9, "phase bit", ha="right", va="center", fontsize=7)
+    ax.set_yticks([0, 1], ["warp groups", "TMA"], fontsize=7)
+    ax.set_xticks([])
+    ax.set_ylim(-0.5, 2.4)
+    ax.set_title("One mbarrier, one phase per k tile: it completes when thread 0 has arrived and every byte has "
+                 "landed, and its phase bit flips", fontsize=8)
+    return ax
+
+
+def draw_ring(stages: int = 4, k_tiles: int = 10, ax=None):
+    """hopper/03's ring: a row per stage, a box per k tile; in each, the parity the warp groups wait for on
+    full[s] and the parity thread 0 waits for on empty[s] before it loads that tile."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.7 * stages + 1.2))
+    for s in parity_schedule(k_tiles, stages):
+        x, y = s["round"], s["stage"]
+        ax.add_patch(Rectangle((x + 0.05, y + 0.08), 0.9, 0.84, color=("tab:green", "tab:purple")[s["full_parity"]],
+                               alpha=0.35))
+        ax.text(x + 0.5, y + 0.5, f"tile {s['tile']}\nloader: empty[{y}] parity {s['empty_parity']}\n"
+                f"warp groups: full[{y}] parity {s['full_parity']}", ha="center", va="center", fontsize=6.5)
+    rounds = (k_tiles - 1) // stages + 1
+    ax.set_xlim(0, rounds)
+    ax.set_ylim(stages, 0)
+    ax.set_xticks([r + 0.5 for r in range(rounds)], [f"round {r}" for r in range(rounds)], fontsize=7)
+    ax.set_yticks([s + 0.5 for s in range(stages)], [f"stage {s}" for s in range(stages)], fontsize=7)
+    ax.set_title(f"A ring of {stages} stages: tile t uses stage t % {stages} in round t // {stages}; each barrier's "
+                 "parity alternates round by round", fontsize=8)
+    return ax
+
+
+# --- Models -----------------------------------------------------------------------------------------------------
+
+def copy_instructions(block_n: int = 256, threads: int = 256) -> dict:
+    """Copy instructions per k tile of one block: hopper/01's threads each load and store 16-byte chunks; in
+    hopper/02 one thread issues a TMA per box (A's 128 x 64, and B's 64 x 64 boxes)."""
+    chunks = (BLOCK_M * BLOCK_K + BLOCK_K * block_n) // 8  # 16-byte chunks of the A and B tiles
+    return {"chunks": chunks, "per_thread_01": 2 * chunks // threads, "per_block_01": 2 * chunks,
+            "tma_per_block_02": 1 + block_n // 64}
+
+
+def wgmma_per_tile(block_n: int = 256) -> dict:
+    """Tensor-core instructions per k tile of one 128 x block_n block: wgmma m64n{block_n}k16 per warp group and
+    k16 slice, against hgemm/07's mma.m16n8k16 (one per warp per 16 x 8 x 16)."""
+    return {"wgmma": 2 * BLOCK_K // 16, "mma_sync_same_work": BLOCK_M * block_n * BLOCK_K // (16 * 8 * 16)}
+
+
+def k_tile_compute_us(gpu: str = GPU, block_n: int = 256) -> float:
+    """One block's k tile (2 x 128 x block_n x 64 flops) on one SM at the spec sheet's dense fp16 peak."""
+    spec = hardware.spec_for(gpu)
+    return 2 * BLOCK_M * block_n * BLOCK_K / (spec.fp16_tensor_tflops * 1e12 / spec.sms) * 1e6
+
+
+def ring_prediction(size: int = 4096, stages: int = 4, gpu: str = GPU) -> dict | None:
+    """What a ring should give, from hopper/02's record: with one block per SM, its time per k tile is the wait
+    for the tile (L) plus the wgmmas (C, at the peak); with `stages` stages the loads overlap the math, and the
+    timeline model of chapter 6 (pipeline.timeline, cp_async) gives the time per tile."""
+    r = at("hopper/02_tma", size)
+    spec = hardware.spec_for(gpu)
+    if r is None or spec is None:
+        return None
+    tiles_per_sm = (size // BLOCK_M) * (size // 256) * (size // BLOCK_K) / spec.sms
+    per_tile = r["median_s"] * 1e6 / tiles_per_sm
+    c = k_tile_compute_us(gpu)
+    load = max(per_tile - c, 0.0)
+    n = size // BLOCK_K
+    ring = pipeline.total_time("cp_async", tiles=n, load=load, compute=c, stages=stages) / n
+    flops = 2.0 * size ** 3
+    return {"tile_02_us": per_tile, "compute_us": c, "load_us": load, "tile_03_us": ring,
+            "tflops_02": r["tflops"], "tflops_03": flops / (ring * tiles_per_sm * 1e-6) / 1e12,
+            "peak": spec.fp16_tensor_tflops}
+
+
+def profiled(step: str, gpu: str = GPU) -> dict | None:
+    """Nsight Compute at 4096 (one launch): the top three stalls and the tensor pipe's busy share."""
+    m = profile.load(gpu).get(step)
+    if not m:
+        return None
+    return {"stalls": profile.stall_reasons(m, top=3),
+            "tensor_pct": m.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+            "registers": m.get("launch__registers_per_thread")}
+
+
+def stall_table() -> str:
+    lines = [f"{'step (ncu, 4096, ' + GPU + ')':38s} {'tensor pipe':>11s}  top stalls (warps per issued instruction)"]
+    for s in STEPS[1:]:
+        p = profiled(s)
+        lines.append(f"{s:38s} " + (f"{p['tensor_pct']:10.0f}%  " + ", ".join(f"{k} {v:.1f}" for k, v in p["stalls"])
+                                    if p else "recorded data missing"))
+    return "\n".join(lines)
+
+
+def sass_counts(steps=("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma")) -> str:
+    """Instructions of each kernel's SASS that copy (LDG, STS, LDGSTS, UTMALDG), multiply (HMMA, HGMMA) and
+    synchronise (BAR, SYNCS): compile-only, the same on any machine with the course's NVRTC."""
+    import gemmlab
+    from ..runtime import nvrtc, registry
+
+    ops = ["LDG", "STS", "LDGSTS", "UTMALDG", "HMMA", "HGMMA", "BAR", "SYNCS"]
+    lines = []
+    for s in steps:
+        inst = gemmlab.instance(s)
+        arch = "sm_90" if registry.lookup(s).min_arch >= 90 else "sm_80"
+        c = nvrtc.count_instructions(inst.sass(arch), ops)
+        lines.append(f"{s:20s} " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    return "\n".join(lines)
+
+
+def glue_all() -> None:
+    """Every value the chapter's prose quotes: the GPU, each step's rate and % of cuBLAS with cuBLAS's own rate at
+    4096 and 8192, the models' numbers and the profiler's."""
+    recs = records()
+    glue("ch7c_gpu", recs[0]["gpu"] if recs else "GPU (recorded data missing)")
+    for r in recs:
+        key = f"ch7c_{KEYS[r['step']]}_{r['m']}"
+        glue(f"{key}_tflops", r["tflops"])
+        glue(f"{key}_pct", r["pct_of_baseline"])
+        glue(f"{key}_cublas", r["baseline_tflops"])
+    ci = copy_instructions()
+    glue("ch7c_copy_per_thread", ci["per_thread_01"])
+    glue("ch7c_copy_per_block", ci["per_block_01"])
+    glue("ch7c_tma_per_block", ci["tma_per_block_02"])
+    w = wgmma_per_tile()
+    glue("ch7c_wgmma_per_tile", w["wgmma"])
+    glue("ch7c_mma_per_tile", w["mma_sync_same_work"])
+    glue("ch7c_compute_us", k_tile_compute_us())
+    p = ring_prediction(4096)
+    if p:
+        for k in ("tile_02_us", "load_us", "tile_03_us", "tflops_03", "peak"):
+            glue(f"ch7c_pred_{k}", p[k])
+    for s in STEPS[1:]:
+        prof = profiled(s)
+        if prof:
+            glue(f"ch7c_{KEYS[s]}_tensor_pct", prof["tensor_pct"])
+            glue(f"ch7c_{KEYS[s]}_stall", prof["stalls"][0][0])
+            glue(f"ch7c_{KEYS[s]}_registers", prof["registers"])
+
+
+def wgmma_experiment() -> str:
+    """hgemm/08's experiment (results/experiments/hgemm-wgmma, an H100): the tile order and the ring's depth, timed
+    launch by launch next to cuBLAS, and Nsight Compute at 8192; glues what the prose quotes (ch7c_wg_*)."""
+    wg = results.experiment("hgemm-wgmma")
+    lines = [f"{wg['gpu']}, {wg['date']}; % of cuBLAS (the faster of cupy/torch, same run), median of the repeats"]
+    il = next(e for e in wg["experiments"] if e["name"] == "interleaved")  # the first runs timed cuBLAS once a round
+    lines.append(f"{il['name']}: {il['question']}")
+    for spec, runs in il["runs"].items():
+        cols = []
+        for size in SIZES:
+            rs = [r for r in runs if r["size"] == size]
+            if rs:
+                cols.append(f"{size}: {np.median([r['pct'] for r in rs]):5.1f}% "
+                            f"({np.median([r['tflops'] for r in rs]):4.0f} TFLOP/s, n={len(rs)})")
+        lines.append(f"  {spec:36s} " + "   ".join(cols))
+    lines.append(f"\nNsight Compute at 8192:  {'':24s} time (ms)  SM clock (GHz)  tensor pipe  L2 hit  L2 busy")
+    for label, r in wg["ncu"].items():
+        if not label.endswith("at 4096"):  # the 4096 profiles belong to step 09's section (chapter 7d)
+            lines.append(f"  {label:46s} {r['duration_ms']:6.2f}  {r['sm_clock_ghz']:10.2f}  {r['tensor_pipe_pct']:10.0f}%"
+                         f"  {r['l2_hit_pct']:5.0f}%  {r['l2_busy_pct']:6.0f}%")
+    row, band = wg["ncu"]["NUM_STAGES=4, GROUP_M=1"], wg["ncu"]["NUM_STAGES=4, GROUP_M=16"]
+    for key, r in (("row", row), ("band", band)):
+        for m in ("tensor_pipe_pct", "l2_hit_pct", "l2_busy_pct"):
+            glue(f"ch7c_wg_{key}_{m}", r[m])
+    glue("ch7c_wg_gpu", wg["gpu"])
+    glue("ch7c_wg_band_clock", band["sm_clock_ghz"])
+    glue("ch7c_wg_max_clock", hardware.spec_for(wg["gpu"]).boost_mhz / 1000)  # the spec sheet's boost clock
+    for key, spec in (("step", "step"), ("g1", "step:GROUP_M=1"), ("wait1", "s08_wait1")):
+        glue(f"ch7c_wg_il_{key}", float(np.median([r["pct"] for r in il["runs"][spec] if r["size"] == 8192])))
+    return "\n".join(lines)
