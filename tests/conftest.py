@@ -9,15 +9,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def pytest_configure(config):
-    """The lab's tests (tests/test_experiments.py: lab/'s patches and scripts, results/experiments/'s records) carry
-    the marker `lab`: `pytest -m lab` runs them alone, `-m "not lab"` leaves them out. CI runs tests/ whole."""
-    config.addinivalue_line("markers", "lab: the lab's experiments (lab/ and results/experiments/): patches, scripts, records")
-    config.addinivalue_line("markers", "unit: a test of the code (runtime, emulator, models, kernels): it fails on a defect")
-    config.addinivalue_line("markers", "claims: a test that holds the book to the records (its figures, structure and "
-                                       "prose against results/ and the seeds)")
-
-
 # The claim tests: whole modules about the book, and tests elsewhere whose name says they check a claim.
 CLAIM_MODULES = {"test_notebooks_rerun.py", "test_notebook_venues.py", "test_documents.py"}
 

@@ -7,7 +7,6 @@ set-up cell, which takes the course's address from one place.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess

@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 from ..runtime import registry, source
-from . import results
 from ..runtime.kernel import Kernel
 from ..runtime.source import apply_patch, kernel_path
 

@@ -15,7 +15,6 @@ import csv
 import json
 import pathlib
 import re
-import statistics
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent  # lab/<name>: this experiment's scripts

@@ -17,7 +17,6 @@ same comparison on another machine, after the changes entered the step.
 """
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 from pathlib import Path

@@ -1,5 +1,5 @@
 """L2 -> SM read bandwidth: every block streams a window of a buffer that fits in L2, again and again."""
-import sys, cupy, numpy as np
+import cupy, numpy as np
 from cupyx.profiler import benchmark
 SRC = r'''
 extern "C" __global__ void l2_ldg(const int4* __restrict__ src, long long window_vecs, int reps, int4* out) {

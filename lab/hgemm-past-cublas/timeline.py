@@ -6,7 +6,6 @@ MIN_GAIN 1: whatever it saves) and dealt whole (MAX_SPLIT 1: 11's schedule).
 
     python lab/hgemm-past-cublas/timeline.py        (an H100 or H200)
 """
-import statistics
 
 import cupy
 import numpy as np
