@@ -283,15 +283,25 @@ def check_writable(arrays: dict) -> None:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory this machine can still give (MemAvailable in /proc/meminfo), None where it cannot be read."""
+    """Bytes of memory this process can still get: the machine's MemAvailable (/proc/meminfo), or less under an
+    address-space limit (ulimit -v) not yet used; None where neither can be read."""
+    have = []
     try:
         with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            have += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                used = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")]
+            have.append(max(0, limit - (used[0] if used else 0)))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return min(have) if have else None
 
 
 def check_memory(what: str, need: int, instead: str) -> None:
