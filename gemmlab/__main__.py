@@ -169,12 +169,15 @@ def launch_once(s, size: int, params: dict) -> str:
     from .runtime.kernel import check_size
 
     check_size(size, "--size")
-    from .runtime import gpu
+    try:
+        kernel = step(s.name, backend="gpu", **params)
+    except BackendError:
+        from .runtime import gpu
 
-    if not gpu.available():
+        if gpu.available():
+            raise
         raise BackendError(f"run launches {s.name} once on a GPU (to profile it) and CuPy sees none here; on the CPU "
-                           f"emulator, check it with: python -m gemmlab verify {s.name} --backend cpu")
-    kernel = step(s.name, backend="gpu", **params)
+                           f"emulator, check it with: python -m gemmlab verify {s.name} --backend cpu") from None
     import cupy
 
     rng = cupy.random.default_rng(0)
