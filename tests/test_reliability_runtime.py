@@ -510,6 +510,18 @@ def test_counters_of_a_problem_too_big_for_memory_is_a_message():
                         r"memory, more than the [\d.]+ GiB available here; .* count at 256 or 1024\.\n", r.stderr)
 
 
+def test_a_launch_too_big_for_memory_is_a_message(monkeypatch):
+    k = gemmlab.step("sgemm/03_smem_tiling", backend="cpu", BLOCK=8)
+    a = np.ones((64, 64), np.float32)
+    monkeypatch.setattr(cpu, "available_memory", lambda: 10_000)  # the emulator copies 3 x 16 KB, twice
+    with pytest.raises(InputError, match=r"sgemm/03_smem_tiling<BLOCK=8> on the CPU emulator needs about 0.0 GiB of "
+                                         r"memory, more than the 0.0 GiB available here; .*smaller matrices"):
+        k(a, a)
+    monkeypatch.undo()
+    np.testing.assert_allclose(k(a, a), a @ a)
+    assert cpu.available_memory() > 0
+
+
 @pytest.mark.parametrize("n", [-5, 0, 2.5])
 def test_the_fused_slider_report_refuses_a_size_that_is_no_size(n):
     with pytest.raises(ConfigError, match=re.escape(f"n={n!r} is not a problem size")):

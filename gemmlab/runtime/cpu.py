@@ -316,6 +316,37 @@ def _arg_line(i: int, a, arrays: list[tuple[int, np.ndarray, int]], offset: int)
     raise InputError(f"argument {i}: {type(a).__name__} is not supported; pass NumPy arrays, ints or floats")
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this process can still get: the machine's MemAvailable (/proc/meminfo), or less under an
+    address-space limit (ulimit -v) not yet used; None where neither can be read."""
+    have = []
+    try:
+        with open("/proc/meminfo") as f:
+            have += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                used = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")]
+            have.append(max(0, limit - (used[0] if used else 0)))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return min(have) if have else None
+
+
+def check_memory(what: str, need: int, instead: str) -> None:
+    """An InputError before `what` allocates `need` bytes when the machine has less available (numpy's
+    MemoryError, or the kernel's out-of-memory killer, otherwise): says how much and what to do `instead`."""
+    have = available_memory()
+    if have is not None and need > have:
+        raise InputError(f"{what} needs about {need / 2**30:.1f} GiB of memory, more than the {have / 2**30:.1f} GiB "
+                         f"available here; {instead}.")
+
+
 def _scratch_dir() -> str | None:
     shm = "/dev/shm"  # tmpfs: the arrays never touch a disk
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
@@ -412,6 +443,8 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
     timeout = timeout_for() if timeout is None else check_timeout(timeout)
     workers = cpu_threads()
     env = settings.child_environment(env)
+    check_memory(f"{module.label} on the CPU emulator", 2 * offset,  # the arrays' file and the child's own copies
+                 "the emulator runs a kernel at a few GFLOP/s at best: try it on smaller matrices")
     _ready(module)
     with _ChildFiles() as files:
         data, f = files.new("arrays.bin")

@@ -236,7 +236,7 @@ class Kernel(Instance):
         registry.check_shape(self.step, m, n, k)
         if min(m, n, k) < 1:
             raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
-        check_memory(f"counters of {self.step.name} at M={m}, N={n}, K={k}",
+        cpu.check_memory(f"counters of {self.step.name} at M={m}, N={n}, K={k}",
                      # the float64 draw, A, B and C, and the emulator's two copies of A, B and C
                      8 * max(m * k, k * n) + 3 * self.dtype.itemsize * (m * k + k * n + m * n),
                      "the counts per request do not depend on the size once a few tiles fit: count at 256 or 1024")
@@ -280,37 +280,6 @@ def check_writable(arrays: dict) -> None:
         if not getattr(getattr(x, "flags", None), "writeable", True):
             raise InputError(f"{label} is read-only ({label}.flags.writeable is False), but the kernel writes its result "
                              f"there; pass a writable array ({label}.copy(), or np.empty of the same shape)")
-
-
-def available_memory() -> int | None:
-    """Bytes of memory this process can still get: the machine's MemAvailable (/proc/meminfo), or less under an
-    address-space limit (ulimit -v) not yet used; None where neither can be read."""
-    have = []
-    try:
-        with open("/proc/meminfo") as f:
-            have += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit != resource.RLIM_INFINITY:
-            with open("/proc/self/status") as f:
-                used = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")]
-            have.append(max(0, limit - (used[0] if used else 0)))
-    except (ImportError, OSError, ValueError, IndexError):
-        pass
-    return min(have) if have else None
-
-
-def check_memory(what: str, need: int, instead: str) -> None:
-    """An InputError before `what` allocates `need` bytes when the machine has less available (numpy's
-    MemoryError, or the kernel's out-of-memory killer, otherwise): says how much and what to do `instead`."""
-    have = available_memory()
-    if have is not None and need > have:
-        raise InputError(f"{what} needs about {need / 2**30:.1f} GiB of memory, more than the {have / 2**30:.1f} GiB "
-                         f"available here; {instead}.")
 
 
 def check_backend_arrays(name: str, backend_name: str, arrays: dict) -> None:
