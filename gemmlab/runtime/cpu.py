@@ -67,7 +67,8 @@ def _cache_dir() -> Path:
     except OSError as e:
         why = e.strerror or type(e).__name__
     if why:
-        where = f"GEMMLAB_CACHE={settings.given(settings.CACHE)!r}" if root else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}"
+        where = (f"GEMMLAB_CACHE={settings.given(settings.CACHE)!r}" if root
+                 else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}")
         raise ConfigError(f"{where} cannot hold the CPU backend's compiled kernels ({why}); set GEMMLAB_CACHE to a "
                           f"folder you can write to.")
     return path
