@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
                 *args.size, max_blocks=args.blocks or None))
             return 0
+        if args.command != "verify" and args.backend:  # resources, sass
+            raise ConfigError(f"{args.command} compiles with NVRTC for --arch and runs nothing, so --backend "
+                              f"{args.backend} does not apply; leave it out (--arch sm_90 picks the GPU).")
         set_backend(args.backend)
         if args.command == "verify":
             failed = 0
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if not failed else 1
         s = registry.lookup(args.step)
         fused = registry.is_fused(s)  # compile-only, a fused step judged by the arch's limits (fusion.FusedInstance)
-        arch = args.arch or ("sm_90" if fused else "sm_75")
+        arch = args.arch if args.arch is not None else ("sm_90" if fused else "sm_75")
         kernel = instance(s.name, **registry.parse_params(args.param))
         if args.command == "resources":
             print(kernel.resources(arch))
@@ -163,7 +166,18 @@ def check_one(s, params: dict):
 
 def launch_once(s, size: int, params: dict) -> str:
     """`run`: step `s` launched once on the GPU on random size x size operands (a BackendError without a GPU)."""
-    kernel = step(s.name, backend="gpu", **params)  # no GPU: BackendError
+    from .runtime.kernel import check_size
+
+    check_size(size, "--size")
+    try:
+        kernel = step(s.name, backend="gpu", **params)
+    except BackendError:
+        from .runtime import gpu
+
+        if gpu.available():
+            raise
+        raise BackendError(f"run launches {s.name} once on a GPU (to profile it) and CuPy sees none here; on the CPU "
+                           f"emulator, check it with: python -m gemmlab verify {s.name} --backend cpu") from None
     import cupy
 
     rng = cupy.random.default_rng(0)
@@ -212,4 +226,12 @@ def _fit_text(kernel, arch: str, defaults: bool) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped reading (`steps | head -1`): no traceback, as other tools
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's last flush goes nowhere
+        status = 141  # 128 + SIGPIPE, what a shell reports for a tool its pipe stopped
+    sys.exit(status)

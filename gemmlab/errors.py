@@ -22,6 +22,10 @@ class CompileError(GemmlabError):
     """The compiler rejected the kernel; the message carries the compiler's own lines."""
 
 
+class RecordsError(GemmlabError, ValueError):
+    """A records file (results/) that cannot be read or written: the message names the file and what is wrong."""
+
+
 class ArchError(GemmlabError):
     """The GPU's architecture lacks an instruction the step needs (cp.async on a T4, say)."""
 

@@ -33,6 +33,7 @@ def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
     from ..runtime import kernel, nvrtc
 
     step = registry.get(name)
+    size = kernel.check_size(size)
     try:
         inst = kernel.instance(name, **params)
     except GemmlabError as e:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..runtime import settings
 from .results import RESULTS as RESULTS_DIR
+from .results import locked, write_json
 from .results import slug as gpu_slug
 from ..chapters import documents as _documents
 
@@ -248,8 +249,8 @@ def save_hardware(measurement: dict, results_dir: Path | None = None) -> Path:
         record[key] = measurement[key]
     stored = {k: v for k, v in measurement.items() if k != "source"}
     record[measurement["kind"]] = stored
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    with locked(path.parent):  # replaced whole or not at all (results.write_json)
+        write_json(path, record, "hardware measurements", indent=2, sort_keys=True)
     return path
 
 
@@ -305,7 +306,7 @@ def measure_cublas(n: int = 4096, n_repeat: int = 20, *, gpu: str | None = None,
     if not gpu_available():
         return _recorded("cublas", gpu, results_dir)
     cupy = _cupy()
-    tf32 = os.environ.get("CUPY_TF32", "0") not in ("", "0")
+    tf32 = settings.cupy_tf32()
     out: dict[str, Any] = {"kind": "cublas", "n": n, "n_repeat": n_repeat}
     rng = cupy.random.default_rng(0)
     for label, dtype in (("fp32", cupy.float32), ("fp16", cupy.float16)):

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 
-from .results import RESULTS, slug
+from .results import RESULTS, locked, read_json, slug, write_json
 
 STALL = re.compile(r"smsp__average_warps?_(?:latency_)?issue_stalled_([a-z_]+?)_per_(?:issue|warp)_active\.ratio$")
 KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
@@ -69,9 +68,10 @@ def stall_reasons(metrics: dict[str, float], top: int = 5) -> list[tuple[str, fl
 
 def save(gpu: str, step: str, metrics: dict[str, float]) -> None:
     path = RESULTS / f"{slug(gpu)}.ncu.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[step] = metrics
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    with locked(RESULTS):  # read, merge and replace whole (results.write_json), one process at a time
+        data = read_json(path, "profiler metrics") if path.exists() else {}
+        data[step] = metrics
+        write_json(path, data, "profiler metrics", sort_keys=True)
 
 
 def load(gpu: str | None = None) -> dict[str, dict[str, float]]:
@@ -79,7 +79,7 @@ def load(gpu: str | None = None) -> dict[str, dict[str, float]]:
     files = [RESULTS / f"{slug(gpu)}.ncu.json"] if gpu else sorted(RESULTS.glob("*.ncu.json"))
     for path in files:
         if path.exists():
-            return json.loads(path.read_text())
+            return read_json(path, "profiler metrics")
     return {}
 
 

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import os
 import re
+import uuid
 from pathlib import Path
 
+from ..errors import RecordsError
 from ..runtime.source import REPO
 
 RESULTS = REPO / "results"
@@ -27,12 +31,116 @@ def path_for(gpu_name: str, suffix: str = ".json") -> Path:
     return RESULTS / f"{slug(gpu_name)}{suffix}"
 
 
+def shown(path: Path) -> str:
+    """`path` as a message names it: relative to the repository when inside it (results/x.json)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def _unreadable(path: Path, why: str, what: str = "records") -> RecordsError:
+    return RecordsError(f"{shown(path)} cannot be read as {what} ({why}); restore it (git checkout -- {shown(path)}) "
+                        f"or move it away, then run again.")
+
+
+def read_json(path: Path, what: str = "records") -> object:
+    """The JSON text of `path` as Python objects: a RecordsError naming the file (and the line and column, for text
+    that is not JSON) when it cannot be read, never a raw JSONDecodeError or UnicodeDecodeError."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _unreadable(path, f"not UTF-8 text: byte {e.start} is {e.object[e.start:e.start + 1]!r}", what) \
+            from None
+    except OSError as e:
+        raise RecordsError(f"cannot read the {what} in {shown(path)} ({e.strerror}); check the file's permissions.") \
+            from None
+    if not text.strip():
+        raise _unreadable(path, "it is empty, as a write that did not finish leaves it", what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _unreadable(path, f"not JSON at line {e.lineno}, column {e.colno}: {e.msg}", what) from None
+
+
+REQUIRED = {"step": str, "gpu": str, "m": int}  # what every reader of records looks up
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of `path` (a JSON list of records), each in the one schema (upgraded); a RecordsError naming the
+    file and what is wrong when it is no such list (not JSON, an object, a record without a step, gpu or m)."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise _unreadable(path, f"a JSON {type(data).__name__} where a list of records belongs")
+    out = []
+    for i, r in enumerate(data):
+        if not isinstance(r, dict):
+            raise _unreadable(path, f"record {i} is a JSON {type(r).__name__}, not an object")
+        try:
+            r = upgraded(r)
+        except (KeyError, TypeError, ZeroDivisionError):
+            raise _unreadable(path, f"record {i} has the old 'speedup' without a median_s and a baseline_median_s "
+                                    f"to read it from") from None
+        for name, kind in REQUIRED.items():
+            if name not in r:
+                raise _unreadable(path, f"record {i} has no {name!r}")
+            if not isinstance(r[name], kind) or isinstance(r[name], bool):
+                raise _unreadable(path, f"record {i} has {name}={r[name]!r}, not a {kind.__name__}")
+        out.append(r)
+    return out
+
+
+@contextlib.contextmanager
+def locked(folder: Path):
+    """Hold the records folder's lock (flock on the folder itself: no lock file among the records) while a save reads,
+    merges and replaces a file, so that two processes saving at once both keep their records."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def write_json(path: Path, data, what: str = "records", indent: int = 1, sort_keys: bool = False) -> None:
+    """Replace `path` with `data` as JSON, whole or not at all: a temporary file beside it, written and synced to the
+    disk, then renamed over it. A full disk leaves the old file as it was and raises a RecordsError saying so."""
+    path = Path(path)
+    text = json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise RecordsError(f"could not write the {what} to {shown(path)} ({e.strerror}); the file was left as it was: "
+                           f"free some space (or fix the folder's permissions) and run again.") from None
+    try:  # the rename itself on the disk
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
 def gpus() -> list[str]:
     """Names of the GPUs with recorded benchmark records."""
     names = []
     for p in sorted(RESULTS.glob("*.json")):
         if p.name.count(".") == 1:  # <gpu>.json; other kinds of records use <gpu>.<what>.json
-            recs = json.loads(p.read_text())
+            recs = read_records(p)
             if recs:
                 names.append(recs[0]["gpu"])
     return names
@@ -66,12 +174,13 @@ def upgrade_files(suffix: str = ".fusion.json") -> list[Path]:
     """Rewrite the record files results/*<suffix> in the one schema (upgraded), in place, order and format kept;
     the files changed. Run once over the committed fused records (issue 42); a file already upgraded is left as is."""
     changed = []
-    for path in sorted(RESULTS.glob(f"*{suffix}")):
-        old = json.loads(path.read_text())
-        new = [upgraded(r) for r in old]
-        if new != old:
-            path.write_text(json.dumps(new, indent=1) + "\n")
-            changed.append(path)
+    with locked(RESULTS):
+        for path in sorted(RESULTS.glob(f"*{suffix}")):
+            old = read_json(path)
+            new = read_records(path)
+            if new != old:
+                write_json(path, new)
+                changed.append(path)
     return changed
 
 
@@ -85,7 +194,7 @@ def load(gpu: str | None = None, suffix: str = ".json") -> list[dict]:
     out = []
     for p in files:
         if p.exists():
-            out += [dict(upgraded(r), source="recorded") for r in json.loads(p.read_text())]
+            out += [dict(r, source="recorded") for r in read_records(p)]
     return out
 
 
@@ -136,20 +245,21 @@ def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
          order: tuple = ("step", "m", "n", "k", "params")) -> Path:
     """Merge records into their GPU's file: a new record replaces an old one with the same key
     (the values of `key_fields`, a tuple of field names or a function from a record to one); the
-    file is sorted by the fields in `order`."""
+    file is sorted by the fields in `order`. The file is read, merged and replaced under the folder's lock, and
+    replaced whole or not at all (write_json); a file that is not a list of records is left alone (RecordsError)."""
     assert records, "nothing to save"
     path = path_for(records[0]["gpu"], suffix)
     fields = key_fields if callable(key_fields) else lambda r: key_fields
     key = lambda r: tuple(json.dumps(r.get(f), sort_keys=True) for f in fields(r))  # noqa: E731
-    old = [upgraded(r) for r in json.loads(path.read_text())] if path.exists() else []
-    merged = {key(r): r for r in old}
-    for r in records:
-        r = upgraded({k: v for k, v in r.items() if k != "source"})
-        merged[key(r)] = r
-    RESULTS.mkdir(exist_ok=True)
-    rows = sorted(merged.values(), key=lambda r: tuple(json.dumps(r.get(f)) if f == "params"
-                                                       else r.get(f) for f in order))
-    path.write_text(json.dumps(rows, indent=1) + "\n")
+    with locked(RESULTS):
+        old = read_records(path) if path.exists() else []
+        merged = {key(r): r for r in old}
+        for r in records:
+            r = upgraded({k: v for k, v in r.items() if k != "source"})
+            merged[key(r)] = r
+        rows = sorted(merged.values(), key=lambda r: tuple(json.dumps(r.get(f)) if f == "params"
+                                                           else r.get(f) for f in order))
+        write_json(path, rows)
     return path
 
 
@@ -164,5 +274,5 @@ def experiment(name: str) -> dict:
     if not path.exists():
         known = sorted(p.parent.name for p in EXPERIMENTS.glob("*/results.json"))
         raise FileNotFoundError(f"no recorded experiment {name!r} in {EXPERIMENTS}; recorded: {', '.join(known)}")
-    return json.loads(path.read_text())
+    return read_json(path, "experiment")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, KernelError
+from . import settings
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 SHIM = EMULATOR_DIR / "cuda_shim.h"
@@ -49,6 +50,7 @@ class CpuModule:
     executable: Path
     source: str = field(default="", repr=False, compare=False)  # the compiled text (analysis mode rebuilds it)
     cluster: tuple[int, int, int] = (1, 1, 1)  # the kernel's __cluster_dims__: blocks the emulator runs together
+    analysis: bool = False  # built by _analysis_executable (how to rebuild it if its cache entry is damaged)
 
 
 def available() -> bool:
@@ -57,15 +59,16 @@ def available() -> bool:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("GEMMLAB_CACHE")
-    path = Path(root) / "cpu" if root else Path.home() / ".cache" / "gemmlab" / "cpu"
+    root = settings.cache_root()
+    path = root / "cpu" if root else Path.home() / ".cache" / "gemmlab" / "cpu"
     try:
         path.mkdir(parents=True, exist_ok=True)
         why = "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
     except OSError as e:
         why = e.strerror or type(e).__name__
     if why:
-        where = f"GEMMLAB_CACHE={root!r}" if root else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}"
+        where = (f"GEMMLAB_CACHE={settings.given(settings.CACHE)!r}" if root
+                 else f"the compile cache {Path.home() / '.cache' / 'gemmlab'}")
         raise ConfigError(f"{where} cannot hold the CPU backend's compiled kernels ({why}); set GEMMLAB_CACHE to a "
                           f"folder you can write to.")
     return path
@@ -84,7 +87,7 @@ def _cpu_flags() -> list[str]:
 
 def _flags() -> list[str]:
     """Compiler flags; GEMMLAB_CPU_FLAGS adds more (the tests force the software half with it)."""
-    return BASE_FLAGS + _cpu_flags() + os.environ.get("GEMMLAB_CPU_FLAGS", "").split()
+    return BASE_FLAGS + _cpu_flags() + settings.cpu_flags()
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -106,12 +109,52 @@ def _emulator_sources() -> bytes:
                     if p.suffix in (".h", ".cpp"))
 
 
+def complete_elf(path: Path) -> bool:
+    """Whether `path` is a whole ELF file (an object or an executable): its header, program headers and section
+    headers (which the linker and the assembler write last, at the end) all lie inside the file. An empty file,
+    one cut short by a full disk or a killed compile, or one that is no ELF at all, is not."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return False
+    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return False
+    order = "little" if head[5] == 1 else "big"
+    num = lambda at, n: int.from_bytes(head[at:at + n], order)  # noqa: E731
+    if head[4] == 2:  # 64-bit
+        if len(head) < 64:
+            return False
+        phoff, shoff, phentsize, phnum, shentsize, shnum = num(0x20, 8), num(0x28, 8), num(0x36, 2), num(0x38, 2), \
+            num(0x3A, 2), num(0x3C, 2)
+    else:
+        phoff, shoff, phentsize, phnum, shentsize, shnum = num(0x1C, 4), num(0x20, 4), num(0x2A, 2), num(0x2C, 2), \
+            num(0x2E, 2), num(0x30, 2)
+    return shnum > 0 and shoff + shnum * shentsize <= size and phoff + phnum * phentsize <= size
+
+
+def _usable(path: Path) -> bool:
+    """A cache entry to trust: a whole ELF file; a damaged one is removed, so that the caller builds it again."""
+    if complete_elf(path):
+        return True
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise ConfigError(f"the CPU backend's cache entry {path} is damaged and cannot be removed ({e.strerror}); "
+                          f"delete it, or set GEMMLAB_CACHE to another folder.") from None
+    return False
+
+
 def _runtime_object(source: Path = RUNTIME) -> Path:
-    """The scheduler and launch driver (or analysis mode's counters), compiled once per shim version."""
+    """The scheduler and launch driver (or analysis mode's counters), compiled once per shim version; a damaged
+    cache entry (empty, cut short) is compiled again."""
     flags = _flags()
     key = _digest(_emulator_sources(), " ".join(flags))
     obj = _cache_dir() / f"{source.stem}-{key}.o"
-    if not obj.exists():
+    if not _usable(obj):
         tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(source), "-o", str(tmp)])
         if r.returncode != 0:
@@ -180,30 +223,35 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
         raise BackendError(f"the CPU emulator needs {CXX}; install it (apt-get install g++) or use a GPU")
     kernel = rewrite_extern_shared(source)
     text = kernel + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n"
-    runtime = _runtime_object()
     flags = _flags()
     key = _digest(_emulator_sources(), text, name_expression, " ".join(flags))
-    cache = _cache_dir()
-    exe = cache / f"{key}.bin"
-    if not exe.exists():
-        src = cache / f"{key}.cu"
-        src.write_text(text)
-        tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
-        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
-                           "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
-        if r.returncode != 0:
-            log = r.stderr.replace(str(src), label)
-            lines = log.splitlines()
-            if len(lines) > 60:
-                lines = lines[:60] + [f"... ({len(lines) - 60} more lines)"]
-            main_line = kernel.count("\n") + 2
-            if f"{label}:{main_line}:" in log:
-                lines.append(f"(line {main_line} is the emulator's entry point: is `{name_expression}` the kernel's "
-                             f"name with all its template arguments?)")
-            raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
-        os.replace(tmp, exe)
+    exe = _cache_dir() / f"{key}.bin"
+    if not _usable(exe):
+        _build_kernel(text, exe, label, name_expression, main_line=kernel.count("\n") + 2)
     return CpuModule(label=label, name_expression=name_expression, executable=exe, source=text,
                      cluster=cluster_dims(source, name_expression))
+
+
+def _build_kernel(text: str, exe: Path, label: str, name_expression: str = "", main_line: int = 0) -> None:
+    """Compile the emulator's executable `exe` from `text` (the kernel and its main()), written whole or not at all."""
+    runtime = _runtime_object()
+    flags = _flags()
+    src = exe.with_suffix(".cu")
+    src.write_text(text)
+    tmp = exe.with_name(f"{exe.stem}.{uuid.uuid4().hex[:8]}.tmp")
+    r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
+                       "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        log = r.stderr.replace(str(src), label)
+        lines = log.splitlines()
+        if len(lines) > 60:
+            lines = lines[:60] + [f"... ({len(lines) - 60} more lines)"]
+        if main_line and f"{label}:{main_line}:" in log:
+            lines.append(f"(line {main_line} is the emulator's entry point: is `{name_expression}` the kernel's "
+                         f"name with all its template arguments?)")
+        raise CompileError(f"{label}: g++ could not compile the kernel for the CPU emulator:\n" + "\n".join(lines))
+    os.replace(tmp, exe)
 
 
 def cpu_threads() -> int:
@@ -211,33 +259,23 @@ def cpu_threads() -> int:
     or fewer if GEMMLAB_CPU_THREADS says so. Read here only; the child is told the number (launch.txt),
     so a persistent step's grid (fusion.cpu_workers) and the child's workers always agree."""
     n = min(os.cpu_count() or 1, MAX_WORKERS)
-    raw = os.environ.get("GEMMLAB_CPU_THREADS", "")
-    if not raw.strip():
-        return n
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"GEMMLAB_CPU_THREADS={raw!r} is not a thread count; set it to a whole number of at "
-                          f"least 1 (the emulator's worker threads; {n} here at most) or unset it.")
-    return min(n, int(raw))
+    asked = settings.cpu_threads(n)
+    return n if asked is None else min(n, asked)
 
 
 def timeout_for(macs: float | None = None) -> float:
     """Seconds a launch may take on the CPU backend: GEMMLAB_CPU_TIMEOUT if set, else TIMEOUT_BASE_S plus
-    `macs` multiply-adds at TIMEOUT_RATE (DEFAULT_TIMEOUT_S when the work is not known)."""
-    raw = os.environ.get("GEMMLAB_CPU_TIMEOUT", "")
-    if raw.strip():
-        return check_timeout(raw, "GEMMLAB_CPU_TIMEOUT")
-    return DEFAULT_TIMEOUT_S if macs is None else TIMEOUT_BASE_S + macs / TIMEOUT_RATE
+    `macs` multiply-adds at TIMEOUT_RATE (DEFAULT_TIMEOUT_S when the work is not known), at most
+    settings.MAX_TIMEOUT_S."""
+    chosen = settings.cpu_timeout()
+    if chosen is not None:
+        return chosen
+    return DEFAULT_TIMEOUT_S if macs is None else min(TIMEOUT_BASE_S + macs / TIMEOUT_RATE, settings.MAX_TIMEOUT_S)
 
 
 def check_timeout(value, what: str = "timeout") -> float:
-    """`value` as a positive number of seconds; a ConfigError naming `what` otherwise."""
-    try:
-        t = float(value) if not isinstance(value, (bool, np.bool_)) else float("nan")
-    except (TypeError, ValueError):
-        t = float("nan")
-    if not 0 < t < float("inf"):
-        raise ConfigError(f"{what}={value!r} is not a time-out; give a positive number of seconds (such as 600).")
-    return t
+    """`value` as a positive number of seconds, at most settings.MAX_TIMEOUT_S; a ConfigError naming `what` otherwise."""
+    return settings.timeout(value, what)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
@@ -279,22 +317,125 @@ def _arg_line(i: int, a, arrays: list[tuple[int, np.ndarray, int]], offset: int)
     raise InputError(f"argument {i}: {type(a).__name__} is not supported; pass NumPy arrays, ints or floats")
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this process can still get: the machine's MemAvailable (/proc/meminfo), or less under an
+    address-space limit (ulimit -v) not yet used; None where neither can be read."""
+    have = []
+    try:
+        with open("/proc/meminfo") as f:
+            have += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/status") as f:
+                used = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")]
+            have.append(max(0, limit - (used[0] if used else 0)))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return min(have) if have else None
+
+
+def check_memory(what: str, need: int, instead: str) -> None:
+    """An InputError before `what` allocates `need` bytes when the machine has less available (numpy's
+    MemoryError, or the kernel's out-of-memory killer, otherwise): says how much and what to do `instead`."""
+    have = available_memory()
+    if have is not None and need > have:
+        raise InputError(f"{what} needs about {need / 2**30:.1f} GiB of memory, more than the {have / 2**30:.1f} GiB "
+                         f"available here; {instead}.")
+
+
 def _scratch_dir() -> str | None:
     shm = "/dev/shm"  # tmpfs: the arrays never touch a disk
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, timeout: float | None = None) -> None:
-    """Run one launch of `module` in a child process; arrays in `args` are updated in place. It is
-    stopped after `timeout` seconds (None: timeout_for(), GEMMLAB_CPU_TIMEOUT or DEFAULT_TIMEOUT_S)."""
-    _run_child(module, grid, block, args, shared_mem, timeout)
+class _ChildFiles:
+    """The files an emulator child reads and writes (its launch description, the arrays, analysis mode's counts).
+
+    Anonymous memory files (memfd) where Linux has them: the child opens /proc/self/fd/N, and the memory goes with the
+    last process that holds it, so a parent killed mid-launch (a notebook's kernel restarted) leaves nothing behind
+    in /dev/shm. Elsewhere, a temporary folder (in /dev/shm when it is writable) removed on the way out."""
+
+    def __enter__(self) -> "_ChildFiles":
+        self.fds: list[int] = []
+        self._files: list = []
+        self._tmp = None
+        return self
+
+    def new(self, name: str):
+        """(path for the child, read-write binary file for us) of a new empty file."""
+        if self._tmp is None and hasattr(os, "memfd_create"):
+            try:
+                fd = os.memfd_create(f"gemmlab-{name}")  # close-on-exec: only pass_fds reach the child
+            except OSError:
+                pass
+            else:
+                self.fds.append(fd)
+                f = os.fdopen(fd, "r+b")
+                self._files.append(f)
+                return f"/proc/self/fd/{fd}", f
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gemmlab-", dir=_scratch_dir())
+        path = Path(self._tmp.name) / name
+        f = open(path, "w+b")
+        self._files.append(f)
+        return str(path), f
+
+    def __exit__(self, *exc) -> None:
+        for f in self._files:
+            f.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl():
+    """libc's prctl (Linux), looked up before any fork; None elsewhere."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int, prctl):
+    """The child's first act, between fork and exec: ask the kernel for SIGKILL when the thread that started it
+    ends (Python killed, a notebook's kernel restarted), so no emulator spins on alone; and if the parent is
+    already gone, end at once."""
+    def arm() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+    return arm
+
+
+def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, timeout: float | None = None,
+           inputs=()) -> None:
+    """Run one launch of `module` in a child process; arrays in `args` are updated in place, except those at the
+    argument indices in `inputs` (the kernel's `const` operands: a GPU kernel that writes through one never
+    changes the caller's array, so the emulator does not either). It is stopped after `timeout` seconds (None:
+    timeout_for(), GEMMLAB_CPU_TIMEOUT or DEFAULT_TIMEOUT_S)."""
+    _run_child(module, grid, block, args, shared_mem, timeout, inputs=inputs)
 
 
 def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
-               env: dict | None = None, copy_back: bool = True) -> None:
+               env: dict | None = None, copy_back: bool = True, inputs=(), analysis_blocks: int | None = None
+               ) -> str | None:
+    """One launch in a child process; with `analysis_blocks` (analysis mode: 0 for all blocks), the counts file's
+    text is returned."""
     g, b = _check_geometry(grid, block, shared_mem)
+    env = dict(env or {})
     if module.cluster != (1, 1, 1):
-        env = {**(env or {}), "GEMMLAB_CPU_CLUSTER": ",".join(map(str, module.cluster))}
+        env["GEMMLAB_CPU_CLUSTER"] = ",".join(map(str, module.cluster))
     arrays: list[tuple[int, np.ndarray, int]] = []
     lines, offset = [], 0
     for i, a in enumerate(args):
@@ -302,33 +443,48 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
         lines.append(line)
     timeout = timeout_for() if timeout is None else check_timeout(timeout)
     workers = cpu_threads()
-    with tempfile.TemporaryDirectory(prefix="gemmlab-", dir=_scratch_dir()) as tmp:
-        data = Path(tmp) / "arrays.bin"
-        with open(data, "wb") as f:
-            for _, a, off in arrays:
-                f.seek(off)
-                f.write(memoryview(a).cast("B") if a.nbytes else b"")
-        desc = Path(tmp) / "launch.txt"
-        desc.write_text(f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
-                        f"workers {workers}\nnargs {len(args)}\n" + "\n".join(lines) + "\n")
+    env = settings.child_environment(env)
+    check_memory(f"{module.label} on the CPU emulator", 2 * offset,  # the arrays' file and the child's own copies
+                 "the emulator runs a kernel at a few GFLOP/s at best: try it on smaller matrices")
+    _ready(module)
+    with _ChildFiles() as files:
+        data, f = files.new("arrays.bin")
+        for _, a, off in arrays:
+            f.seek(off)
+            f.write(memoryview(a).cast("B") if a.nbytes else b"")
+        f.flush()
+        desc, d = files.new("launch.txt")
+        d.write((f"grid {g[0]} {g[1]} {g[2]}\nblock {b[0]} {b[1]} {b[2]}\nsmem {int(shared_mem)}\n"
+                 f"workers {workers}\nnargs {len(args)}\n" + "\n".join(lines) + "\n").encode())
+        d.flush()
+        if analysis_blocks is not None:
+            counts, out = files.new("counts.txt")
+            env.update(GEMMLAB_ANALYSIS=counts, GEMMLAB_ANALYSIS_BLOCKS=str(int(analysis_blocks)))
         try:
-            r = subprocess.run([str(module.executable), str(desc), str(data)], capture_output=True, timeout=timeout,
-                               env=None if env is None else {**os.environ, **env})
+            r = subprocess.run([str(module.executable), desc, data], capture_output=True, timeout=timeout, env=env,
+                               pass_fds=files.fds, preexec_fn=_die_with(os.getpid(), _prctl()))
         except subprocess.TimeoutExpired as e:
             _forward(e.stdout)
             raise KernelError(f"{module.label}: did not finish in {timeout:g} s, the CPU backend's time-out (an infinite "
                               f"loop, or a barrier some threads never reach?); if it only needs longer, pass "
                               f"timeout=SECONDS or set GEMMLAB_CPU_TIMEOUT.") from None
+        except OSError as e:  # the executable went bad between the check and the start
+            raise KernelError(f"{module.label}: the emulator could not start {module.executable} ({e.strerror}); "
+                              f"run the call again (a damaged cache entry is rebuilt).") from None
         _forward(r.stdout)
         if r.returncode != 0:
             raise _launch_error(module, r.returncode, r.stderr.decode(errors="replace"), args)
+        if analysis_blocks is not None:
+            out.seek(0)
+            return out.read().decode(errors="replace")
         if not copy_back:
-            return
-        with open(data, "rb") as f:
-            for _, a, off in arrays:
-                if a.nbytes and a.flags.writeable:
-                    f.seek(off)
-                    f.readinto(memoryview(a).cast("B"))
+            return None
+        protected = {int(i) for i in inputs}
+        for i, a, off in arrays:
+            if a.nbytes and a.flags.writeable and i not in protected:
+                f.seek(off)
+                f.readinto(memoryview(a).cast("B"))
+    return None
 
 
 def _forward(out: bytes | None) -> None:
@@ -533,26 +689,46 @@ def _analysis_executable(module: CpuModule) -> CpuModule:
         text = src.read_text()
     flags = _flags() + ANALYSIS_FLAGS
     key = _digest(_emulator_sources(), text, " ".join(flags), "analysis")
-    cache = _cache_dir()
-    exe = cache / f"{key}.analysis.bin"
-    if not exe.exists():
-        runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
-        src = cache / f"{key}.analysis.cu"
-        src.write_text(text)
-        tag = uuid.uuid4().hex[:8]
-        obj, tmp = cache / f"{key}.{tag}.o", cache / f"{key}.{tag}.tmp"
-        try:
-            # Two steps: -fsanitize=thread on the link line would pull in the real TSan runtime.
-            r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
-                               "-c", "-o", str(obj)])
-            if r.returncode == 0:
-                r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
-            if r.returncode != 0:
-                raise CompileError(f"{module.label}: the analysis build failed:\n" + r.stderr.replace(str(src), module.label))
-            os.replace(tmp, exe)
-        finally:
-            obj.unlink(missing_ok=True)
-    return replace(module, executable=exe, source=text)
+    exe = _cache_dir() / f"{key}.analysis.bin"
+    if not _usable(exe):
+        _build_analysis(text, exe, module.label)
+    return replace(module, executable=exe, source=text, analysis=True)
+
+
+def _build_analysis(text: str, exe: Path, label: str) -> None:
+    """Compile analysis mode's executable `exe` from `text` (the kernel and its main()), written whole or not at all."""
+    flags = _flags() + ANALYSIS_FLAGS
+    runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
+    src = exe.with_suffix(".cu")
+    src.write_text(text)
+    tag = uuid.uuid4().hex[:8]
+    obj, tmp = exe.with_name(f"{exe.stem}.{tag}.o"), exe.with_name(f"{exe.stem}.{tag}.tmp")
+    try:
+        # Two steps: -fsanitize=thread on the link line would pull in the real TSan runtime.
+        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
+                           "-c", "-o", str(obj)])
+        if r.returncode == 0:
+            r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
+        if r.returncode != 0:
+            raise CompileError(f"{label}: the analysis build failed:\n" + r.stderr.replace(str(src), label))
+        os.replace(tmp, exe)
+    finally:
+        obj.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
+def _ready(module: CpuModule) -> None:
+    """Before a launch: `module`'s executable is whole, or it is built again from the text it was compiled from (a
+    cache entry damaged or removed since, by a full disk, a killed compile or a cleanup)."""
+    if _usable(module.executable):
+        return
+    if not module.source:
+        raise KernelError(f"{module.label}: its compiled kernel {module.executable} is damaged or gone from the cache; "
+                          f"compile the step again (gemmlab.step).")
+    if module.analysis:
+        _build_analysis(module.source, module.executable, module.label)
+    else:
+        _build_kernel(module.source, module.executable, module.label)
 
 
 def _frames(executable: Path, pcs: list[int]) -> dict[int, list[tuple[str, int]]]:
@@ -607,11 +783,8 @@ def analyze(module: CpuModule, grid, block, args: list, shared_mem: int = 0, max
     exe = _analysis_executable(module)
     if max_blocks is not None and (not isinstance(max_blocks, (int, np.integer)) or max_blocks < 1):
         raise ConfigError(f"max_blocks must be a positive number of blocks or None, got {max_blocks!r}")
-    with tempfile.TemporaryDirectory(prefix="gemmlab-analysis-", dir=_scratch_dir()) as tmp:
-        out = Path(tmp) / "counts.txt"
-        env = {"GEMMLAB_ANALYSIS": str(out), "GEMMLAB_ANALYSIS_BLOCKS": str(int(max_blocks or 0))}
-        _run_child(exe, grid, block, args, shared_mem, timeout, env=env, copy_back=False)
-        text = out.read_text()
+    text = _run_child(exe, grid, block, args, shared_mem, timeout, copy_back=False,
+                      analysis_blocks=int(max_blocks or 0))
     return _parse_counts(exe, text, names)
 
 

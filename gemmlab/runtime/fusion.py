@@ -479,6 +479,7 @@ class FusedKernel:
         m, _, _, n = self.check_inputs(a, b, c)
         _kernel.check_matrices(self.name, np.dtype(np.float32), {"E": e})
         _kernel.check_backend_arrays(self.name, self.backend, {"A": a, "B": b, "C": c, "E": e})
+        _kernel.check_writable({"E": e})
         if tuple(e.shape) != (m, n):
             raise InputError(f"E is {e.shape[0]}x{e.shape[1]} but A B C is {m}x{n}; pass an output of shape ({m}, {n})")
 
@@ -507,6 +508,10 @@ class FusedKernel:
         """Blocks to launch. Persistent step: min(tiles, resident blocks), or `grid` if it fits."""
         m = dims[0]
         if not self.step.persistent:
+            if grid is not None:
+                raise ConfigError(f"grid={grid!r} applies to a persistent step only (fused/03_two_phase and later, "
+                                  f"whose blocks stay resident); {self.name} sets its own grid, one block per "
+                                  f"{self.step.tile(self.params)[0]}-row tile of A: leave grid out")
             return cdiv(m, self.step.tile(self.params)[0])
         resident, how = resident_blocks(self, self.step.smem(self.params, dims))
         if resident < 1:
@@ -565,7 +570,7 @@ class FusedKernel:
             from . import cpu
             (m, k), (l, n) = a.shape, c.shape
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
-                       timeout=cpu.timeout_for(m * l * (k + n)) if timeout is None else timeout)
+                       timeout=cpu.timeout_for(m * l * (k + n)) if timeout is None else timeout, inputs=(4, 5, 6))
 
     def launcher(self, a, b, c, e, graph: bool = False):
         """A no-argument function that launches on these device arrays: for timing (GPU only).
@@ -624,7 +629,7 @@ class FusedInstance(_kernel.Instance):
         return f"FusedInstance({self.label})"
 
     def compiled(self, arch: str | None = None):
-        return compiled(self.name, arch or self.ARCH, self.source_text, **self.params)
+        return compiled(self.name, self.ARCH if arch is None else arch, self.source_text, **self.params)
 
     def fit(self, arch: str | None = None, size: int = 1024) -> "nvrtc.Fit":
         """Whether one block fits `arch` (sm_90 by default): ptxas' report plus the step's threads and its dynamic
@@ -632,7 +637,7 @@ class FusedInstance(_kernel.Instance):
         from . import nvrtc
 
         dims = self.step.fit((size, size, size, size))
-        return nvrtc.fit(self.resources(arch or self.ARCH), self.step.threads(self.params),
+        return nvrtc.fit(self.resources(self.ARCH if arch is None else arch), self.step.threads(self.params),
                          self.step.smem(self.params, dims), compiler=nvrtc.version())
 
 
@@ -1154,6 +1159,7 @@ def config_problem(name: str, backend: str | None = None, **params) -> str | Non
 
 def slider_report(name: str, n: int = 64, backend: str | None = "cpu", **params) -> str:
     """The text under the chapter's sliders: can it run, does it match float64 at N, what was recorded."""
+    _kernel.check_size(n, "n")
     problem = config_problem(name, backend, **params)
     if problem:
         return f"cannot run: {problem}"

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import functools
-import os
 
 from ..errors import ArchError, BackendError, CompileError, ConfigError, KernelError
+from . import settings
 from .nvrtc import Resources, raise_for_log
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 
@@ -16,7 +16,7 @@ def available() -> bool:
         import cupy
 
         found = cupy.cuda.runtime.getDeviceCount() > 0
-        if found and os.environ.get("GEMMLAB_NO_POOL"):
+        if found and settings.no_pool():
             cupy.cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees exact bounds
         return found
     except Exception:  # no CuPy, no driver, no device: all mean "no GPU backend"

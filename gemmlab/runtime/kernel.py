@@ -1,21 +1,20 @@
 """A step compiled for a backend: call it on arrays, ask it for its resources, PTX and SASS."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from . import nvrtc, registry
+from . import nvrtc, registry, settings
 from ..errors import ArchError, BackendError, ConfigError, InputError
 from .registry import Launch, Step
 from .source import assemble
 
 BACKENDS = ("gpu", "cpu")
-_forced: str | None = os.environ.get("GEMMLAB_BACKEND") or None
+_forced: str | None = None  # set_backend's choice; None: GEMMLAB_BACKEND's (settings.backend), else automatic
 
 
 def set_backend(name: str | None) -> None:
-    """Force 'gpu' or 'cpu' for every later step; None goes back to automatic."""
+    """Force 'gpu' or 'cpu' for every later step; None goes back to the default: GEMMLAB_BACKEND if it is set, else
+    automatic (a GPU when CuPy sees one)."""
     global _forced
     if name is not None and name not in BACKENDS:
         raise ConfigError(f"backend must be one of {BACKENDS} or None, not {name!r}")
@@ -23,15 +22,19 @@ def set_backend(name: str | None) -> None:
 
 
 def backend(requested: str | None = None) -> str:
-    """The backend a step runs on: the requested one, else the forced one, else GPU when CuPy sees one."""
+    """The backend a step runs on: the requested one, else the forced one (set_backend, else GEMMLAB_BACKEND),
+    else GPU when CuPy sees one."""
     from . import gpu
 
-    name = requested or _forced
+    name = requested or _forced or settings.backend()
     if name is None:
         return "gpu" if gpu.available() else "cpu"
     if name not in BACKENDS:
         raise ConfigError(f"backend must be one of {BACKENDS}, not {name!r}")
     if name == "gpu" and not gpu.available():
+        if not (requested or _forced):
+            raise BackendError(f"{settings.BACKEND}=gpu asks for the GPU backend, but CuPy sees no CUDA GPU here; set "
+                               f"{settings.BACKEND}=cpu (or unset it) to run on the CPU emulator.")
         raise BackendError("backend='gpu' was asked for, but CuPy sees no CUDA GPU here; use backend='cpu'.")
     return name
 
@@ -106,7 +109,8 @@ class Instance:
 
     # --- compile-only analysis (no GPU needed) ---
     def compiled(self, arch: str | None = None) -> nvrtc.Artifact:
-        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch or self.ARCH), label=self.label)
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(self.ARCH if arch is None else arch),
+                             label=self.label)  # "" is no arch: nvrtc.compile says so
 
     @property
     def name(self) -> str:
@@ -174,6 +178,7 @@ class Kernel(Instance):
         m, n, _ = self.check_inputs(a, b)
         check_matrices(self.step.name, self.dtype, {"C": c})
         check_backend_arrays(self.step.name, self.backend, {"A": a, "B": b, "C": c})
+        check_writable({"C": c})
         if tuple(c.shape) != (m, n):
             raise InputError(f"C is {c.shape[0]}x{c.shape[1]} but A ({m}x{a.shape[1]}) times B "
                              f"({b.shape[0]}x{n}) is {m}x{n}; pass an output of shape ({m}, {n})")
@@ -210,7 +215,7 @@ class Kernel(Instance):
             from . import cpu
 
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
-                       timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout)
+                       timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout, inputs=(3, 4))
 
     def extra_args(self, a, b, c) -> list:
         """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
@@ -231,6 +236,10 @@ class Kernel(Instance):
         registry.check_shape(self.step, m, n, k)
         if min(m, n, k) < 1:
             raise InputError(f"counters need a non-empty problem, not M={m}, N={n}, K={k}")
+        cpu.check_memory(f"counters of {self.step.name} at M={m}, N={n}, K={k}",
+                     # the float64 draw, A, B and C, and the emulator's two copies of A, B and C
+                     8 * max(m * k, k * n) + 3 * self.dtype.itemsize * (m * k + k * n + m * n),
+                     "the counts per request do not depend on the size once a few tiles fit: count at 256 or 1024")
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((m, k)).astype(self.dtype)
         b = rng.standard_normal((k, n)).astype(self.dtype)
@@ -255,6 +264,22 @@ def check_matrices(name: str, dtype, arrays: dict) -> None:
         if not x.flags.c_contiguous:
             raise InputError(f"{label} is not C-contiguous (a transposed view or a slice?): the kernel reads it as "
                              f"row-major; pass np.ascontiguousarray({label}) (cupy.ascontiguousarray on a GPU)")
+
+
+def check_size(value, what: str = "size") -> int:
+    """`value` as a problem size, a whole number of at least 1: a ConfigError naming `what` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{what}={value!r} is not a problem size; give a whole number of at least 1 (such as 64).")
+    return int(value)
+
+
+def check_writable(arrays: dict) -> None:
+    """Each of `arrays` ({"C": c}: what a launch writes) writable: an InputError naming a read-only one (a GPU kernel
+    would write it anyway; the CPU backend would leave it unwritten)."""
+    for label, x in arrays.items():
+        if not getattr(getattr(x, "flags", None), "writeable", True):
+            raise InputError(f"{label} is read-only ({label}.flags.writeable is False), but the kernel writes its result "
+                             f"there; pass a writable array ({label}.copy(), or np.empty of the same shape)")
 
 
 def check_backend_arrays(name: str, backend_name: str, arrays: dict) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ArchError, BackendError, CompileError, ConfigError
+from . import settings
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 
 T4_SHARED_LIMIT = 64 * 1024  # bytes of shared memory one block may use on sm_75
@@ -191,13 +192,13 @@ def _wheel_libraries() -> list[str]:
 def _library_candidates() -> list[tuple[str, list[str]]]:
     """(libnvrtc path, matching header folders): GEMMLAB_NVRTC_LIB's alone if set, else the pip wheels'
     (newest first), then a toolkit's."""
-    chosen = os.environ.get(LIB_ENV)
+    chosen = settings.nvrtc_lib()
     if chosen:
         here = os.path.join(os.path.dirname(os.path.abspath(chosen)), os.pardir, "include")
         return [(chosen, [os.path.normpath(here)] + toolkit_include_dirs() + wheel_include_dirs())]
     found = [(lib, wheel_include_dirs() + toolkit_include_dirs()) for lib in _wheel_libraries()]
-    for root in [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]:
-        for lib in sorted(glob.glob(os.path.join(root or "/nonexistent", "lib64", "libnvrtc.so*"))):
+    for root in settings.cuda_roots():
+        for lib in sorted(glob.glob(os.path.join(root, "lib64", "libnvrtc.so*"))):
             found.append((lib, toolkit_include_dirs() + wheel_include_dirs()))
     name = ctypes.util.find_library("nvrtc")
     if name:
@@ -257,19 +258,23 @@ def _nvrtc() -> tuple[ctypes.CDLL, tuple[str, ...]]:
             for builtins in glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so.*")) \
                     if os.path.dirname(path) else []:
                 ctypes.CDLL(builtins)
-            return ctypes.CDLL(path), tuple(with_fp16_header(includes))
+            lib = ctypes.CDLL(path)
         except OSError as e:
-            if os.environ.get(LIB_ENV):
-                raise BackendError(f"{LIB_ENV}={path} could not be loaded ({e}); point it at a libnvrtc.so "
-                                   f"(e.g. <site-packages>/nvidia/cuda_nvrtc/lib/libnvrtc.so.12) or unset it") from None
+            if settings.nvrtc_lib():
+                raise ConfigError(f"{LIB_ENV}={settings.given(LIB_ENV)!r} could not be loaded ({e}); point it at a "
+                                  f"libnvrtc.so (e.g. <site-packages>/nvidia/cu13/lib/libnvrtc.so.13) or unset it to "
+                                  f"use the installed one.") from None
             continue
+        if settings.nvrtc_lib():
+            settings.check_nvrtc_library(lib, settings.given(LIB_ENV))
+        return lib, tuple(with_fp16_header(includes))
     raise BackendError("NVRTC was not found: install the pinned requirements "
                        "(pip install -r requirements.txt brings the nvidia-cuda-nvrtc wheel) "
                        "or a CUDA toolkit.")
 
 
 def available() -> bool:
-    """True when compile-only analysis can run here."""
+    """True when compile-only analysis can run here (a GEMMLAB_NVRTC_LIB that is no NVRTC is a ConfigError)."""
     try:
         _nvrtc()
         return True

@@ -804,6 +804,8 @@ def parse_params(pairs: list[str] | None) -> dict:
         name, sep, value = pair.partition("=")
         if not sep or not value.lstrip("-").isdigit():
             raise ConfigError(f"a template parameter is NAME=INTEGER, not {pair!r}")
+        if name in out:
+            raise ConfigError(f"--param {name} is given twice ({name}={out[name]} and {pair}); give each parameter once.")
         out[name] = int(value)
     return out
 

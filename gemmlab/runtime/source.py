@@ -65,8 +65,9 @@ def wheel_include_dirs() -> list[str]:
 
 def toolkit_include_dirs() -> list[str]:
     """Header folders of an installed CUDA toolkit (CUDA_PATH, CUDA_HOME, /usr/local/cuda)."""
-    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-    return [os.path.join(r, "include") for r in roots if r]
+    from . import settings
+
+    return [os.path.join(r, "include") for r in settings.cuda_roots()]
 
 
 def with_fp16_header(dirs: list[str]) -> list[str]:
