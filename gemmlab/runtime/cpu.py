@@ -187,10 +187,17 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
     exe = cache / f"{key}.bin"
     if not exe.exists():
         src = cache / f"{key}.cu"
-        src.write_text(text)
+        try:
+            src.write_text(text)
+        except OSError as e:
+            raise ConfigError(f"cannot write to the compile cache {cache} ({e.strerror or type(e).__name__}): free "
+                              "some space there, or set GEMMLAB_CACHE to a folder with room") from None
         tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
                            "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+        if r.returncode != 0 and "No space left on device" in r.stderr:
+            raise ConfigError(f"the compile cache {cache} is full (g++: No space left on device): free some space "
+                              "there, or set GEMMLAB_CACHE to a folder with room")
         if r.returncode != 0:
             log = r.stderr.replace(str(src), label)
             lines = log.splitlines()
