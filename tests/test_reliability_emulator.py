@@ -214,3 +214,67 @@ def test_a_hung_kernel_is_run_once(monkeypatch):
     """, backend="cpu")
     assert not v.passed and "did not finish in 2 s" in v.items[0].detail
     assert len(launches) == 1 and len(v.items) == 1, str(v)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2: what a GPU rejects, the emulator rejects
+# ------------------------------------------------------------------------------------------------
+def run(source, name, grid, block, args, shared_mem=0):
+    cpu.launch(cpu.compile_kernel(source, name, label=name), grid, block, args, shared_mem=shared_mem, timeout=60)
+    return args
+
+
+@needs_gxx
+@pytest.mark.parametrize("floats", [12289, 1 << 28])  # 48 KB + 4 B; 1 GiB
+def test_static_shared_memory_over_48_kb_is_rejected(floats):
+    src = f"__global__ void big(float* out) {{ __shared__ float s[{floats}]; s[threadIdx.x] = 1; " \
+          f"__syncthreads(); out[threadIdx.x] = s[{floats} - 1 - threadIdx.x]; }}"
+    with pytest.raises(ConfigError, match=f"take {floats * 4} B, over the 49152 B of static shared memory"):
+        run(src, "big", 1, 32, [np.zeros(32, np.float32)])
+
+
+@needs_gxx
+def test_static_plus_dynamic_over_the_opt_in_is_rejected():
+    src = "__global__ void both(float* out) { __shared__ float s[8192]; extern __shared__ float d[]; " \
+          "s[threadIdx.x] = 1; d[threadIdx.x] = 2; __syncthreads(); out[threadIdx.x] = s[threadIdx.x] + d[0]; }"
+    out = run(src, "both", 1, 32, [np.zeros(32, np.float32)], shared_mem=64 * 1024)[0]
+    assert (out == 3).all()
+    with pytest.raises(ConfigError, match="32768 B static \\+ 200704 B dynamic shared memory, over the 232448 B"):
+        run(src, "both", 1, 32, [np.zeros(32, np.float32)], shared_mem=196 * 1024)
+
+
+STRAY = r"""
+__global__ void stray(int mode, float* in, float* out) {
+    int i = threadIdx.x;
+    if (mode == 0 && i == 0) out[-2] = 1.0f;                 // a small negative index: the page's slack
+    if (mode == 1 && i == 0) out[3 * blockDim.x + 1] = 1.0f; // just past the end, within the alignment padding
+    if (mode == 2) out[i] = in[i - 2];                       // reads two elements before the array
+    if (mode == 3 && i == 0) out[0] = in[-5000];             // far before the array, past one guard page
+    if (mode == 4) out[i] = in[i];                           // in bounds
+}
+"""
+
+
+@needs_gxx
+@pytest.mark.parametrize("mode, match", [(0, "out-of-bounds write at element -2 of argument 2"),
+                                         (1, "out-of-bounds write at element 97 of argument 2"),
+                                         (3, "out-of-bounds read at element -5000 of argument 1")])
+def test_strays_around_an_array_are_caught(mode, match):
+    a, out = np.ones(32, np.float32), np.zeros(32 * 3 + 1, np.float32)
+    with pytest.raises(KernelError, match=match):
+        run(STRAY, "stray", 1, 32, [mode, a, out])
+    assert (run(STRAY, "stray", 1, 32, [4, a, out])[2][:32] == 1).all()
+
+
+@needs_gxx
+def test_a_read_just_before_an_array_poisons_the_result():
+    out = run(STRAY, "stray", 1, 32, [2, np.ones(32, np.float32), np.zeros(97, np.float32)])[2]
+    assert np.isnan(out[:2]).all() and (out[2:32] == 1).all()
+
+
+@needs_gxx
+def test_a_write_past_dynamic_shared_memory_is_caught():
+    src = "__global__ void dyn(float* out) { extern __shared__ float d[]; d[threadIdx.x] = 1; " \
+          "if (threadIdx.x == 0) d[blockDim.x] = 2; __syncthreads(); out[threadIdx.x] = d[threadIdx.x]; }"
+    with pytest.raises(KernelError, match="out-of-bounds write at byte offset 128 of dynamic shared memory"):
+        run(src, "dyn", 1, 32, [np.zeros(32, np.float32)], shared_mem=128 + 4 - 4)

@@ -297,9 +297,44 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
     _run_child(module, grid, block, args, shared_mem, timeout)
 
 
+_SHIM_TLS = re.compile(r"_ZN3emu|_ZZN3emu|_ZGV|_ZTH|_ZTW|(gridDim|blockDim|threadIdx|blockIdx)$")
+
+
+@functools.lru_cache(maxsize=256)
+def static_shared_bytes(executable: Path) -> dict[str, int]:
+    """The kernel's static __shared__ variables (thread-local in the emulator): mangled name -> bytes, read from
+    the executable's symbol table (the shim's own thread-locals left out); {} when readelf is missing."""
+    if not shutil.which("readelf"):
+        return {}
+    r = subprocess.run(["readelf", "-sW", str(executable)], capture_output=True, text=True)
+    out = {}
+    for ln in r.stdout.splitlines():
+        f = ln.split()
+        if len(f) == 8 and f[3] == "TLS" and f[6] != "UND" and not _SHIM_TLS.match(f[7]):
+            out[f[7]] = int(f[2], 0) if f[2].isdigit() else int(f[2], 16)
+    return out
+
+
+def check_shared_memory(module: CpuModule, shared_mem: int) -> None:
+    """A ConfigError when the kernel's shared memory breaks a GPU's limits (the emulator models an sm_90 block:
+    48 KB static, 227 KB static + dynamic), which the CPU would otherwise run without complaint."""
+    from .nvrtc import arch_limits
+    lim = arch_limits("sm_90")
+    static = sum(static_shared_bytes(module.executable).values())
+    if static > lim.shared_static:
+        raise ConfigError(f"{module.label}: its __shared__ arrays take {static} B, over the {lim.shared_static} B of "
+                          "static shared memory a block may declare on any GPU: the launch would fail there. Shrink "
+                          "the tiles, or use extern __shared__ (dynamic shared memory) for more than 48 KB")
+    if static + shared_mem > lim.shared_optin:
+        raise ConfigError(f"{module.label}: {static} B static + {shared_mem} B dynamic shared memory, over the "
+                          f"{lim.shared_optin} B a block may have on {lim.name}: the launch would fail on a GPU; "
+                          "shrink the tiles or the stages")
+
+
 def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
                env: dict | None = None, copy_back: bool = True) -> None:
     g, b = _check_geometry(grid, block, shared_mem)
+    check_shared_memory(module, int(shared_mem))
     if module.cluster != (1, 1, 1):
         env = {**(env or {}), "GEMMLAB_CPU_CLUSTER": ",".join(map(str, module.cluster))}
     arrays: list[tuple[int, np.ndarray, int]] = []
