@@ -278,3 +278,13 @@ def test_a_write_past_dynamic_shared_memory_is_caught():
           "if (threadIdx.x == 0) d[blockDim.x] = 2; __syncthreads(); out[threadIdx.x] = d[threadIdx.x]; }"
     with pytest.raises(KernelError, match="out-of-bounds write at byte offset 128 of dynamic shared memory"):
         run(src, "dyn", 1, 32, [np.zeros(32, np.float32)], shared_mem=128 + 4 - 4)
+
+
+@needs_gxx
+def test_clock64_and_trap_work_in_the_emulator():
+    src = "__global__ void t(int mode, long long* out) { long long a = clock64(); out[threadIdx.x] = clock64() - a; " \
+          "if (mode && threadIdx.x == 5) __trap(); }"
+    out = run(src, "t", 1, 32, [0, np.full(32, -1, np.int64)])[1]
+    assert (out >= 0).all()
+    with pytest.raises(KernelError, match=r"illegal instruction \(__trap\(\).* by thread \(5,0,0\)"):
+        run(src, "t", 1, 32, [1, np.zeros(32, np.int64)])
