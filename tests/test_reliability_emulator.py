@@ -288,3 +288,22 @@ def test_clock64_and_trap_work_in_the_emulator():
     assert (out >= 0).all()
     with pytest.raises(KernelError, match=r"illegal instruction \(__trap\(\).* by thread \(5,0,0\)"):
         run(src, "t", 1, 32, [1, np.zeros(32, np.int64)])
+
+
+def test_an_unusable_tool_makes_the_verdict_partial():
+    from gemmlab.chapters.exercises import Context, _guard
+    from gemmlab.errors import BackendError
+
+    def broken(ctx):
+        raise BackendError("NVRTC at /x/libnvrtc.so cannot be loaded")
+    ctx = Context(exercises.get(CH2), "", "cpu", None)
+    items = _guard(broken, ctx)
+    v = Verdict(CH2, "your code", "cpu", [Item("correct", True, "right"), *items])
+    assert items[0].passed is None and not v.passed and "PARTIAL (not checked: property" in str(v)
+
+
+@needs_gxx
+def test_an_exercise_over_the_static_shared_limit_fails_as_a_gpu_would():
+    v = exercises.check(CH2, "__shared__ float big[20000];\nbig[threadIdx.x] = 0;" + CH2_GAP, backend="cpu")
+    assert not v.passed and len(v.items) == 1 and "cannot run on a GPU" in v.items[0].detail, str(v)
+    assert "take 80000 B, over the 49152 B of static shared memory" in v.items[0].detail

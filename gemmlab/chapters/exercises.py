@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import ConfigError, GemmlabError
+from ..errors import BackendError, ConfigError, GemmlabError
 from ..runtime.source import KERNELS
 
 EXERCISES_DIR = KERNELS / "exercises"
@@ -872,6 +872,9 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     finished = True
     try:
         item, ctx.report = _correctness(ex, kern)
+    except ConfigError as e:  # the emulator refuses what a GPU would refuse (shared memory over its limits)
+        finished = False
+        item = Item("correct", False, f"the kernel cannot run on a GPU: {_relabel(str(e), ex, gap_line)}")
     except GemmlabError as e:
         finished = False  # the diagnosis would run it again into the same crash or time-out
         item = Item("correct", False, f"the kernel did not finish: {_relabel(str(e), ex, gap_line)}",
@@ -893,6 +896,8 @@ def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
     """A property check's items; an error inside one is reported as a failed item, not raised."""
     try:
         return fn(ctx)
+    except BackendError as e:  # the tool is missing or unusable here (NVRTC, say): not checked, so not a pass
+        return [Item("property", None, f"could not be measured here: {e}")]
     except GemmlabError as e:
         return [Item("property", False, f"could not be measured: {e}")]
 
