@@ -307,3 +307,16 @@ def test_an_exercise_over_the_static_shared_limit_fails_as_a_gpu_would():
     v = exercises.check(CH2, "__shared__ float big[20000];\nbig[threadIdx.x] = 0;" + CH2_GAP, backend="cpu")
     assert not v.passed and len(v.items) == 1 and "cannot run on a GPU" in v.items[0].detail, str(v)
     assert "take 80000 B, over the 49152 B of static shared memory" in v.items[0].detail
+
+
+@needs_gxx
+def test_gxx_out_of_disk_space_is_the_caches_fault(monkeypatch):
+    import subprocess
+    real = cpu._run_compiler
+
+    def full(cmd):
+        r = real(cmd) if "-c" in cmd and str(cpu.RUNTIME) in cmd else None
+        return r or subprocess.CompletedProcess(cmd, 1, "", "/usr/bin/ld: final link failed: No space left on device")
+    monkeypatch.setattr(cpu, "_run_compiler", full)
+    with pytest.raises(ConfigError, match="is full \\(g\\+\\+: No space left on device\\).*GEMMLAB_CACHE"):
+        cpu.compile_kernel(f"__global__ void k(int* p) {{ p[0] = {time.time_ns() % 10**9 + 1}; }}", "k", label="k")

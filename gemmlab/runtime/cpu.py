@@ -100,6 +100,22 @@ def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
+def _write_cache_text(path: Path, text: str) -> None:
+    """Write a source into the compile cache; a full or broken disk is a ConfigError saying what to do."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise ConfigError(f"cannot write to the compile cache {path.parent} ({e.strerror or type(e).__name__}): "
+                          "free some space there, or set GEMMLAB_CACHE to a folder with room") from None
+
+
+def _check_cache_room(r: subprocess.CompletedProcess) -> None:
+    """g++ failing for want of disk space is the cache's fault, not the kernel's: a ConfigError."""
+    if r.returncode != 0 and "No space left on device" in r.stderr:
+        raise ConfigError(f"the compile cache {_cache_dir()} is full (g++: No space left on device): free some "
+                          "space there, or set GEMMLAB_CACHE to a folder with room")
+
+
 def _emulator_sources() -> bytes:
     """Every header and source of the emulator: part of every cache key."""
     return b"".join(p.name.encode() + p.read_bytes() for p in sorted(EMULATOR_DIR.iterdir())
@@ -114,6 +130,7 @@ def _runtime_object(source: Path = RUNTIME) -> Path:
     if not obj.exists():
         tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(source), "-o", str(tmp)])
+        _check_cache_room(r)
         if r.returncode != 0:
             raise CompileError(f"the CPU emulator's runtime did not compile (a bug in gemmlab):\n{r.stderr}")
         os.replace(tmp, obj)
@@ -187,17 +204,11 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
     exe = cache / f"{key}.bin"
     if not exe.exists():
         src = cache / f"{key}.cu"
-        try:
-            src.write_text(text)
-        except OSError as e:
-            raise ConfigError(f"cannot write to the compile cache {cache} ({e.strerror or type(e).__name__}): free "
-                              "some space there, or set GEMMLAB_CACHE to a folder with room") from None
+        _write_cache_text(src, text)
         tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
                            "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
-        if r.returncode != 0 and "No space left on device" in r.stderr:
-            raise ConfigError(f"the compile cache {cache} is full (g++: No space left on device): free some space "
-                              "there, or set GEMMLAB_CACHE to a folder with room")
+        _check_cache_room(r)
         if r.returncode != 0:
             log = r.stderr.replace(str(src), label)
             lines = log.splitlines()
@@ -580,7 +591,7 @@ def _analysis_executable(module: CpuModule) -> CpuModule:
     if not exe.exists():
         runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
         src = cache / f"{key}.analysis.cu"
-        src.write_text(text)
+        _write_cache_text(src, text)
         tag = uuid.uuid4().hex[:8]
         obj, tmp = cache / f"{key}.{tag}.o", cache / f"{key}.{tag}.tmp"
         try:
@@ -589,6 +600,7 @@ def _analysis_executable(module: CpuModule) -> CpuModule:
                                "-c", "-o", str(obj)])
             if r.returncode == 0:
                 r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
+            _check_cache_room(r)
             if r.returncode != 0:
                 raise CompileError(f"{module.label}: the analysis build failed:\n" + r.stderr.replace(str(src), module.label))
             os.replace(tmp, exe)
