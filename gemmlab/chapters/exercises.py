@@ -921,8 +921,8 @@ def add_cli_parser(sub) -> None:
 
 
 def run_cli(args) -> int:
-    """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed, 2 for
-    a bad name, file or backend."""
+    """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed or was
+    partial (a property this machine cannot measure), 2 for a bad name, file, folder, backend or options."""
     import sys
 
     if args.action == "list":
