@@ -286,7 +286,7 @@ def test_clock64_and_trap_work_in_the_emulator():
           "if (mode && threadIdx.x == 5) __trap(); }"
     out = run(src, "t", 1, 32, [0, np.full(32, -1, np.int64)])[1]
     assert (out >= 0).all()
-    with pytest.raises(KernelError, match=r"illegal instruction \(__trap\(\).* by thread \(5,0,0\)"):
+    with pytest.raises(KernelError, match=r"illegal instruction \(.*__trap\(\).* by thread \(5,0,0\) .* at line 1"):
         run(src, "t", 1, 32, [1, np.zeros(32, np.int64)])
 
 
@@ -320,3 +320,16 @@ def test_gxx_out_of_disk_space_is_the_caches_fault(monkeypatch):
     monkeypatch.setattr(cpu, "_run_compiler", full)
     with pytest.raises(ConfigError, match="is full \\(g\\+\\+: No space left on device\\).*GEMMLAB_CACHE"):
         cpu.compile_kernel(f"__global__ void k(int* p) {{ p[0] = {time.time_ns() % 10**9 + 1}; }}", "k", label="k")
+
+
+@needs_gxx
+@pytest.mark.parametrize("index", ["sA[threadIdx.x][8]", "sA[4][threadIdx.x % 8]", "sA[threadIdx.x - 1][0]"])
+def test_an_index_outside_a_static_shared_array_is_caught(index):
+    src = "__global__ void s(int bad, float* out) { __shared__ float sA[4][8]; __shared__ float sB[4][8]; " \
+          "sA[threadIdx.x % 4][threadIdx.x / 4] = 1; sB[threadIdx.x % 4][threadIdx.x / 4] = 2; __syncthreads(); " \
+          f"if (bad && threadIdx.x == 0) {index} = 3; __syncthreads(); " \
+          "out[threadIdx.x] = sA[threadIdx.x % 4][threadIdx.x / 4] + sB[threadIdx.x % 4][threadIdx.x / 4]; }"
+    assert (run(src, "s", 1, 32, [0, np.zeros(32, np.float32)])[1] == 3).all()
+    with pytest.raises(KernelError, match=r"an index outside a fixed-size array such as a __shared__ one.* by thread "
+                                          r"\(0,0,0\) of block \(0,0,0\) at line 1"):
+        run(src, "s", 1, 32, [1, np.zeros(32, np.float32)])

@@ -32,6 +32,10 @@ BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing",
 # -g1: line tables, so a fault names its source line; stack-clash protection probes every page of a
 # large frame, so a thread that outgrows its stack hits the guard page instead of its neighbour's.
 LINK_FLAGS = ["-no-pie", "-pthread"]
+# The kernel (not the analysis build) checks every index into an array of known size (a static __shared__ array,
+# a local one) and traps when it is outside, as a GPU's memory checker would: a write just past sA[BLOCK][BLOCK]
+# would otherwise land in its neighbour. The trap needs no sanitizer runtime (runtime.cpp reports SIGILL).
+BOUNDS_FLAGS = ["-fsanitize=bounds", "-fsanitize-undefined-trap-on-error"]
 DEFAULT_TIMEOUT_S = 300.0  # a launch whose work is not known (a raw cpu.launch)
 TIMEOUT_BASE_S = 30.0  # a step's launch: this plus its multiply-adds at TIMEOUT_RATE (timeout_for)
 TIMEOUT_RATE = 5e6  # multiply-adds per second: a tenth of the slowest step's rate on a 2-core machine
@@ -199,15 +203,15 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
     text = kernel + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n"
     runtime = _runtime_object()
     flags = _flags()
-    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags))
+    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags + BOUNDS_FLAGS))
     cache = _cache_dir()
     exe = cache / f"{key}.bin"
     if not exe.exists():
         src = cache / f"{key}.cu"
         _write_cache_text(src, text)
         tmp = cache / f"{key}.{uuid.uuid4().hex[:8]}.tmp"
-        r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
-                           "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+        r = _run_compiler([CXX, *flags, *BOUNDS_FLAGS, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++",
+                           str(src), "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
         _check_cache_room(r)
         if r.returncode != 0:
             log = r.stderr.replace(str(src), label)

@@ -444,7 +444,8 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
              blockIdx.x, blockIdx.y, blockIdx.z, pc);
     const char* rw = write ? "write" : "read";
     if (sig == SIGFPE) fail(EXIT_ARITH, "arithmetic error (integer division by zero?) %s", where);
-    if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (__trap() or a corrupted stack?) %s", where);
+    if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (an index outside a fixed-size array such as a __shared__ "
+                                    "one, a __trap(), or a corrupted stack) %s", where);
     auto in = [addr](const char* lo, const char* hi) { return addr >= lo && addr < hi; };
     // A frame larger than the stack moves the stack pointer below the fiber's stack.
     if (current && W && sp && sp < W->stacks + current->tid * W->stack_stride + kPage)
