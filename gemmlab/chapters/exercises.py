@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import html
+import os
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import ConfigError, GemmlabError
+from ..errors import BackendError, ConfigError, GemmlabError
 from ..runtime.source import KERNELS
 
 EXERCISES_DIR = KERNELS / "exercises"
@@ -70,7 +71,18 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return bool(self.items) and all(i.passed is not False for i in self.items)
+        """Every item checked passed and none could not be checked (a GPU-only speed item aside)."""
+        return bool(self.items) and all(i.passed is not False for i in self.items) and not self.unchecked
+
+    @property
+    def unchecked(self) -> list[Item]:
+        """Properties this machine could not measure (no NVRTC, say): the verdict is partial, not a pass."""
+        return [i for i in self.items if i.passed is None and not i.note and i.label != "speed"]
+
+    def _head(self) -> str:
+        if self.passed or self.failures or not self.unchecked:
+            return "PASS" if self.passed else "FAIL"
+        return f"PARTIAL (not checked: {', '.join(i.label for i in self.unchecked)}; the rest passed)"
 
     def __bool__(self) -> bool:
         return self.passed
@@ -83,7 +95,7 @@ class Verdict:
         return "GPU" if self.backend == "gpu" else "CPU emulator"
 
     def __str__(self) -> str:
-        lines = [f"{self.exercise} ({self.what}, {self._where()}): {'PASS' if self.passed else 'FAIL'}"]
+        lines = [f"{self.exercise} ({self.what}, {self._where()}): {self._head()}"]
         for i in self.items:
             lines.append(f"  {i.mark:4s}  {i.label}: {i.detail}")
             if i.hint:
@@ -97,7 +109,7 @@ class Verdict:
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        head_color = _COLORS[self.passed]
+        head_color = _COLORS[None if self.unchecked and not self.failures else self.passed]
         rows = []
         for i in self.items:
             hint = (f'<div style="color:#444;margin-top:2px"><b>hint:</b> {html.escape(i.hint)}</div>'
@@ -107,7 +119,7 @@ class Verdict:
                         f'padding:2px 0"><b>{html.escape(i.label)}</b>: {html.escape(i.detail)}{hint}</td></tr>')
         return (f'<div class="gemmlab-verdict" style="font-family:sans-serif;font-size:13px;margin:4px 0">'
                 f'<p style="margin:0 0 4px 0"><b>{html.escape(self.exercise)}</b> ({html.escape(self.what)}, '
-                f'{self._where()}): <b style="color:{head_color}">{"PASS" if self.passed else "FAIL"}</b></p>'
+                f'{self._where()}): <b style="color:{head_color}">{html.escape(self._head())}</b></p>'
                 f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
 
 
@@ -428,10 +440,43 @@ def _c_int_expr(expr: str, lane: int) -> int | None:
         return None
     if any(isinstance(n, ast.Name) and n.id != "lane_id" for n in ast.walk(tree)):
         return None
-    try:
-        return int(eval(compile(tree, "<lane>", "eval"), {"__builtins__": {}}, {"lane_id": lane}))  # noqa: S307
-    except (ZeroDivisionError, ValueError, TypeError):
+    return _eval_int32(tree.body, lane)
+
+
+def _wrap32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def _eval_int32(node, lane: int) -> int | None:
+    """`node` evaluated as C's 32-bit int arithmetic (wrapping; a shift by 32 or more, a division by 0: None),
+    so no expression a reader writes can make Python build a huge number."""
+    if isinstance(node, ast.Constant):
+        return _wrap32(node.value) if isinstance(node.value, int) and not isinstance(node.value, bool) else None
+    if isinstance(node, ast.Name):
+        return lane
+    if isinstance(node, ast.UnaryOp):
+        v = _eval_int32(node.operand, lane)
+        if v is None:
+            return None
+        return _wrap32(-v) if isinstance(node.op, ast.USub) else _wrap32(~v)
+    if not isinstance(node, ast.BinOp):
         return None
+    a, b = _eval_int32(node.left, lane), _eval_int32(node.right, lane)
+    if a is None or b is None:
+        return None
+    op = node.op
+    if isinstance(op, (ast.LShift, ast.RShift)):
+        if not 0 <= b < 32:
+            return None
+        return _wrap32(a << b) if isinstance(op, ast.LShift) else a >> b
+    if isinstance(op, (ast.FloorDiv, ast.Mod)):
+        if b == 0:
+            return None
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # C truncates toward zero
+        return _wrap32(q) if isinstance(op, ast.FloorDiv) else _wrap32(a - q * b)
+    ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.BitAnd: lambda: a & b,
+           ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b}
+    return _wrap32(ops[type(op)]()) if type(op) in ops else None
 
 
 def _lane_table(source: str) -> tuple[list[tuple[int, int]] | None, str]:
@@ -605,8 +650,21 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
     path = Path(directory) / f"{ex.name}.cu"
     if path.exists() and not force:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(template(name))
+    if path.is_symlink() and not path.exists() and not force:
+        raise ConfigError(f"{path} is a link to {os.readlink(path)}, which does not exist: remove the link, or pass "
+                          "--force (force=True) to write the template in its place")
+    try:
+        for folder in (path.parent, *path.parent.parents):
+            if folder.exists() and not folder.is_dir():
+                raise ConfigError(f"{folder} is a file, so it cannot hold {path}: move that file away, or start the "
+                                  "exercise in another folder (directory=...)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if force and path.is_symlink():
+            path.unlink()
+        path.write_text(template(name))
+    except OSError as e:
+        raise ConfigError(f"cannot write {path} ({e.strerror or type(e).__name__}): start the exercise in a folder "
+                          "you can write to (run from there, or pass directory=...)") from None
     return path
 
 
@@ -617,16 +675,87 @@ def started_path(name: str, directory: str | Path = "exercises") -> Path:
 # ------------------------------------------------------------------------------------------------
 # check
 # ------------------------------------------------------------------------------------------------
+class SourceProblem(ConfigError):
+    """The reader's answer cannot be checked as it stands (not text, empty, another exercise's file): `check`
+    reports it as the verdict's one failed item, with what to do."""
+
+
+_GLOBAL = re.compile(r"\b__global__\b")
+
+
+def _without_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+
+
+def _decode(raw: bytes, where: str) -> str:
+    """A file's or bytes' text: UTF-8, a byte-order mark dropped; a SourceProblem for anything else."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SourceProblem(f"{where} is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}): save it as "
+                            "UTF-8 (a .cu file of plain text), or paste the gap's lines as code=") from None
+    if "\0" in text:
+        raise SourceProblem(f"{where} holds binary data (a NUL byte), not CUDA source: check the .cu file you "
+                            "started (python -m gemmlab exercise start NAME --force writes the template again)")
+    return text.replace("\r\n", "\n")
+
+
+def _owner(text: str) -> "Exercise | None":
+    """The exercise whose template has the same EXERCISE marker as `text` (None if none does)."""
+    m = _START.search(text)
+    for e in _EXERCISES:
+        t = _START.search(e.file.read_text())
+        if m and t and t.group(2).strip() == m.group(2).strip():
+            return e
+    return None
+
+
+def _as_answer(ex: Exercise, text: str, what: str) -> tuple[str, str]:
+    """Whole file, gap with its marker lines, or the gap's lines alone: the source to compile, and its label."""
+    if not text.strip():
+        raise SourceProblem(f"{what} is empty: write the gap's lines (exercises.show({ex.name!r}) shows "
+                            f"where they go), or start over with `python -m gemmlab exercise start {ex.name} --force`")
+    owner = _owner(text)
+    if owner is not None and owner is not ex:
+        raise SourceProblem(f"{what} is the file of exercise {owner.name}, not {ex.name}: check it with "
+                            f"`python -m gemmlab exercise check {owner.name}`, or start {ex.name} with "
+                            f"`python -m gemmlab exercise start {ex.name}`")
+    code = _without_comments(text)
+    if _GLOBAL.search(code):  # a whole file (a __global__ in a comment does not make one)
+        return text, what
+    if _START.search(text):  # the gap pasted with its marker lines: keep what lies between them
+        start = _START.search(text)
+        end = _END.search(text, start.end())
+        text = text[start.end():end.start() if end else len(text)]
+    elif _END.search(text):
+        text = text[:_END.search(text).start()]
+    label = "your code" if what == "your code" else f"{what} (the gap's lines)"
+    return splice(ex.name, text), label
+
+
 def _resolve_source(ex: Exercise, code: str | None, path: str | Path | None, solution_: bool) -> tuple[str, str]:
+    given = [n for n, v in (("code=", code), ("path=", path), ("solution=True", solution_ or None)) if v is not None]
+    if len(given) > 1:
+        raise ConfigError(f"check() takes one answer, got {' and '.join(given)}: pass the gap's code (code=), a file "
+                          "(path=) or solution=True, not several")
     if solution_:
         return splice(ex.name, solution(ex.name)), "the solution"
     if path is not None:
-        text = Path(path).read_text()
-        return text, str(path)
+        try:
+            raw = Path(path).read_bytes()
+        except IsADirectoryError:
+            raise SourceProblem(f"{path} is a folder, not a .cu file: give the file you edited") from None
+        except OSError as e:
+            raise SourceProblem(f"cannot read {path} ({e.strerror or type(e).__name__}): give the .cu file you "
+                                f"edited (python -m gemmlab exercise start {ex.name} writes one)") from None
+        return _as_answer(ex, _decode(raw, str(path)), str(path))
     if code is not None:
-        if "__global__" in code or _START.search(code):
-            return code, "your file"
-        return splice(ex.name, code), "your code"
+        if isinstance(code, (bytes, bytearray)):
+            code = _decode(bytes(code), "code=")
+        elif not isinstance(code, str):
+            raise ConfigError(f"code= takes the gap's lines as a string, not {type(code).__name__}: "
+                              "exercises.check(NAME, r\'\'\'...\'\'\')")
+        return _as_answer(ex, code.lstrip("\ufeff"), "your code")
     return template(ex.name), "the template as shipped"
 
 
@@ -718,10 +847,15 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
 
     ex = get(name)
     where = pick_backend(None if backend in (None, "auto") else backend)
-    text, what = _resolve_source(ex, code, path, solution)
+    try:
+        text, what = _resolve_source(ex, code, path, solution)
+    except SourceProblem as e:
+        verdict = Verdict(ex.name, "your answer", where)
+        verdict.items.append(Item("source", False, str(e)))
+        return verdict
     verdict = Verdict(ex.name, what, where)
     gap_line = None
-    if what == "your code":
+    if what == "your code" or what.endswith("(the gap's lines)"):
         gap_line = gap_of(text)[0].count("\n") + 1
     try:
         if ex.fused:
@@ -735,14 +869,19 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
                                   "fix the first error the compiler names; the rest often follow from it."))
         return verdict
     ctx = Context(ex, text, where, kern)
+    finished = True
     try:
         item, ctx.report = _correctness(ex, kern)
+    except ConfigError as e:  # the emulator refuses what a GPU would refuse (shared memory over its limits)
+        finished = False
+        item = Item("correct", False, f"the kernel cannot run on a GPU: {_relabel(str(e), ex, gap_line)}")
     except GemmlabError as e:
+        finished = False  # the diagnosis would run it again into the same crash or time-out
         item = Item("correct", False, f"the kernel did not finish: {_relabel(str(e), ex, gap_line)}",
                     "an index outside an array, a barrier some threads skip, or a loop that never ends")
     verdict.items.append(item)
     if not item.passed:
-        if ex.diagnose:
+        if ex.diagnose and finished:
             verdict.items += _guard(ex.diagnose, ctx)
         return verdict
     verdict.items += _guard(ex.prop, ctx)
@@ -757,6 +896,8 @@ def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
     """A property check's items; an error inside one is reported as a failed item, not raised."""
     try:
         return fn(ctx)
+    except BackendError as e:  # the tool is missing or unusable here (NVRTC, say): not checked, so not a pass
+        return [Item("property", None, f"could not be measured here: {e}")]
     except GemmlabError as e:
         return [Item("property", False, f"could not be measured: {e}")]
 
@@ -780,8 +921,8 @@ def add_cli_parser(sub) -> None:
 
 
 def run_cli(args) -> int:
-    """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed, 2 for
-    a bad name, file or backend."""
+    """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed or was
+    partial (a property this machine cannot measure), 2 for a bad name, file, folder, backend or options."""
     import sys
 
     if args.action == "list":
@@ -803,6 +944,10 @@ def run_cli(args) -> int:
             print(f"wrote {path}: fill in the gap between the EXERCISE and END lines, then run "
                   f"`python -m gemmlab exercise check {args.name}`")
             return 0
+        if args.solution and args.file is not None:
+            print("error: --solution checks the course's own solution and --file your file: give one of them",
+                  file=sys.stderr)
+            return 2
         file = args.file
         if file is None and not args.solution and started_path(args.name).exists():
             file = started_path(args.name)

@@ -33,6 +33,10 @@ BASE_FLAGS = ["-std=c++17", "-O2", "-DGEMMLAB_EMULATOR", "-fno-strict-aliasing",
 # -g1: line tables, so a fault names its source line; stack-clash protection probes every page of a
 # large frame, so a thread that outgrows its stack hits the guard page instead of its neighbour's.
 LINK_FLAGS = ["-no-pie", "-pthread"]
+# The kernel (not the analysis build) checks every index into an array of known size (a static __shared__ array,
+# a local one) and traps when it is outside, as a GPU's memory checker would: a write just past sA[BLOCK][BLOCK]
+# would otherwise land in its neighbour. The trap needs no sanitizer runtime (runtime.cpp reports SIGILL).
+BOUNDS_FLAGS = ["-fsanitize=bounds", "-fsanitize-undefined-trap-on-error"]
 DEFAULT_TIMEOUT_S = 300.0  # a launch whose work is not known (a raw cpu.launch)
 TIMEOUT_BASE_S = 30.0  # a step's launch: this plus its multiply-adds at TIMEOUT_RATE (timeout_for)
 TIMEOUT_RATE = 5e6  # multiply-adds per second: a tenth of the slowest step's rate on a 2-core machine
@@ -103,6 +107,22 @@ def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
+def _write_cache_text(path: Path, text: str) -> None:
+    """Write a source into the compile cache; a full or broken disk is a ConfigError saying what to do."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise ConfigError(f"cannot write to the compile cache {path.parent} ({e.strerror or type(e).__name__}): "
+                          "free some space there, or set GEMMLAB_CACHE to a folder with room") from None
+
+
+def _check_cache_room(r: subprocess.CompletedProcess) -> None:
+    """g++ failing for want of disk space is the cache's fault, not the kernel's: a ConfigError."""
+    if r.returncode != 0 and "No space left on device" in r.stderr:
+        raise ConfigError(f"the compile cache {_cache_dir()} is full (g++: No space left on device): free some "
+                          "space there, or set GEMMLAB_CACHE to a folder with room")
+
+
 def _emulator_sources() -> bytes:
     """Every header and source of the emulator: part of every cache key."""
     return b"".join(p.name.encode() + p.read_bytes() for p in sorted(EMULATOR_DIR.iterdir())
@@ -157,6 +177,7 @@ def _runtime_object(source: Path = RUNTIME) -> Path:
     if not _usable(obj):
         tmp = obj.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
         r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-c", str(source), "-o", str(tmp)])
+        _check_cache_room(r)
         if r.returncode != 0:
             raise CompileError(f"the CPU emulator's runtime did not compile (a bug in gemmlab):\n{r.stderr}")
         os.replace(tmp, obj)
@@ -224,7 +245,7 @@ def compile_kernel(source: str, name_expression: str, *, label: str) -> CpuModul
     kernel = rewrite_extern_shared(source)
     text = kernel + f"\nint main(int argc, char** argv) {{ return emu::run_main(argc, argv, &{name_expression}); }}\n"
     flags = _flags()
-    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags))
+    key = _digest(_emulator_sources(), text, name_expression, " ".join(flags + BOUNDS_FLAGS))
     exe = _cache_dir() / f"{key}.bin"
     if not _usable(exe):
         _build_kernel(text, exe, label, name_expression, main_line=kernel.count("\n") + 2)
@@ -237,10 +258,11 @@ def _build_kernel(text: str, exe: Path, label: str, name_expression: str = "", m
     runtime = _runtime_object()
     flags = _flags()
     src = exe.with_suffix(".cu")
-    src.write_text(text)
+    _write_cache_text(src, text)
     tmp = exe.with_name(f"{exe.stem}.{uuid.uuid4().hex[:8]}.tmp")
-    r = _run_compiler([CXX, *flags, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++", str(src),
-                       "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+    r = _run_compiler([CXX, *flags, *BOUNDS_FLAGS, "-I", str(EMULATOR_DIR), "-include", str(SHIM), "-x", "c++",
+                       str(src), "-x", "none", str(runtime), *LINK_FLAGS, "-o", str(tmp)])
+    _check_cache_room(r)
     if r.returncode != 0:
         tmp.unlink(missing_ok=True)
         log = r.stderr.replace(str(src), label)
@@ -427,6 +449,40 @@ def launch(module: CpuModule, grid, block, args: list, shared_mem: int = 0, time
     _run_child(module, grid, block, args, shared_mem, timeout, inputs=inputs)
 
 
+_SHIM_TLS = re.compile(r"_ZN3emu|_ZZN3emu|_ZGV|_ZTH|_ZTW|(gridDim|blockDim|threadIdx|blockIdx)$")
+
+
+@functools.lru_cache(maxsize=256)
+def static_shared_bytes(executable: Path) -> dict[str, int]:
+    """The kernel's static __shared__ variables (thread-local in the emulator): mangled name -> bytes, read from
+    the executable's symbol table (the shim's own thread-locals left out); {} when readelf is missing."""
+    if not shutil.which("readelf"):
+        return {}
+    r = subprocess.run(["readelf", "-sW", str(executable)], capture_output=True, text=True)
+    out = {}
+    for ln in r.stdout.splitlines():
+        f = ln.split()
+        if len(f) == 8 and f[3] == "TLS" and f[6] != "UND" and not _SHIM_TLS.match(f[7]):
+            out[f[7]] = int(f[2], 0) if f[2].isdigit() else int(f[2], 16)
+    return out
+
+
+def check_shared_memory(module: CpuModule, shared_mem: int) -> None:
+    """A ConfigError when the kernel's shared memory breaks a GPU's limits (the emulator models an sm_90 block:
+    48 KB static, 227 KB static + dynamic), which the CPU would otherwise run without complaint."""
+    from .nvrtc import arch_limits
+    lim = arch_limits("sm_90")
+    static = sum(static_shared_bytes(module.executable).values())
+    if static > lim.shared_static:
+        raise ConfigError(f"{module.label}: its __shared__ arrays take {static} B, over the {lim.shared_static} B of "
+                          "static shared memory a block may declare on any GPU: the launch would fail there. Shrink "
+                          "the tiles, or use extern __shared__ (dynamic shared memory) for more than 48 KB")
+    if static + shared_mem > lim.shared_optin:
+        raise ConfigError(f"{module.label}: {static} B static + {shared_mem} B dynamic shared memory, over the "
+                          f"{lim.shared_optin} B a block may have on {lim.name}: the launch would fail on a GPU; "
+                          "shrink the tiles or the stages")
+
+
 def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, timeout: float | None,
                env: dict | None = None, copy_back: bool = True, inputs=(), analysis_blocks: int | None = None
                ) -> str | None:
@@ -434,6 +490,7 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
     text is returned."""
     g, b = _check_geometry(grid, block, shared_mem)
     env = dict(env or {})
+    check_shared_memory(module, int(shared_mem))
     if module.cluster != (1, 1, 1):
         env["GEMMLAB_CPU_CLUSTER"] = ",".join(map(str, module.cluster))
     arrays: list[tuple[int, np.ndarray, int]] = []
@@ -700,7 +757,7 @@ def _build_analysis(text: str, exe: Path, label: str) -> None:
     flags = _flags() + ANALYSIS_FLAGS
     runtime, counters = _runtime_object(RUNTIME), _runtime_object(ANALYSIS)
     src = exe.with_suffix(".cu")
-    src.write_text(text)
+    _write_cache_text(src, text)
     tag = uuid.uuid4().hex[:8]
     obj, tmp = exe.with_name(f"{exe.stem}.{tag}.o"), exe.with_name(f"{exe.stem}.{tag}.tmp")
     try:
@@ -709,6 +766,7 @@ def _build_analysis(text: str, exe: Path, label: str) -> None:
                            "-c", "-o", str(obj)])
         if r.returncode == 0:
             r = _run_compiler([CXX, str(obj), str(runtime), str(counters), *LINK_FLAGS, "-o", str(tmp)])
+        _check_cache_room(r)
         if r.returncode != 0:
             raise CompileError(f"{label}: the analysis build failed:\n" + r.stderr.replace(str(src), label))
         os.replace(tmp, exe)

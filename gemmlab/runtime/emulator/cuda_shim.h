@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -67,6 +68,16 @@ extern __thread uint3 blockIdx;
 extern __thread dim3 blockDim;
 extern __thread dim3 gridDim;
 constexpr int warpSize = 32;
+
+// Timing and traps a learner may write: clock64() counts nanoseconds of this CPU (a clock that only goes up, as
+// the SM's counter; the numbers are no GPU's cycles); __trap() stops the kernel, which
+// the emulator reports as "illegal instruction (__trap() ...)" with the thread and line, as a GPU stops the launch.
+inline long long clock64() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+#define __trap() __builtin_trap()  // a macro, so the fault names the kernel's line
 
 // ---------------------------------------------------------------------------------------------
 // Math and bit intrinsics

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cstdarg>
 #include <csignal>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,22 +138,43 @@ inline void switch_out(Fiber*, Context& c, Context& sched) { swapcontext(&c.uc, 
 // ---------------------------------------------------------------------------------------------
 // Launch description (written by gemmlab/runtime/cpu.py) and the argument arrays
 // ---------------------------------------------------------------------------------------------
-struct Region {          // one mapping with a PROT_NONE guard page on each side
-    char* lo;            // start of the lower guard page
+// A region is right-aligned against its upper guard; the bytes between the guards that are not the array's
+// (slack: the rest of the first page before it, the alignment padding after it) hold kSlackByte. A read there
+// gives NaN (0xFFFF is a NaN in fp16, 0xFFFFFFFF in fp32), so a result that used it fails the check; a write there
+// is found after the launch (check_slack). A guard of 16 MB on each side catches strays far from every array.
+const size_t kGuard = 16u << 20;
+const unsigned char kSlackByte = 0xFF;
+
+struct Region {          // one mapping with a PROT_NONE guard of kGuard bytes on each side
+    char* lo;            // start of the lower guard
     char* start;         // first byte handed to the kernel (16-byte aligned, right-aligned)
     size_t nbytes;
-    char* hi;            // end of the upper guard page
+    char* hi;            // end of the upper guard
+    char* body_lo() const { return lo + kGuard; }
+    char* body_hi() const { return hi - kGuard; }
 };
 
 Region map_region(size_t nbytes, size_t align) {
     size_t padded = (nbytes + align - 1) / align * align;
     size_t pages = (padded + kPage - 1) / kPage * kPage;
-    size_t total = pages + 2 * kPage;
+    size_t total = pages + 2 * kGuard;
     char* base = static_cast<char*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (base == MAP_FAILED) fail(EXIT_BAD_LAUNCH, "cannot map %zu bytes", nbytes);
-    if (pages && mprotect(base + kPage, pages, PROT_READ | PROT_WRITE) != 0)
+    if (pages && mprotect(base + kGuard, pages, PROT_READ | PROT_WRITE) != 0)
         fail(EXIT_BAD_LAUNCH, "cannot map %zu bytes", nbytes);
-    return Region{base, base + kPage + pages - padded, nbytes, base + total};
+    Region r{base, base + kGuard + pages - padded, nbytes, base + total};
+    std::memset(r.body_lo(), kSlackByte, r.start - r.body_lo());
+    std::memset(r.start + nbytes, kSlackByte, r.body_hi() - (r.start + nbytes));
+    return r;
+}
+
+// The byte offset (from start) of the first slack byte a kernel wrote, or 0 if none was written.
+std::ptrdiff_t slack_written(const Region& r) {
+    for (const char* p = r.body_lo(); p < r.start; ++p)
+        if ((unsigned char)*p != kSlackByte) return p - r.start;
+    for (const char* p = r.start + r.nbytes; p < r.body_hi(); ++p)
+        if ((unsigned char)*p != kSlackByte) return p - r.start;
+    return 0;
 }
 
 struct ArrayArg { int arg; long long offset; Region region; };
@@ -392,6 +415,10 @@ void worker_main(int id, std::atomic<long long>* next, long long nblocks) {
     for (long long b; (b = next->fetch_add(1)) < nblocks;)  // b: a block, or a cluster's first block
         run_block(uint3{(unsigned)(b % g.x) * cl.x, (unsigned)(b / g.x % g.y) * cl.y,
                         (unsigned)(b / ((long long)g.x * g.y)) * cl.z});
+    for (const Region& s : w.cta_smem)
+        if (std::ptrdiff_t off = slack_written(s))
+            fail(EXIT_MEMORY, "out-of-bounds write at byte offset %td of dynamic shared memory (%zu bytes), found "
+                 "after the launch", off, s.nbytes);
     if (analysis) analysis->worker_end();
 }
 
@@ -417,7 +444,8 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
              blockIdx.x, blockIdx.y, blockIdx.z, pc);
     const char* rw = write ? "write" : "read";
     if (sig == SIGFPE) fail(EXIT_ARITH, "arithmetic error (integer division by zero?) %s", where);
-    if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (__trap() or a corrupted stack?) %s", where);
+    if (sig == SIGILL) fail(EXIT_ARITH, "illegal instruction (an index outside a fixed-size array such as a __shared__ "
+                                    "one, a __trap(), or a corrupted stack) %s", where);
     auto in = [addr](const char* lo, const char* hi) { return addr >= lo && addr < hi; };
     // A frame larger than the stack moves the stack pointer below the fiber's stack.
     if (current && W && sp && sp < W->stacks + current->tid * W->stack_stride + kPage)
@@ -683,6 +711,10 @@ int launch_end() {
     const LaunchDesc& L = g_launch;
     fflush(stdout);
     if (analysis) analysis->finish();
+    for (const ArrayArg& a : L.arrays)
+        if (std::ptrdiff_t off = slack_written(a.region))
+            fail(EXIT_MEMORY, "out-of-bounds write at byte offset %td of argument %d (an array of %zu bytes), found "
+                 "after the launch", off, a.arg, a.region.nbytes);
     int fd = open(L.data_path.c_str(), O_WRONLY);
     if (fd < 0) fail(EXIT_BAD_LAUNCH, "cannot write the array data %s", L.data_path.c_str());
     for (const ArrayArg& a : L.arrays)
