@@ -231,6 +231,14 @@ def test_chapter_controls(chapter, browser, server):
     assert not problems, "\n".join(problems)
 
 
+def test_every_page_with_a_twin_is_moved():
+    """A new chapter with a static twin (07c, 07d, ...) is in PAGES, so the test above moves its controls too."""
+    if not (SITE / "index.html").is_file():
+        (pytest.fail if os.environ.get("GEMMLAB_REQUIRE_BROWSER") else pytest.skip)(f"no built site at {SITE}")
+    with_twins = {str(p.relative_to(SITE)) for p in SITE.glob("book/*.html") if "data-gemmlab-twin=" in p.read_text()}
+    assert with_twins <= set(PAGES.values()), f"pages with a static twin missing from PAGES: {with_twins - set(PAGES.values())}"
+
+
 def test_outside_the_site_nothing_is_fetched(browser):
     """Where the page has no vegaEmbed (JupyterLab, Colab), a twin loads nothing: no request leaves the machine, and
     its text says that it is the site's version of the control and that the live explorer is the control there."""
