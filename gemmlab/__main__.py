@@ -148,7 +148,7 @@ def listing_line(s) -> str:
     """One line of `steps`: name, chapter, dtype, architecture tag, default parameters, the idea."""
     params = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
     summary = s.summary.removeprefix(f"{s.arch_tag}: ").removesuffix(f" ({s.arch_tag})") if s.arch_tag else s.summary
-    return f"{s.name:26s} ch{s.chapter}  {s.dtype:8s} {s.arch_tag:7s} <{params}>  {summary}"
+    return f"{s.name:26s} ch{registry.chapter_label(s):2s} {s.dtype:8s} {s.arch_tag:7s} <{params}>  {summary}"
 
 
 def check_one(s, params: dict):

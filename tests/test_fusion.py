@@ -432,7 +432,7 @@ def test_cli_steps_lists_every_fused_step_after_the_gemm_steps(capsys):
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     for s in fusion.FUSED_STEPS:
         defaults = ", ".join(f"{k}={v.default}" for k, v in s.params.items())
-        assert f"ch{s.chapter}  float32 " in lines[s.name] and f"<{defaults}>" in lines[s.name], lines[s.name]
+        assert f"ch{registry.chapter_label(s):2s} float32 " in lines[s.name] and f"<{defaults}>" in lines[s.name], lines[s.name]
         assert lines[s.name].endswith(s.summary.removesuffix(f" ({s.arch_tag})")), lines[s.name]
 
 

@@ -11,10 +11,10 @@ Every twin returns a :class:`Chart`. Displayed in a notebook it gives three repr
 - ``application/vnd.vegalite.v5+json``: the spec, for front ends with a Vega-Lite renderer;
 - ``text/html``: a div and a few lines that call ``vegaEmbed`` (SVG renderer). The site loads the
   vendored vega, vega-lite and vega-embed on every page (site_static/vega/, _config.yml's
-  html_js_files), so ``window.vegaEmbed`` is there; elsewhere (Colab renders an output in an iframe
-  with network) the three scripts are loaded from a CDN first. Until vegaEmbed runs (or where a front
-  end strips scripts from untrusted output) the div shows the chart's summary and its first text;
-- ``text/plain``: one line saying what the control shows.
+  html_js_files), so ``window.vegaEmbed`` is there. Elsewhere (JupyterLab, Colab) nothing is loaded: no request
+  leaves the machine, and the div keeps its text, which says that this is the site's version of the control and
+  that the chapter's live explorer is the control there (ELSEWHERE), then the chart's summary and first text;
+- ``text/plain``: what the control shows, and the same ELSEWHERE line.
 
 The text under each chart is precomputed here, one entry per setting of the controls (lists of lines),
 and ``Chart.label_for(settings)`` recomputes the entry of one setting from the same records and models,
@@ -30,9 +30,11 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-# The vendored copies (site_static/vega/README.txt); the CDN fallback loads the same versions.
+# The vendored copies (site_static/vega/README.txt), which only the site loads.
 VEGA_VERSIONS = {"vega": "5.33.1", "vega-lite": "5.23.0", "vega-embed": "6.29.0"}
-CDN = "https://cdn.jsdelivr.net/npm/{name}@{version}"
+# What a twin says where it is not drawn (JupyterLab, Colab: no vegaEmbed there, and none is fetched).
+ELSEWHERE = ("This is the book site's version of the control (it draws on the site only); here, run the chapter's "
+             "live explorer instead.")
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 
 WIDTH = 520        # plot width in pixels (a chapter page's column is 750 or more at a 1280-pixel window)
@@ -49,6 +51,7 @@ CONFIG = {"view": {"stroke": None}, "axis": {"labelFontSize": 10, "titleFontSize
           "legend": {"labelFontSize": 10, "titleFontSize": 10, "orient": "bottom"},
           "title": {"fontSize": 12, "anchor": "start"}, "range": {"ordinal": {"scheme": "tableau10"}}}
 SELECTED = "#d62728"   # the selected bar / point
+CANNOT_RUN = "cannot run"   # every twin's text for a setting that cannot run says so in these words, then why
 OTHERS = "#9ecae1"
 
 
@@ -93,6 +96,11 @@ def _steps(options: Sequence) -> set:
 _ids: dict[str, int] = {}
 
 
+def new_page() -> None:
+    """Number the twins' divs from 1 again, as a fresh kernel does for each notebook (tests/refresh_twins.py)."""
+    _ids.clear()
+
+
 class Chart:
     """A Vega-Lite chart with controls, displayable in Jupyter, on the static site and on Colab.
 
@@ -122,15 +130,14 @@ class Chart:
         return self._label_for({**self.defaults, **(settings or {})})
 
     def to_html(self) -> str:
-        """A div and the few lines that call vegaEmbed (vendored on the site, from the CDN elsewhere)."""
+        """A div and the few lines that call vegaEmbed where the page has it (the site); its text elsewhere."""
         if self._html is None:
             self._html = self._make_html()
         return self._html
 
     def _make_html(self) -> str:
         spec = self.spec_json.replace("</", "<\\/")   # never close the script element early
-        urls = json.dumps([CDN.format(name=n, version=v) for n, v in VEGA_VERSIONS.items()])
-        fallback = html.escape("\n".join([self.summary, *self.label_for()]))
+        fallback = html.escape("\n".join([ELSEWHERE, self.summary, *self.label_for()]))
         call = html.escape(json.dumps(self.call, sort_keys=True), quote=True)
         return (f'<div id="{self.div_id}" class="gemmlab-twin" data-gemmlab-twin="{call}">'
                 f'<pre>{fallback}</pre></div>\n'
@@ -141,23 +148,18 @@ class Chart:
                 '    vegaEmbed(el, spec, {renderer: "svg", actions: false})'
                 ".catch(function (e) { console.error(e); el.textContent = String(e); });\n"
                 "  }\n"
-                "  if (window.vegaEmbed) { show(); return; }\n"
-                f"  var urls = {urls}, i = 0;\n"
-                "  (function next() {\n"
-                "    if (i === urls.length) { show(); return; }\n"
-                '    var s = document.createElement("script");\n'
-                "    s.src = urls[i++]; s.onload = next; document.head.appendChild(s);\n"
-                "  })();\n"
+                "  if (window.vegaEmbed) show();\n"
                 "})();\n"
                 "</script>")
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        every = {"application/vnd.vegalite.v5+json": self.spec, "text/html": self.to_html(), "text/plain": self.summary}
+        every = {"application/vnd.vegalite.v5+json": self.spec, "text/html": self.to_html(),
+                 "text/plain": f"{self.summary} {ELSEWHERE}"}
         return {m: every[m] for m in MIMETYPES}
 
     def nbytes(self) -> int:
         """Bytes of the three representations together (what the stored notebook output weighs, at most)."""
-        return len(self.spec_json) + len(self.to_html()) + len(self.summary)
+        return len(self.spec_json) + len(self.to_html()) + len(self.summary) + len(ELSEWHERE) + 1
 
     def __repr__(self) -> str:
         return self.summary
@@ -356,13 +358,16 @@ def coalescing_twin(bx: int = 32, by: int = 8) -> Chart:
                               {"calculate": f"{json.dumps(names)}[split(datum.key, ' ')[0]]", "as": "mapping"},
                               {"calculate": "split(datum.key, ' ')[1]", "as": "operand"}],
                 "mark": "bar",
+                # Fixed domains: a block shape that cannot run has no bars, and its text says why
                 "encoding": {"x": {"field": "operand", "type": "nominal", "title": None,
-                                   "axis": {"labelExpr": "{'A': 'A load', 'B': 'B load', 'C': 'C store'}[datum.value]",
+                                   "scale": {"domain": list(coalescing.OPERANDS)}, "axis": {"labelExpr": "{'A': 'A load', 'B': 'B load', 'C': 'C store'}[datum.value]",
                                             "labelAngle": 0}},
-                             "xOffset": {"field": "mapping", "type": "nominal"},
+                             "xOffset": {"field": "mapping", "type": "nominal",
+                                         "scale": {"domain": [names[mp] for mp in coalescing.MAPPINGS]}},
                              "y": {"field": "sectors", "type": "quantitative", "scale": {"domain": [0, 32]},
                                    "title": "sectors per warp request"},
-                             "color": {"field": "mapping", "type": "nominal", "title": None}}}
+                             "color": {"field": "mapping", "type": "nominal", "title": None,
+                                       "scale": {"domain": [names[mp] for mp in coalescing.MAPPINGS]}}}}
 
     def heat(mapping: str) -> dict:
         return {"width": 190, "height": 190, "data": {"name": "shapes"},
@@ -489,7 +494,9 @@ def bank_label(access: str, width: int, elem_bytes: int, pad: int, bits: int) ->
     from . import swizzle
 
     problem = swizzle.config_problem(width, elem_bytes, pad, bits, access)
-    return _wrap(problem or str(swizzle.count_access(access, width, elem_bytes, pad, bits)))
+    if problem:
+        return _wrap(f"cannot run: {problem}")
+    return _wrap(str(swizzle.count_access(access, width, elem_bytes, pad, bits)))
 
 
 def _bank_histogram(count) -> list[int]:
@@ -803,7 +810,10 @@ def sweep_label(sw: _Sweep, tile: str, value: int, size: int) -> list[str]:
         lines.append(f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['baseline']} {rec['baseline_tflops']:.1f} "
                      f"TFLOP/s), {rec['tflops']:.2f} TFLOP/s; recorded {rec['date']}")
     elif problem:
-        return _wrap(*lines, f"cannot run: {problem}")
+        runs = [v for v in sw.values if _problem(sw.step, sw.params(tile, v)) is None]
+        where = (f"these tiles run at {sw.axis} = {', '.join(str(v) for v in runs)}: move {sw.axis} there" if runs
+                 else f"these tiles run at no {sw.axis} of the sweep")
+        return _wrap(*lines, problem if CANNOT_RUN in problem else f"{CANNOT_RUN}: {problem}", where)
     else:
         lines.append("not in the recorded sweep (the rules allow it)")
     if sw.kind == "gemm":

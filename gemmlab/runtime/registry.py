@@ -852,3 +852,47 @@ def all_fused(steps: list, command: str) -> bool:
         raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
                           f"in one run; run it once for each kind.")
     return fused == {True}
+
+
+_CHAPTER_LABELS: dict[str, str] | None = None
+
+
+def chapter_labels() -> dict[str, str]:
+    """Each step's chapter label ("2", "7b", "9"), read from the chapter that teaches it: the first chapter notebook
+    (book/NN*_*.ipynb, in file order) with a cell that shows the step whole, `show.source(STEP)` or
+    `show.diff(STEP, ...)`; failing that, the first that shows an excerpt of it (`show.source(STEP, start_at=...)`).
+    Empty where book/ is absent (the course pip-installed): chapter_label then falls back to the step's `chapter`."""
+    global _CHAPTER_LABELS
+    if _CHAPTER_LABELS is not None:
+        return _CHAPTER_LABELS
+    import json
+    import re
+
+    from .source import REPO
+
+    shown = re.compile(r"""show\.(source|diff)\(\s*["']([^"']+)["']([^\n]*)""")
+    whole: dict[str, str] = {}
+    excerpt: dict[str, str] = {}
+    for path in sorted((REPO / "book").glob("[0-9]*_*.ipynb")):
+        label = path.name.split("_", 1)[0].lstrip("0") or "0"
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for cell in cells:
+            if cell.get("cell_type") != "code":
+                continue
+            text = "".join(cell.get("source", ""))
+            for kind, name, rest in shown.findall(text):
+                is_excerpt = kind == "source" and ("start_at" in rest or "end_before" in rest)
+                (excerpt if is_excerpt else whole).setdefault(name, label)
+    _CHAPTER_LABELS = {**excerpt, **whole}
+    return _CHAPTER_LABELS
+
+
+def chapter_label(step) -> str:
+    """The label of the chapter that teaches `step` (a step or its name), as chapter_labels reads it from book/;
+    the step's registry `chapter` where no chapter shows it."""
+    if isinstance(step, str):
+        step = lookup(step)
+    return chapter_labels().get(step.name, str(step.chapter))

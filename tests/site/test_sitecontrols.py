@@ -41,6 +41,7 @@ def test_output_is_small_and_complete(twin):
     assert set(bundle) == set(sitecontrols.MIMETYPES)
     assert twin.nbytes() <= sitecontrols.MAX_BYTES
     assert "\n" not in bundle["text/plain"] and bundle["text/plain"].startswith("Static control")
+    assert bundle["text/plain"].endswith(sitecontrols.ELSEWHERE)   # in JupyterLab and Colab: the site's version
     html = bundle["text/html"]
     assert f'id="{twin.div_id}"' in html and "vegaEmbed(el, spec" in html and "window.vegaEmbed" in html
     spec_text = re.search(r"spec = (\{.*\});\n", html).group(1)
