@@ -1,0 +1,50 @@
+"""Chapters 4 to 6's modules: the ownership pictures before steps 05 and 07, the shared-memory ceiling, and the
+latency-hiding model of chapter 6 (the picture and the issue rate)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from gemmlab import tiling
+from gemmlab.chapters import ch04_register_tiling as ch4
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("step", ["sgemm/04_1d_blocktiling", "sgemm/05_2d_blocktiling", "sgemm/07_warptiling"])
+def test_ownership_picture_shows_the_twins_map(step):
+    """The block panel colours each cell by its warp and blacks out thread 0's cells; the warp panel covers exactly
+    warp 0's region and writes one lane number per piece a lane owns."""
+    import gemmlab
+
+    p = gemmlab.instance(step).params
+    own = tiling.owners(step, p)
+    ax_block, ax_warp = ch4.ownership(step)
+    warps, thread = (im.get_array() for im in ax_block.images)
+    assert np.array_equal(np.asarray(warps), own // 32)
+    assert (~np.ma.getmaskarray(thread)).sum() == (own == 0).sum() == p.get("THREAD_M", 1) * p.get("THREAD_N", 1)
+    rows, cols = np.nonzero(own // 32 == 0)
+    lanes = ax_warp.images[0].get_array()
+    assert lanes.shape == (rows.max() - rows.min() + 1, cols.max() - cols.min() + 1)
+    assert set(np.asarray(lanes.compressed()).tolist()) == set(range(32))
+    pieces = {"sgemm/04_1d_blocktiling": 32, "sgemm/05_2d_blocktiling": 32, "sgemm/07_warptiling": 128}[step]
+    assert len(ax_warp.texts) == pieces and {t.get_text() for t in ax_warp.texts} == {str(i) for i in range(32)}
+    plt.close("all")
+
+
+def test_warp_tiling_picture_puts_thread_zero_in_four_pieces():
+    ax_block, _ = ch4.ownership("sgemm/07_warptiling")
+    thread = ax_block.images[1].get_array()
+    r, c = np.nonzero(~np.ma.getmaskarray(thread))
+    assert sorted({(int(i) // 32, int(j) // 16) for i, j in zip(r, c)}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    plt.close("all")
+
+
+def test_shared_memory_ceiling():
+    assert ch4.shared_bound(1, 1) == pytest.approx(1 / 8)        # step 03: two loads per multiply-add
+    assert ch4.shared_bound(8, 1) == pytest.approx(8 / 36)       # step 04: 9 loads for 8 multiply-adds
+    assert ch4.shared_bound(4, 4) == pytest.approx(0.5)
+    assert ch4.shared_bound(8, 8) == 1.0                         # the ceiling lifts at 8 x 8
+    assert ch4.min_registers(8, 8) == 80
