@@ -48,3 +48,22 @@ def test_shared_memory_ceiling():
     assert ch4.shared_bound(4, 4) == pytest.approx(0.5)
     assert ch4.shared_bound(8, 8) == 1.0                         # the ceiling lifts at 8 x 8
     assert ch4.min_registers(8, 8) == 80
+
+
+def test_chapter5_swizzle_of_sa_is_a_permutation_that_fixes_the_store():
+    from gemmlab import swizzle as sw
+    from gemmlab.chapters import ch05_bank_conflicts as ch5
+
+    tile = [k * 128 + m for k in range(8) for m in range(128)]  # step 07's sA: BLOCK_K x BLOCK_M floats
+    moved = [ch5.SA_SWIZZLE(o) for o in tile]
+    assert sorted(moved) == tile and all(o // 128 == n // 128 for o, n in zip(tile, moved))  # rows permuted in place
+    assert all(ch5.SA_SWIZZLE(o) % 4 == o % 4 for o in tile)  # a float4 stays whole
+    assert [ch5.SA_SWIZZLE(k * 128) for k in (3, 4)] == [3 * 128, 4 * 128 + 16]  # m ^ ((k & 4) << 2)
+    for layout, store in (("plain", 2), ("padded", 1), ("swizzled", 1)):
+        reqs, size = ch5.model_requests("sA store", layout)
+        assert sw.per_request(reqs, size) == store
+        assert sw.per_request(*ch5.model_requests("sA load", layout)) == 4
+    text = ch5.variant("swizzled")
+    assert text.count("((c + ") == 4 and "^ ((k & 4) << 2)]" in text
+    with pytest.raises(ValueError):
+        ch5.variant("diagonal")
