@@ -67,3 +67,38 @@ def test_chapter5_swizzle_of_sa_is_a_permutation_that_fixes_the_store():
     assert text.count("((c + ") == 4 and "^ ((k & 4) << 2)]" in text
     with pytest.raises(ValueError):
         ch5.variant("diagonal")
+
+
+def test_latency_hiding_schedule_matches_the_model():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    for warps in range(1, 7):
+        slots = ch6.warp_schedule(warps, work=4, latency=12, cycles=1600)
+        assert (slots >= 0).mean() == pytest.approx(ch6.busy_fraction(warps, 4, 12), abs=0.01)
+        assert set(slots[slots >= 0].tolist()) == set(range(warps))  # every warp issues
+    one = ch6.warp_schedule(1, 3, 5, 16)
+    assert one.tolist() == [0, 0, 0] + [-1] * 5 + [0, 0, 0] + [-1] * 5  # issue 3, wait 5, again
+    assert ch6.warps_needed(4, 12) == 4 and ch6.warps_needed(64, 400) == 8
+    with pytest.raises(ValueError):
+        ch6.warp_schedule(0, 4, 12, 10)
+
+
+def test_latency_picture_draws_one_panel_per_warp_count():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    axes = ch6.draw_latency_hiding(work=4, latency=12, warps=(1, 2, 4), cycles=48)
+    assert len(axes) == 3 and "100% of the cycles" in axes[2].get_title() and "(model 25%)" in axes[0].get_title()
+    plt.close("all")
+
+
+def test_hiding_a_stall_bounds_the_issue_rate():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    rec = {"warps": 2.0, "cpi": 4.0}
+    assert ch6.issue_rate(rec) == 0.5
+    assert ch6.hide_bound(rec, 1.0) == pytest.approx((2 / 3) / 0.5)      # same warps: cpi 4 -> 3
+    assert ch6.hide_bound(rec, 1.0, warps=4.0) == pytest.approx(2.0)     # capped at one instruction per cycle
+    assert ch6.hide_bound(rec, 0.0) == 1.0
+    r7 = ch6.record("sgemm/07_warptiling")  # the recorded profile the chapter's first prediction reads
+    assert r7["warps"] == pytest.approx(2.0) and r7["cpi"] == pytest.approx(sum(r7["stalls"].values()))
+    assert ch6.record("sgemm/11_fragment_prefetch")["warps"] == 2.0
