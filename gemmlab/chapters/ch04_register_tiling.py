@@ -1,0 +1,290 @@
+"""Chapter 4, register tiling: the FP32 ladder sgemm/04 to 07, its pictures, predictions and counters.
+
+The chapter's record wrangling, glue() calls, figures and tables, one function per figure or table; the notebook
+(book/04_register_tiling.ipynb) calls each once. Timings come from results/<gpu>.json (live on a GPU); the
+profiler's counters of steps 03 to 07 from results/nvidia-h200.ncu.json (an H200: the chapter says so).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import gemmlab
+from gemmlab import documents, explore, hardware, nvrtc, profile, sitecontrols, tiling
+from gemmlab.chapters import plots
+from gemmlab.chapters.glue import glue
+
+STEPS = ["sgemm/01_naive", "sgemm/02_coalesced", "sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling",
+         "sgemm/05_2d_blocktiling", "sgemm/06_vectorized", "sgemm/07_warptiling"]
+LADDER = STEPS[2:]          # step 03 and this chapter's four steps
+NEW = STEPS[3:]             # this chapter's steps
+SIZE = 4096
+COUNTERS_GPU = "NVIDIA H200"  # the GPU whose profiler record holds steps 03 to 07
+FMA_PIPES_PER_SM = 4          # warp-wide FFMA instructions an SM issues per cycle (128 FP32 lanes)
+SHARED_BYTES_PER_CYCLE = 128  # bytes an SM's shared memory delivers per cycle (one warp request of 4-byte words)
+
+loads_per_fma = tiling.shared_loads_per_fma     # the model: shared floats a thread loads per multiply-add
+register_tiling_twin = sitecontrols.register_tiling_twin
+explorer = explore.explorer
+
+
+def _num(step: str) -> str:
+    return step.split("/")[1][:2]
+
+
+def thread_tile(step: str) -> tuple[int, int]:
+    """(THREAD_M, THREAD_N) of a step's default configuration: (1, 1) for step 03, (THREAD_M, 1) for 04."""
+    p = gemmlab.instance(step).params
+    return p.get("THREAD_M", 1), p.get("THREAD_N", 1)
+
+
+def where_we_are(records: list) -> None:
+    """Glue the ladder's figures at 4096 (GPU, % of cuBLAS, TFLOP/s, gain per rung) and print the records."""
+    at = {(r["step"], r["m"]): r for r in records}
+    if all((s, SIZE) in at for s in LADDER):
+        glue("ch4_gpu", at[(LADDER[0], SIZE)]["gpu"])
+        glue("ch4_date", at[(LADDER[-1], SIZE)]["date"])
+        glue("ch4_v3_pct", at[(LADDER[0], SIZE)]["pct_of_baseline"])
+        glue("ch4_v3_tflops", at[(LADDER[0], SIZE)]["tflops"])
+        glue("ch4_best_pct", at[(LADDER[-1], SIZE)]["pct_of_baseline"])
+        for before, step in zip(LADDER, LADDER[1:]):
+            v = _num(step)
+            glue(f"ch4_v{v}_pct", at[(step, SIZE)]["pct_of_baseline"])
+            glue(f"ch4_v{v}_tflops", at[(step, SIZE)]["tflops"])
+            glue(f"ch4_v{v}_gain", at[(step, SIZE)]["tflops"] / at[(before, SIZE)]["tflops"])
+        glue("ch4_cublas_tflops", at[(LADDER[-1], SIZE)]["baseline_tflops"])
+    print(gemmlab.bench.table(records))
+
+
+def shared_bound(tm: int, tn: int) -> float:
+    """The model's ceiling, as a share of the FP32 peak, that shared-memory loads put on a thread tile tm x tn.
+
+    Per k a warp loads (tm + tn) x 32 floats, which take at least tm + tn cycles of its SM's shared memory
+    (128 bytes a cycle), and issues tm x tn FFMA instructions, which take tm x tn / 4 cycles of the SM's four
+    FMA pipes. All warps of the SM share both, so the FMA pipes can be busy at most a fraction
+    tm tn / (4 (tm + tn)) = 1 / (4 x loads per multiply-add) of the time, and never more than all of it."""
+    return min(1.0, 1.0 / (FMA_PIPES_PER_SM * loads_per_fma(tm, tn)))
+
+
+def predict(records: list) -> None:
+    """The prediction before the ladder is measured: loads per multiply-add, the shared-memory ceiling and the
+    TFLOP/s it allows on the records' GPU (its FP32 peak from the data sheet), per step."""
+    gpu = next((r["gpu"] for r in records if r["step"] in LADDER), None)
+    spec = hardware.spec_for(gpu) if gpu else None
+    peak = spec.fp32_tflops if spec else float("nan")
+    glue("ch4_peak", peak)
+    glue("ch4_peak_name", spec.name if spec else hardware.NO_DATA)
+    print(f"FP32 peak of the {spec.name if spec else gpu} (data sheet): {peak:g} TFLOP/s")
+    for step in LADDER:
+        tm, tn = thread_tile(step)
+        bound = shared_bound(tm, tn)
+        glue(f"ch4_bound{_num(step)}", 100 * bound)
+        glue(f"ch4_bound{_num(step)}_tflops", bound * peak)
+        print(f"{step:24s} thread tile {tm} x {tn}: {loads_per_fma(tm, tn):.3f} shared loads per multiply-add, "
+              f"ceiling {100 * bound:5.1f}% of peak = {bound * peak:5.1f} TFLOP/s")
+    inst = gemmlab.instance("sgemm/05_2d_blocktiling")
+    threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
+    least = min_registers(*thread_tile(inst.name))
+    glue("ch4_min_regs", least)
+    glue("ch4_model_blocks", explore.blocks_per_sm(least, threads, 0, 90)[0])
+
+
+def counters() -> None:
+    """The profiler's record of steps 03 to 07 (one launch each at 4096, on the H200): shared-load instructions
+    and shared-memory cycles per FFMA instruction against the model, FMA pipe busy, occupancy, top stall."""
+    rec = profile.load(COUNTERS_GPU)
+    out = {}
+    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
+    for step in LADDER:
+        m = rec.get(step)
+        if not m:
+            print(f"{step}: no profiler record")
+            continue
+        ffma = m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] / 32  # warp-wide FFMA instructions
+        row = {"model": loads_per_fma(*thread_tile(step)),
+               "lds": m["smsp__inst_executed_op_shared_ld.sum"] / ffma,
+               "cycles": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / ffma,
+               "fma": m["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
+               "occupancy": m["sm__warps_active.avg.pct_of_peak_sustained_active"],
+               "registers": m["launch__registers_per_thread"], "stall": profile.stall_reasons(m, top=1)[0]}
+        out[step] = row
+        v = _num(step)
+        glue(f"ch4_ncu{v}_lds", row["lds"]); glue(f"ch4_ncu{v}_cycles", row["cycles"])
+        glue(f"ch4_ncu{v}_fma", row["fma"]); glue(f"ch4_ncu{v}_occ", row["occupancy"])
+        glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
+        print(f"{step:24s} per FFMA: model {row['model']:.3f} loads | LDS {row['lds']:.3f}, shared cycles "
+              f"{row['cycles']:.3f} | FMA pipe {row['fma']:4.1f}% busy, occupancy {row['occupancy']:4.1f}%, "
+              f"top stall {row['stall'][0]} {row['stall'][1]:.2f}")
+    if "sgemm/03_smem_tiling" in out:
+        glue("ch4_ncu03_stall", out["sgemm/03_smem_tiling"]["stall"][0].replace("_", " "))
+        glue("ch4_ncu03_stall_v", out["sgemm/03_smem_tiling"]["stall"][1])
+    if "sgemm/07_warptiling" in out:
+        glue("ch4_ncu07_stall", out["sgemm/07_warptiling"]["stall"][0].replace("_", " "))
+        glue("ch4_ncu07_stall_v", out["sgemm/07_warptiling"]["stall"][1])
+
+
+def min_registers(tm: int, tn: int) -> int:
+    """The model's least registers for a thread tile: tm x tn sums and one sliver of tm + tn operands."""
+    return tm * tn + tm + tn
+
+
+def registers(arch: str = "sm_90") -> None:
+    """Registers per thread: the model's least, this machine's compile (NVRTC, printed), and the compile the GPU
+    ran (the profiler's record); blocks per SM from each (explore.blocks_per_sm)."""
+    rec = profile.load(COUNTERS_GPU)
+    for step in NEW:
+        inst = gemmlab.instance(step)
+        threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
+        res = inst.resources(arch)
+        tm, tn = thread_tile(step)
+        least = min_registers(tm, tn)
+        b_model = explore.blocks_per_sm(least, threads, res.shared_bytes, 90)[0]
+        b_here = explore.blocks_per_sm(res.registers, threads, res.shared_bytes, 90)[0]
+        gpu_regs = int(rec.get(step, {}).get("launch__registers_per_thread", 0))
+        b_gpu = explore.blocks_per_sm(gpu_regs, threads, res.shared_bytes, 90)[0] if gpu_regs else 0
+        glue(f"ch4_min_regs{_num(step)}", least); glue(f"ch4_model_blocks{_num(step)}", b_model)
+        glue(f"ch4_gpu_blocks{_num(step)}", b_gpu)
+        print(f"{step:24s} {threads} threads: model >= {least:3d} regs ({b_model} blocks/SM) | here {res.registers:3d} "
+              f"({b_here}) | GPU run {gpu_regs or '-':>3} ({b_gpu or '-'})")
+    print(f"here: NVRTC {nvrtc.version()}, {arch}; GPU run: Nsight Compute's launch__registers_per_thread "
+          f"({COUNTERS_GPU})")
+
+
+def sass_excerpt(step: str = "sgemm/07_warptiling", lines: int = 16, arch: str = "sm_90") -> None:
+    """The first lines of a step's inner loop on `arch`, from its first 128-bit shared load on."""
+    sass = gemmlab.instance(step).sass(arch).splitlines()
+    first = next(i for i, line in enumerate(sass) if "LDS.128" in line)
+    print("\n".join(line.strip() for line in sass[first:first + lines]))
+
+
+def sass_counts(arch: str = "sm_90") -> None:
+    """Static SASS counts of each step's FFMA, LDS (and LDS.128), LDG and BAR instructions on `arch`."""
+    for step in LADDER:
+        ops = nvrtc.count_instructions(gemmlab.instance(step).sass(arch), ["FFMA", "LDS", "LDS.128", "LDG", "BAR"])
+        print(f"{step:24s} {ops}")
+
+
+# ----------------------------------------------------------------------------------------------- pictures
+WARP_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+                "#9c755f", "#86bcb6", "#8cd17d", "#f1ce63", "#a0cbe8", "#ffbe7d", "#d4a6c8", "#d7b5a6"]
+
+
+def ownership(step: str, ax_block=None, ax_warp=None, highlight: int = 0):
+    """Who computes what in `step`'s block tile (colour: warp; black: thread `highlight`), and the highlighted
+    thread's warp by lane (colour: lane, its number written on each piece; black: the thread). Returns (block axes,
+    warp axes). The maps come from tiling.owners, the Python twin of the kernels' index arithmetic."""
+    from matplotlib.colors import ListedColormap
+
+    p = gemmlab.instance(step).params
+    own = tiling.owners(step, p)
+    if ax_block is None or ax_warp is None:
+        _, (ax_block, ax_warp) = plt.subplots(1, 2, figsize=(10, 4.2))
+    warps = own // 32
+    n_warps = int(warps.max()) + 1
+    ax_block.imshow(warps, cmap=ListedColormap((WARP_COLOURS * 4)[:n_warps]), vmin=-0.5, vmax=n_warps - 0.5,
+                    interpolation="nearest")
+    ax_block.imshow(np.ma.masked_where(own != highlight, np.ones_like(own)), cmap=ListedColormap(["black"]),
+                    interpolation="nearest")
+    ax_block.set_title(f"{step.split('/')[1]}: block tile {own.shape[0]} x {own.shape[1]}\n"
+                       f"colour = warp ({n_warps} warps), black = thread {highlight}", fontsize=9)
+    ax_block.tick_params(labelsize=7)
+    rows, cols = np.nonzero(warps == highlight // 32)
+    r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+    part = own[r0:r1, c0:c1]
+    extent = (c0 - 0.5, c1 - 0.5, r1 - 0.5, r0 - 0.5)
+    ax_warp.imshow(np.ma.masked_where(part // 32 != highlight // 32, part % 32), cmap="hsv", vmin=0, vmax=32,
+                   interpolation="nearest", extent=extent, aspect="auto")
+    ax_warp.imshow(np.ma.masked_where(part != highlight, np.ones_like(part)), cmap=ListedColormap(["black"]),
+                   interpolation="nearest", extent=extent, aspect="auto")
+    seen = set()
+    for (r, c), tid in np.ndenumerate(part):  # the lane's number on the top-left cell of each of its pieces
+        up = part[r - 1, c] if r else -1
+        left = part[r, c - 1] if c else -1
+        if tid // 32 == highlight // 32 and up != tid and left != tid and len(seen) < 160:
+            seen.add((r, c))
+            ax_warp.text(c0 + c, r0 + r, str(tid % 32), fontsize=5, ha="left", va="top",
+                         color="white" if tid == highlight else "black")
+    ax_warp.set_title(f"warp {highlight // 32}: rows {r0}-{r1 - 1}, columns {c0}-{c1 - 1}\n"
+                      f"colour and number = lane, black = thread {highlight}", fontsize=9)
+    ax_warp.tick_params(labelsize=7)
+    ax_block.figure.tight_layout()
+    return ax_block, ax_warp
+
+
+def show_ownership(step: str) -> None:
+    """Draw `step`'s ownership picture and print what thread 0 and warp 0 own."""
+    p = gemmlab.instance(step).params
+    own = tiling.owners(step, p)
+    ownership(step)
+    plt.show()
+    r, c = np.nonzero(own == 0)
+    wr, wc = np.nonzero(own // 32 == 0)
+    print(f"{step}: thread 0 owns {len(r)} outputs in rows {r.min()}-{r.max()}, columns {c.min()}-{c.max()}; "
+          f"warp 0 owns a {wr.max() - wr.min() + 1} x {wc.max() - wc.min() + 1} region "
+          f"({len(wr)} of its {(wr.max() - wr.min() + 1) * (wc.max() - wc.min() + 1)} cells)")
+
+
+# ----------------------------------------------------------------------------------------------- measure
+def ladder(records: list) -> None:
+    """Steps 03 to 07 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder)."""
+    plots.ladder(records, LADDER, size=SIZE)
+    plt.tight_layout()
+    plt.show()
+
+
+def seed_table(records: list):
+    """Seed 002's ladder (GFLOP/s on a V100) beside our FP32 steps; its level 6 (async copies and tensor cores) is
+    taught in chapters 6 and 7b, so its row here names them instead of a record."""
+    top = documents.value(2, "level7_gflops")
+    glue("ch4_seed_gpu", documents.DOCUMENTS[2].gpu)
+    glue("ch4_seed_l1", documents.value(2, "level1_gflops")); glue("ch4_seed_l7", top)
+    glue("ch4_seed_l6_share", 100 * documents.value(2, "level6_gflops") / top)
+    table = documents.table_002([r for r in records if r["step"] in STEPS])
+    for row in table.rows:
+        if row["step"] == "sgemm/12_tf32x3":
+            row["step"], row["ours"] = None, None
+            row["cells"][3:] = ["chapters 6 (async copies) and 7b (tensor cores)", "-", "-"]
+    table.notes = [table.notes[0], "Our register tiling (steps 04 and 05) has no level of its own there."]
+    return table
+
+
+def heat_map(step: str = "sgemm/07_warptiling", size: int = SIZE) -> None:
+    """The recorded tile sweep of `step` at size^3: % of cuBLAS by block tile and (BLOCK_K, warp tile, thread
+    tile); glues what tuning gained over the default tiles."""
+    recs = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == step and r["m"] == size])
+    if not recs:
+        print(f"no recorded sweep of {step} yet")
+        return
+    rows = sorted({(r["params"]["BLOCK_M"], r["params"]["BLOCK_N"]) for r in recs})
+    cols = sorted({(r["params"]["BLOCK_K"], r["params"]["WARP_M"], r["params"]["WARP_N"], r["params"]["THREAD_N"])
+                   for r in recs})
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for r in recs:
+        p = r["params"]
+        i, j = rows.index((p["BLOCK_M"], p["BLOCK_N"])), cols.index((p["BLOCK_K"], p["WARP_M"], p["WARP_N"], p["THREAD_N"]))
+        grid[i, j] = np.fmax(grid[i, j], r["pct_of_baseline"])
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    im = ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.set_yticks(range(len(rows)), [f"{m}x{n}" for m, n in rows], fontsize=7)
+    ax.set_xticks(range(len(cols)), [f"K{k} W{wm}x{wn} T8x{tn}" for k, wm, wn, tn in cols], rotation=90, fontsize=6)
+    ax.set_ylabel("BLOCK_M x BLOCK_N")
+    fig.colorbar(im, ax=ax, label="% of cuBLAS")
+    ax.set_title(f"{step} at {size}^3, {recs[0]['gpu']} (recorded {', '.join(sorted({r['date'] for r in recs}))})",
+                 fontsize=9)
+    plt.show()
+    print(gemmlab.results.timing_note(recs))
+    default = gemmlab.registry.get(step).resolve({})
+    best = max(recs, key=lambda r: r["pct_of_baseline"])
+    at_default = gemmlab.results.default_record(recs, step, size)
+    glue("ch4_tuned_pct", best["pct_of_baseline"])
+    glue("ch4_tuned_params", ", ".join(f"{k} {v}" for k, v in best["params"].items() if default.get(k) != v)
+         or "the defaults")
+    glue("ch4_default_pct", at_default["pct_of_baseline"] if at_default else float("nan"))
+    glue("ch4_tuned_n", len(recs))
+
+
+def claim(arch: str = "sm_75") -> None:
+    """Every step of the chapter fits a T4: registers x threads, shared memory, no spills (compile-only)."""
+    for step in NEW:
+        fit = gemmlab.instance(step).fit(arch)
+        print(f"{step}: {'fits' if fit.ok else 'does not fit'} a T4 ({arch})" + ("" if fit.ok else f": {fit}"))

@@ -1,0 +1,258 @@
+"""Chapter 5, bank conflicts on the FP32 kernels: banks and wavefronts, padding against an XOR swizzle, counted by
+the model (gemmlab.swizzle), the emulator (analysis mode) and Nsight Compute (recorded).
+
+The chapter's record wrangling, glue() calls, figures and tables, one function each; the notebook
+(book/05_bank_conflicts.ipynb) calls them. The tensor-core half (ldmatrix on hgemm/01-03) is chapter 7's.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+import gemmlab
+from gemmlab import documents, profile, registry, sitecontrols
+from gemmlab import swizzle as sw
+from gemmlab.chapters.glue import glue
+
+STEPS = ["sgemm/05_2d_blocktiling", "sgemm/06_vectorized", "sgemm/07_warptiling"]
+SIZE = 4096
+COUNTERS_GPU = "NVIDIA H200"
+# Step 07's sA tile is 128 floats wide: offset = k * 128 + m. Bit 2 of the row k sits at offset bit 9; XORed into
+# bit 4 of the column (16 floats, four 16-byte chunks), it moves rows 4-7 half a bank sweep over.
+SA_SWIZZLE = sw.Swizzle(1, 4, 5)
+wavefronts = sw.wavefronts
+column_read = sw.column_read
+Swizzle = sw.Swizzle
+
+
+def where_we_are(records: list) -> None:
+    """Glue step 06's and 07's % of cuBLAS at 4096 and their shared cycles per load (the H200's profiler record)."""
+    at = {(r["step"], r["m"]): r for r in records}
+    if ("sgemm/07_warptiling", SIZE) in at:
+        glue("ch5_gpu", at[("sgemm/07_warptiling", SIZE)]["gpu"])
+        glue("ch5_s6_pct", at[("sgemm/06_vectorized", SIZE)]["pct_of_baseline"])
+        glue("ch5_s7_pct", at[("sgemm/07_warptiling", SIZE)]["pct_of_baseline"])
+    rec = profile.load(COUNTERS_GPU)
+    for step in ("sgemm/06_vectorized", "sgemm/07_warptiling"):
+        m = rec.get(step, {})
+        per = m.get("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", float("nan")) / \
+            m.get("smsp__inst_executed_op_shared_ld.sum", float("nan"))
+        glue(f"ch5_h200_{step[6:8]}", per)
+        glue(f"ch5_h200_{step[6:8]}_inst", m.get("smsp__inst_executed_op_shared_ld.sum", float("nan")))
+    print(gemmlab.bench.table(records))
+
+
+def three_layouts() -> dict:
+    """A row write and a column read of a 32-wide fp32 tile on the plain, padded (1 float) and chunk-swizzled
+    layouts: banks coloured, the request outlined. Returns {access: [AccessCount per layout]}."""
+    fig, axes = plt.subplots(2, 3, figsize=(13, 5.6))
+    counts = {}
+    for row, access in enumerate(("row write", "column read")):
+        counts[access] = sw.draw_three_layouts(access, 32, 4, 1, axes=axes[row])
+        axes[row][0].set_ylabel(access, fontsize=9)
+    fig.suptitle("banks (colour) and one warp request (outlined): plain | padded | swizzled (16-byte chunks)",
+                 fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    return counts
+
+
+def seed_count() -> None:
+    """Seed 002's 16 x 16 tile: which rows a warp holds, the model's wavefronts of the read it pads, and the
+    emulator's count of the real kernel (step 03 with BLOCK = 16)."""
+    edge = int(documents.value(2, "tile"))            # the seed's tile and block edge: 16
+    lines = [f"warp {w}: threadIdx.y in {sorted({t // edge for t in range(32 * w, 32 * w + 32)})}" for w in range(2)]
+    k = 5
+    as_row = lambda ty: 4 * (ty * edge + k)       # noqa: E731 (byte address of As[ty][k])
+    warp0 = [as_row(t // edge) for t in range(32)]
+    bs = [4 * (k * edge + t % edge) for t in range(32)]
+    pair = [as_row(0)] * 16 + [as_row(2)] * 16    # rows 0 and 2 in one request, as the seed counts them
+    lines.append(f"As[ty][k], warp 0 (rows 0 and 1): {sw.wavefronts(warp0)} wavefront per request")
+    lines.append(f"Bs[k][tx], warp 0:                {sw.wavefronts(bs)} wavefront per request")
+    lines.append(f"rows 0 and 2 in one request (no warp does this): {sw.wavefronts(pair)} wavefronts")
+    c16 = gemmlab.step("sgemm/03_smem_tiling", backend="cpu", BLOCK=edge).counters(64, 64, 64, max_blocks=1)
+    for s in c16.select(space="shared", kind="load"):
+        lines.append(f"emulator, step 03 with BLOCK = {edge}, {s.array} read: {s.wavefronts / s.requests:g} wavefront "
+                     f"per request ({s.requests} requests, at most {s.max})")
+    print("\n".join(lines))
+    glue("ch5_seed_tile", edge)
+    glue("ch5_seed_real", max(s.max for s in c16.select(space="shared", kind="load")))
+    glue("ch5_seed_pair", sw.wavefronts(pair))
+
+
+def swizzle_pictures() -> None:
+    """The toy Swizzle<2,0,2> on a 4x4 tile, and Swizzle<3,2,3> on 8 rows of a 32-wide fp32 tile in 16-byte chunks;
+    then the toy's offsets in binary."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
+    toy = sw.Swizzle(2, 0, 2)
+    sw.draw_permutation(4, 4, toy, ax=a, title="toy: Swizzle<2,0,2> on a 4x4 tile")
+    sw.draw_permutation(8, 32, sw.Swizzle(3, 2, 3), unit=4, ax=b,
+                        title="Swizzle<3,2,3> on 8 rows of a 32-wide fp32 tile (16-byte chunks)")
+    fig.tight_layout()
+    plt.show()
+    for i in range(16):
+        print(f"{i:2d} = {i:04b} -> {toy(i):04b} = {toy(i):2d}", end="   " if i % 4 != 3 else "\n")
+
+
+def variant(layout: str, step: str = "sgemm/07_warptiling", pad: int = 4) -> str:
+    """Step 07's kernel text with its sA tile 'padded' (rows of BLOCK_M + pad floats) or 'swizzled' (column m of row
+    k stored at m ^ ((k & 4) << 2): SA_SWIZZLE on the tile's offsets); 'plain' is the step as it is."""
+    text = gemmlab.source.kernel_path(registry.get(step).file).read_text()
+    if layout == "plain":
+        return text
+    if layout == "padded":
+        return text.replace("float sA[BLOCK_K][BLOCK_M];", f"float sA[BLOCK_K][BLOCK_M + {pad}];")
+    if layout != "swizzled":
+        raise ValueError(f"layout is 'plain', 'padded' or 'swizzled', not {layout!r}")
+    for j in range(4):
+        text = text.replace(f"sA[c + {j}][r] =", f"sA[c + {j}][r ^ (((c + {j}) & 4) << 2)] =")
+    return text.replace("&sA[k][thread_row + i * WARP_SUB_M]", "&sA[k][(thread_row + i * WARP_SUB_M) ^ ((k & 4) << 2)]")
+
+
+def model_requests(access: str, layout: str = "plain", step: str = "sgemm/07_warptiling", pad: int = 4):
+    """(requests, bytes) of one K tile of `step`'s sA or sB access on a layout, from swizzle.sgemm_requests."""
+    p = gemmlab.instance(step).params
+    reqs, size = sw.sgemm_requests(step, access, pad=pad if layout == "padded" else 0, **p)
+    if layout == "swizzled" and access.startswith("sA"):
+        reqs = [[SA_SWIZZLE(a // 4) * 4 for a in req] for req in reqs]
+    return reqs, size
+
+
+def emulated(step: str, source: str | None = None):
+    """The emulator's counts of one block of a 256 x 256 x 64 problem (analysis mode)."""
+    return gemmlab.step(step, backend="cpu", source=source).counters(256, 256, 64, max_blocks=1)
+
+
+ACCESSES = [("sgemm/06_vectorized", "plain", "sA load", "load"), ("sgemm/06_vectorized", "plain", "sB load", "load"),
+            ("sgemm/06_vectorized", "plain", "sA store", "store"),
+            ("sgemm/07_warptiling", "plain", "sA load", "load"), ("sgemm/07_warptiling", "plain", "sB load", "load"),
+            ("sgemm/07_warptiling", "plain", "sA store", "store"),
+            ("sgemm/07_warptiling", "padded", "sA store", "store"), ("sgemm/07_warptiling", "padded", "sA load", "load"),
+            ("sgemm/07_warptiling", "swizzled", "sA store", "store"),
+            ("sgemm/07_warptiling", "swizzled", "sA load", "load")]
+
+
+def predict() -> dict:
+    """The model's wavefronts per warp request for each access of steps 06 and 07 (and 07's padded and swizzled
+    sA), against the fewest its bytes allow; glued for the prose. Returns {(step, layout, access): wavefronts}."""
+    out = {}
+    for step, layout, access, _ in ACCESSES:
+        reqs, size = model_requests(access, layout, step)
+        per = sw.per_request(reqs, size)
+        ideal = sw.ideal_wavefronts(32, size)
+        out[(step, layout, access)] = per
+        glue(f"ch5_model_{step[6:8]}_{layout}_{access.replace(' ', '_')}", per)
+        print(f"{step:20s} {layout:8s} {access:9s} ({size:2d}-byte): model {per:4.2f} wavefronts per request, "
+              f"fewest {ideal}")
+    both = [sw.per_request(*model_requests(a, "plain", s)) for s in ("sgemm/06_vectorized", "sgemm/07_warptiling")
+            for a in ("sA load", "sB load")]
+    glue("ch5_model_06_loads", (both[0] + both[1]) / 2)
+    glue("ch5_model_07_loads", (both[2] + both[3]) / 2)
+    return out
+
+
+def count(model: dict) -> list:
+    """The emulator's count of the same accesses in the real kernels (the variants built by `variant`), beside
+    the model's; returns rows (step, layout, access, emulator, model)."""
+    rows, cache = [], {}
+    for step, layout, access, kind in ACCESSES:
+        if (step, layout) not in cache:
+            cache[(step, layout)] = emulated(step, None if layout == "plain" else variant(layout, step))
+        emu = cache[(step, layout)].shared_wavefronts_per_request(kind, array=access[:2])
+        rows.append((step, layout, access, emu, model[(step, layout, access)]))
+        print(f"{step:20s} {layout:8s} {access:9s} emulator {emu:4.2f}  model {model[(step, layout, access)]:4.2f}  "
+              f"{'agree' if emu == model[(step, layout, access)] else 'DISAGREE'}")
+    return rows
+
+
+def ncu_table() -> None:
+    """Nsight Compute's shared-memory wavefronts per instruction (kernel-wide, loads and stores) for steps 05 to 07:
+    the H100's recorded CSVs and the H200's record, beside the model's average over the same instructions."""
+    h200 = profile.load(COUNTERS_GPU)
+    print(f"{'step':24s} {'kind':6s} {'model':>6s} {'H100':>6s} {'H200':>6s} {'ideal':>6s}  (wavefronts per instruction)")
+    for step in STEPS:
+        h100 = profile.shared_per_request(profile.load_csv(step))
+        other = profile.shared_per_request(h200.get(step, {}))
+        for kind in ("load", "store"):
+            if kind not in h100:
+                continue
+            model = _model_average(step, kind)
+            print(f"{step:24s} {kind:6s} {model:6.2f} {h100[kind]['per_request']:6.2f} "
+                  f"{other.get(kind, {}).get('per_request', float('nan')):6.2f} {h100[kind]['ideal_per_request']:6.2f}")
+            v = step[6:8]
+            glue(f"ch5_model_{v}_{kind}", model)
+            glue(f"ch5_ncu_{v}_{kind}", h100[kind]["per_request"])
+            glue(f"ch5_ncu_{v}_{kind}_conflicts", h100[kind]["conflicts"])
+            glue(f"ch5_ncu_{v}_{kind}_ideal", h100[kind]["ideal_per_request"])
+    print("H100: results/gpu-lane/ncu/shared-*.csv; H200: results/nvidia-h200.ncu.json; one launch at 4096 each")
+
+
+def _model_average(step: str, kind: str) -> float:
+    """The model's wavefronts per instruction over all of a step's shared loads (or stores) of one K tile; step 05's
+    scalar loads as the source writes them."""
+    if step.endswith("05_2d_blocktiling"):
+        return float("nan")
+    accesses = ("sA load", "sB load") if kind == "load" else ("sA store",)
+    reqs = [model_requests(a, "plain", step) for a in accesses]
+    if kind == "store":  # sB's 16-byte stores: four wavefronts each, the fewest
+        b = len(reqs[0][0]) // 4  # one float4 of B per thread per K tile: a quarter as many requests as sA's
+        return (sum(sw.wavefronts(r, 4) for r in reqs[0][0]) + 4 * b) / (len(reqs[0][0]) + b)
+    return sum(sw.wavefronts(r, s) for rs, s in reqs for r in rs) / sum(len(rs) for rs, _ in reqs)
+
+
+def ladder_conflicts() -> None:
+    """The emulator's wavefronts per request of every shared access of steps 05 to 07, against the fewest."""
+    for step in STEPS:
+        c = emulated(step)
+        parts = []
+        for s in sorted(c.select(space="shared"), key=lambda s: (s.kind, s.array, s.line)):
+            parts.append(f"{s.array} {s.kind} {s.per_request:.0f}/{sw.ideal_wavefronts(s.lanes // s.requests, s.bytes // s.lanes)}")
+        print(f"{step}: " + ", ".join(dict.fromkeys(parts)))
+
+
+def fix_store(step: str = "sgemm/07_warptiling") -> None:
+    """Step 07's transposed sA store, plain, padded and swizzled: the emulator's count, the check against float64
+    in the emulator, the shared memory each costs, and the share of all shared wavefronts the fix removes."""
+    plain = emulated(step)
+    p = gemmlab.instance(step).params
+    for layout in ("padded", "swizzled"):
+        source = variant(layout, step)
+        c = emulated(step, source)
+        extra = 4 * p["BLOCK_K"] * 4 if layout == "padded" else 0
+        print(f"{layout:8s}: sA store {plain.shared_wavefronts_per_request('store', array='sA'):.0f} -> "
+              f"{c.shared_wavefronts_per_request('store', array='sA'):.0f} wavefronts, sA load "
+              f"{c.shared_wavefronts_per_request('load', array='sA'):.0f}; {extra} B more shared memory; "
+              f"{gemmlab.verify(gemmlab.step(step, backend='cpu', source=source))}")
+        t0, t1 = plain.totals, c.totals
+        glue(f"ch5_{layout}_share", 100 * (t0["shared_wavefronts"] - t1["shared_wavefronts"]) / t0["shared_wavefronts"])
+        glue(f"ch5_{layout}_bytes", extra)
+
+
+def show_variant(layout: str = "swizzled", step: str = "sgemm/07_warptiling"):
+    """The lines of step 07 that a variant changes, as a unified diff (a highlighted listing)."""
+    import difflib
+
+    from gemmlab.chapters import show
+
+    old, new = variant("plain", step).splitlines(), variant(layout, step).splitlines()
+    text = "\n".join(line for line in difflib.unified_diff(old, new, n=0, lineterm="") if not line.startswith(("---", "+++")))
+    return show.Listing(f"kernels/{step}.cu with sA {layout} (chapter 5's variant, not a step)",
+                        show.highlighted_lines(text), text)
+
+
+def bank_twin():
+    """The site's static control, started on the fp32 column read of a 32-wide tile (sitecontrols)."""
+    return sitecontrols.bank_conflicts_twin(access="column read", width=32, elem_bytes=4, pad=0, bits=0)
+
+
+def explorer():
+    """The live sliders (swizzle.bank_explorer), started on the fp32 column read of a 32-wide tile."""
+    return sw.bank_explorer(width=32, elem_bytes=4, pad=0, bits=0, access="column read")
+
+
+def claim(rows: list) -> None:
+    """Emulator and model agree on every access counted; step 07's sA store before and after each fix."""
+    agree = all(emu == model for *_, emu, model in rows)
+    print(f"emulator and model agree on all {len(rows)} shared accesses counted above: {agree}")
+    store = {layout: emu for step, layout, access, emu, _ in rows if step.endswith("07_warptiling") and access == "sA store"}
+    print(f"step 07's sA store: {store['plain']:.0f} wavefronts per request -> {store['padded']:.0f} padded, "
+          f"{store['swizzled']:.0f} swizzled")

@@ -1,0 +1,288 @@
+"""Chapter 6, async prefetch on the FP32 kernel (sgemm/08 to 11): latency hiding, its picture and model, the
+predictions from the profiler's stalls, and the chapter's records, figures and tables.
+
+The notebook (book/06_async_prefetch.ipynb) calls one function per figure or table. Timings come from
+results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 from the H100's profiler record
+(results/nvidia-h100-80gb-hbm3.ncu.json), step 11's from the lab note's experiment (sgemm-vs-cublas).
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import gemmlab
+from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
+from gemmlab.chapters import plots
+from gemmlab.chapters.glue import glue
+
+STEPS = ["sgemm/07_warptiling", "sgemm/08_register_prefetch", "sgemm/09_double_buffer", "sgemm/10_cp_async",
+         "sgemm/11_fragment_prefetch"]
+SIZES = [1024, 2048, 4096, 8192]
+SIZE = 4096
+COUNTERS_GPU = "NVIDIA H100 80GB HBM3"
+SCHEDULERS_PER_SM = 4
+MAX_WARPS_PER_SM = 64  # sm_80 and sm_90
+async_prefetch_twin = sitecontrols.async_prefetch_twin
+explorer = explore.explorer
+blocks_per_sm = explore.blocks_per_sm
+
+
+def _v(step: str) -> int:
+    return int(step.split("/")[1][:2])
+
+
+def where_we_are(records: list) -> None:
+    """Glue each step's % of cuBLAS and TFLOP/s at 4096, its gain over the step before, the GPU; print the table."""
+    at = {(r["step"], r["m"]): r for r in records}
+    for step in STEPS:
+        if (step, SIZE) in at:
+            glue(f"ch6_v{_v(step)}_pct", at[(step, SIZE)]["pct_of_baseline"])
+            glue(f"ch6_v{_v(step)}_tflops", at[(step, SIZE)]["tflops"])
+    for before, step in [(STEPS[0], STEPS[1]), (STEPS[1], STEPS[2]), (STEPS[2], STEPS[3]), (STEPS[2], STEPS[4])]:
+        if (step, SIZE) in at and (before, SIZE) in at:
+            glue(f"ch6_gain{_v(step)}", at[(step, SIZE)]["tflops"] / at[(before, SIZE)]["tflops"])
+    if (STEPS[0], SIZE) in at:
+        glue("ch6_gpu", at[(STEPS[0], SIZE)]["gpu"])
+        glue("ch6_date", at[(STEPS[-1], SIZE)]["date"] if (STEPS[-1], SIZE) in at else at[(STEPS[0], SIZE)]["date"])
+        glue("ch6_cublas_tflops", at[(STEPS[0], SIZE)]["baseline_tflops"])
+    print(gemmlab.bench.table(records))
+
+
+# ------------------------------------------------------------------------------------------- latency hiding
+def warp_schedule(warps: int, work: int, latency: int, cycles: int) -> np.ndarray:
+    """One scheduler's issue slots, cycle by cycle: the warp that issues (or -1, an idle slot).
+
+    Each warp issues `work` instructions, one per cycle when the scheduler picks it, then waits `latency` cycles
+    for a load those instructions started, and starts over. The scheduler keeps issuing from the warp it issued
+    from last while that warp is ready, else from the ready warp that has waited longest (greedy, then oldest)."""
+    if warps < 1 or work < 1 or latency < 0:
+        raise ValueError("warps and work must be at least 1, latency at least 0")
+    left = [work] * warps        # instructions a warp still issues before its wait
+    ready_at = [0] * warps       # the cycle from which it may issue again
+    slots = np.full(cycles, -1)
+    last = 0
+    for cycle in range(cycles):
+        ready = [w for w in range(warps) if ready_at[w] <= cycle]
+        if not ready:
+            continue
+        w = last if last in ready else min(ready, key=lambda r: (ready_at[r], r))
+        slots[cycle], last = w, w
+        left[w] -= 1
+        if left[w] == 0:
+            left[w], ready_at[w] = work, cycle + 1 + latency
+    return slots
+
+
+def busy_fraction(warps: int, work: int, latency: int) -> float:
+    """The model's share of cycles in which a scheduler issues: each warp is ready `work` of every
+    `work + latency` cycles, so `warps` of them fill at most warps * work / (work + latency) of the slots."""
+    return min(1.0, warps * work / (work + latency))
+
+
+def warps_needed(work: int, latency: int) -> int:
+    """The fewest warps per scheduler that keep it issuing every cycle."""
+    return math.ceil((work + latency) / work)
+
+
+def draw_latency_hiding(work: int = 4, latency: int = 12, warps=(1, 2, 4), cycles: int = 48):
+    """One panel per warp count: each warp's row shows the cycles it issues (coloured) and waits (grey line);
+    the bottom row, the scheduler's idle slots (black). Returns the axes."""
+    fig, axes = plt.subplots(len(warps), 1, figsize=(9, 1.1 + 0.45 * sum(warps)), sharex=True,
+                             gridspec_kw={"height_ratios": [w + 1 for w in warps]})
+    colours = plt.get_cmap("tab10")
+    for ax, n in zip(np.atleast_1d(axes), warps):
+        slots = warp_schedule(n, work, latency, cycles)
+        for w in range(n):
+            ax.broken_barh([(c, 1) for c in np.nonzero(slots == w)[0]], (n - w - 0.4, 0.8), color=colours(w))
+            ax.plot([0, cycles], [n - w, n - w], color="0.85", lw=1, zorder=0)
+        ax.broken_barh([(c, 1) for c in np.nonzero(slots < 0)[0]], (-0.4, 0.8), color="black")
+        ax.set_yticks(range(n + 1), ["idle"] + [f"warp {w}" for w in reversed(range(n))], fontsize=7)
+        ax.set_title(f"{n} warp{'s' if n > 1 else ''}: the scheduler issues in {100 * (slots >= 0).mean():.0f}% of the cycles "
+                     f"(model {100 * busy_fraction(n, work, latency):.0f}%)", fontsize=8)
+    np.atleast_1d(axes)[-1].set_xlabel(f"cycle (a warp issues {work} instructions, then waits {latency} cycles "
+                                       "for its load)", fontsize=8)
+    fig.tight_layout()
+    return axes
+
+
+def latency_picture(work: int = 4, latency: int = 12) -> None:
+    draw_latency_hiding(work, latency)
+    plt.show()
+
+
+# ------------------------------------------------------------------------------------------ profiler records
+def record(step: str) -> dict:
+    """A step's warp states at 4096 from the recorded profiles: stalls per issued instruction by reason, cycles per
+    issued instruction (their sum, `cpi`), warps per scheduler, registers; {} when none is recorded."""
+    m = profile.load(COUNTERS_GPU).get(step)
+    if m:
+        stalls = dict(profile.stall_reasons(m, top=100))
+        warps = m["sm__warps_active.avg.pct_of_peak_sustained_active"] / 100 * MAX_WARPS_PER_SM / SCHEDULERS_PER_SM
+        return {"stalls": stalls, "cpi": sum(stalls.values()), "warps": warps, "gpu": COUNTERS_GPU,
+                "registers": m.get("launch__registers_per_thread"), "time_ns": m.get("gpu__time_duration.sum"),
+                "occupancy": m["sm__warps_active.avg.pct_of_peak_sustained_active"],
+                "shared_loads": m.get("smsp__inst_executed_op_shared_ld.sum")}
+    if step == "sgemm/11_fragment_prefetch":  # the lab note's experiment: step 11 as committed
+        exp = gemmlab.results.experiment("sgemm-vs-cublas")
+        ncu = next(v["ncu"] for v in exp["variants"] if v["source"] == "step")
+        stalls = ncu["stalls_per_issue"]
+        return {"stalls": stalls, "cpi": sum(stalls.values()), "warps": ncu["active_warps_per_scheduler"],
+                "gpu": exp["gpu"], "registers": ncu["registers"], "time_ns": ncu["duration_ns"],
+                "occupancy": 100 * ncu["active_warps_per_scheduler"] * SCHEDULERS_PER_SM / MAX_WARPS_PER_SM,
+                "instructions": ncu["instructions"]}
+    return {}
+
+
+def issue_rate(rec: dict) -> float:
+    """Instructions a scheduler issues per cycle: its warps divided by each warp's cycles per issued instruction."""
+    return rec["warps"] / rec["cpi"]
+
+
+def stalls() -> None:
+    """The recorded warp states of steps 07 to 11 at 4096: occupancy, warps per scheduler, cycles per issued
+    instruction, the issue rate they give, and the top stall reasons."""
+    for step in STEPS:
+        rec = record(step)
+        if not rec:
+            print(f"{step}: no profiler record")
+            continue
+        top = ", ".join(f"{r} {v:.2f}" for r, v in sorted(rec["stalls"].items(), key=lambda kv: -kv[1])[:4])
+        print(f"{step:27s} occupancy {rec['occupancy']:4.1f}% ({rec['warps']:.1f} warps/scheduler), "
+              f"{rec['cpi']:.2f} cycles per instruction -> issues {issue_rate(rec):.2f}/cycle | {top}")
+        glue(f"ch6_rate{_v(step)}", issue_rate(rec)); glue(f"ch6_cpi{_v(step)}", rec["cpi"])
+        glue(f"ch6_occ{_v(step)}", rec["occupancy"]); glue(f"ch6_warps{_v(step)}", rec["warps"])
+        for reason in ("long_scoreboard", "barrier", "short_scoreboard", "dispatch_stall", "not_selected"):
+            glue(f"ch6_{reason}{_v(step)}", rec["stalls"].get(reason, 0.0))
+    print(f"(steps 07-10: Nsight Compute on the {COUNTERS_GPU}; step 11: the lab note's profile, same GPU)")
+    r9, r10, r11 = record("sgemm/09_double_buffer"), record("sgemm/10_cp_async"), record("sgemm/11_fragment_prefetch")
+    if r9 and r10:
+        glue("ch6_lds10_over9", 100 * (r10["shared_loads"] / r9["shared_loads"] - 1))
+    if r9 and r11:  # instructions executed are proportional to duration x issue rate (same clock, same SMs)
+        glue("ch6_inst11_over9", 100 * (1 - (r11["time_ns"] * issue_rate(r11)) / (r9["time_ns"] * issue_rate(r9))))
+
+
+def hide_bound(rec: dict, hidden: float, warps: float | None = None) -> float:
+    """The model's largest speed-up from hiding `hidden` stall cycles per issued instruction: each warp then waits
+    `cpi - hidden` cycles between instructions, and `warps` of them (default: as many as now) issue at most one
+    instruction per cycle per scheduler. Assumes the same instructions: a bound on the issue rate's gain."""
+    after = min(1.0, (warps or rec["warps"]) / (rec["cpi"] - hidden))
+    return after / issue_rate(rec)
+
+
+PREDICTIONS = {  # step: (the step it extends, the stall it hides, the share of it, warps per scheduler after)
+    "sgemm/08_register_prefetch": ("sgemm/07_warptiling", "long_scoreboard", 1.0, 4.0),
+    "sgemm/09_double_buffer": ("sgemm/08_register_prefetch", "barrier", 0.5, None),
+    "sgemm/10_cp_async": ("sgemm/09_double_buffer", "long_scoreboard", 1.0, None),
+    "sgemm/11_fragment_prefetch": ("sgemm/09_double_buffer", "short_scoreboard", 1.0, None),
+}
+
+
+def predict(step: str) -> None:
+    """What `step`'s idea can hide, from the recorded stalls of the step it extends: the speed-up bound with the
+    same warps and, for step 08 (two blocks per SM under its register cap), with twice the warps."""
+    before, reason, share, warps = PREDICTIONS[step]
+    rec = record(before)
+    hidden = share * rec["stalls"].get(reason, 0.0)
+    same = hide_bound(rec, hidden)
+    v = _v(step)
+    glue(f"ch6_pred{v}", same); glue(f"ch6_pred{v}_hidden", hidden); glue(f"ch6_pred{v}_reason", reason.replace("_", " "))
+    line = (f"{before} ({rec['gpu']}): {rec['cpi']:.2f} cycles per issued instruction, of which {reason} "
+            f"{rec['stalls'].get(reason, 0.0):.2f}; {step} hides {hidden:.2f} -> at most {same:.2f}x")
+    if warps:
+        more = hide_bound(rec, hidden, warps)
+        glue(f"ch6_pred{v}_more", more)
+        line += f" with {rec['warps']:.0f} warps per scheduler, {more:.2f}x with {warps:.0f}"
+    print(line)
+
+
+def registers() -> None:
+    """Registers and blocks per SM of steps 07 to 09: this machine's compile (sm_75 and sm_90, spills) and, for
+    sm_90, the compile the GPU ran (the profiler's record)."""
+    for step in STEPS[:3]:
+        inst = gemmlab.instance(step)
+        threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
+        for arch, cc in (("sm_75", 75), ("sm_90", 90)):
+            r = inst.resources(arch)
+            blocks, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes, cc)
+            print(f"{step} {arch}: {r.registers} registers, {r.spill_stores} B spilled, "
+                  f"{blocks} block(s) of {threads} threads per SM ({limiter})")
+        gpu = record(step).get("registers")
+        if gpu:
+            blocks = blocks_per_sm(int(gpu), threads, inst.resources("sm_90").shared_bytes, 90)[0]
+            glue(f"ch6_gpu_regs{_v(step)}", gpu); glue(f"ch6_gpu_blocks{_v(step)}", blocks)
+            print(f"{step} on the {COUNTERS_GPU} (profiler): {gpu:.0f} registers, {blocks} block(s) per SM")
+    print("NVRTC", nvrtc.version())
+    notes = gemmlab.registry.get("sgemm/09_double_buffer").compiler_notes("sm_75", nvrtc.version())
+    print("sgemm/09_double_buffer on sm_75 with other NVRTC releases (measured):", "; ".join(notes) or "the same")
+
+
+def barriers(size: int = 256) -> None:
+    """The barriers one block of steps 07 to 09 executes, counted by the emulator."""
+    for step in STEPS[:3]:
+        k = gemmlab.step(step)
+        counts = gemmlab.step(step, backend="cpu").counters(size, size, size, max_blocks=1)
+        print(f"{step}: {counts.totals['barriers']} barriers for {size // k.params['BLOCK_K']} K tiles of {k.params['BLOCK_K']}")
+
+
+def memory_order() -> None:
+    """Steps 07 to 09's global loads, shared stores, barriers and shared loads in SASS program order (sm_90)."""
+    for step in STEPS[:3]:
+        print(f"{step:27s} {nvrtc.memory_order(gemmlab.instance(step).sass('sm_90'))}")
+
+
+def timelines() -> None:
+    """The pipeline model's three schedules (serial, register prefetch, cp.async) and their total times."""
+    pipeline.draw_timelines(tiles=5, load=3, compute=2, stages=3)
+    plt.tight_layout()
+    plt.show()
+    for s in pipeline.STRATEGIES:
+        print(f"{s:18s} total {pipeline.total_time(s, tiles=5, load=3, compute=2, stages=3):5.1f} model units")
+
+
+# ------------------------------------------------------------------------------------------------- measure
+def measure(records: list, steps: list | None = None) -> None:
+    """`steps` (default 07 to 11) at 4096 in TFLOP/s (plots.ladder, cuBLAS's band) and their % of cuBLAS at every
+    size, from one run."""
+    steps = steps or STEPS
+    fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.8))
+    plots.ladder(records, steps, ax=bars, size=SIZE)
+    for step in steps:
+        rows = sorted((r for r in records if r["step"] == step), key=lambda r: r["m"])
+        ax.plot([r["m"] for r in rows], [r["pct_of_baseline"] for r in rows], "o-", label=step.split("/")[1])
+    ax.set_xscale("log", base=2); ax.set_xlabel("M = N = K"); ax.set_ylabel("% of cuBLAS"); ax.set_ylim(0, 110)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    plt.show()
+
+
+def sweep(step: str, top: int = 8) -> None:
+    """The recorded sweep of `step` at 4096, best first (each point verified before it was timed)."""
+    recs = sorted(gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == step and r["m"] == SIZE]),
+                  key=lambda r: -r["pct_of_baseline"])
+    if recs:
+        print(f"recorded sweep of {step} at {SIZE} on the {recs[0]['gpu']}, % of cuBLAS:")
+    for r in recs[:top]:
+        p = r["params"]
+        stages = f"  NUM_STAGES {p['NUM_STAGES']}" if "NUM_STAGES" in p else ""
+        print(f"{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}  WARP {p['WARP_M']}x"
+              f"{p['WARP_N']}  THREAD {p['THREAD_M']}x{p['THREAD_N']}{stages}  ({r['date']})")
+    print(gemmlab.results.timing_note(recs))
+
+
+def explain() -> None:
+    """Registers, blocks per SM and thread tile of steps 09 and 11 (this machine's compile, sm_90)."""
+    for step in ("sgemm/09_double_buffer", "sgemm/11_fragment_prefetch"):
+        inst = gemmlab.instance(step)
+        r = inst.resources("sm_90")
+        threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
+        blocks, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes, 90)
+        print(f"{step}: {r.registers} registers, {blocks} block(s) of {threads} threads per SM ({limiter}), "
+              f"{inst.params['THREAD_M']}x{inst.params['THREAD_N']} outputs per thread")
+
+
+def claim() -> None:
+    """Every step of the chapter against float64 in the emulator."""
+    for step in STEPS:
+        print(f"{step}: {gemmlab.verify(gemmlab.step(step, backend='cpu'))} (emulator)")
