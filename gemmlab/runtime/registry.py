@@ -628,7 +628,7 @@ STEPS: list[Step] = [
           "WARP_N": Param(32, (8, 16, 32, 64)), "NUM_STAGES": Param(4, (2, 3, 4, 5))},
          lambda m, n, k, p: Launch((cdiv(n, p["BLOCK_N"]), cdiv(m, p["BLOCK_M"]), 1), (_threads_warps(p), 1, 1),
                                    _tf32x3_bytes(p)),
-         chapter=6, previous="sgemm/11_fragment_prefetch", min_arch=80,
+         chapter=7, previous="sgemm/11_fragment_prefetch", min_arch=80,
          summary="sm_80+: the multiply-adds on the tensor cores at fp32 accuracy (3xTF32), a cp.async pipeline",
          rules=_tf32x3_step_rules),
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling", _MMA_TILING,
