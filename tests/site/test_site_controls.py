@@ -46,6 +46,7 @@ PAGES = {
     "6": "book/06_async_prefetch.html",
     "7": "book/07_tensor_cores.html",
     "7b": "book/07b_tensor_core_ladder.html",
+    "7d": "book/07d_hopper_schedule.html",
     "8": "book/08_fusion.html",
     "9": "book/09_fusion_hopper.html",
 }

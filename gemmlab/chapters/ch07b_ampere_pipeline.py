@@ -1,0 +1,234 @@
+"""Chapter 7b, the tensor-core pipeline on Ampere: hgemm/04 to 07 and 3xTF32 (sgemm/12), and why mma.sync stops.
+
+The chapter's record wrangling, glue() calls, figures and tables, one function per figure; the notebook
+(book/07b_tensor_core_ladder.ipynb) calls each once. Every number comes from results/ (live on a GPU).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import gemmlab
+from gemmlab import experiments, hardware, nvrtc, profile
+from gemmlab.chapters import plots
+from gemmlab.chapters.glue import glue
+
+NAMES = ["hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swizzled", "hgemm/04_register_prefetch",
+         "hgemm/05_tuned_tiles", "hgemm/06_double_buffer", "hgemm/07_cp_async"]
+STEPS = NAMES[2:]  # this chapter's ladder: step 03 (chapter 7's last) to 07
+INTEGER_OPS = ["IMAD", "IADD3", "LOP3", "SHF", "LEA", "ISETP", "IMNMX", "SEL", "MOV"]
+
+
+def records() -> tuple[list, dict]:
+    """The chapter's records (live on a GPU): hgemm/01 to 07 against cuBLAS fp16; glues each step's % at 8192."""
+    sizes = gemmlab.bench.live_sizes([1024, 2048, 4096, 8192, 16384], steps=NAMES, dtype="float16")
+    recs = gemmlab.benchmark(NAMES, sizes=sizes, verbose=False)
+    at = {(r["step"], r["m"]): r for r in recs}
+    for name in STEPS:
+        if (name, 8192) in at:
+            v = int(name.split("/")[1][:2])
+            glue(f"ch7b_v{v}_pct", at[(name, 8192)]["pct_of_baseline"])
+            glue(f"ch7b_v{v}_tflops", at[(name, 8192)]["tflops"])
+            glue(f"ch7b_v{v}_cublas", at[(name, 8192)]["baseline_tflops"])
+    glue("ch7b_gpu", recs[0]["gpu"] if recs else hardware.NO_DATA)
+    return recs, at
+
+
+def ceilings() -> tuple[dict, dict]:
+    """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16."""
+    peaks = hardware.measure_peaks()
+    cublas = hardware.measure_cublas() if gemmlab.backend() == "gpu" else hardware.load_hardware(peaks.get("gpu")) or {}
+    cublas = cublas.get("cublas", cublas)
+    if peaks.get("ffma"):
+        where = f"{peaks['gpu']} ({peaks['source']}, {peaks['date']})"
+        glue("ch7b_peak_where", where)
+        for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
+            glue(f"ch7b_peak_{key}", peaks[key]["tflops"] if peaks.get(key) else float("nan"))
+        fp16 = cublas["fp16"]["tflops"] if cublas.get("fp16") else float("nan")
+        glue("ch7b_cublas_fp16", fp16)
+        for key in ("mma_m16n8k8", "mma_m16n8k16"):
+            if peaks.get(key):
+                glue(f"ch7b_{key}_of_cublas", 100 * peaks[key]["tflops"] / fp16)
+        print(f"instruction ceilings on the {where}:")
+        for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
+            print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (cupy.matmul, 4096)")
+    else:
+        for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
+                    "mma_m16n8k8_of_cublas", "mma_m16n8k16_of_cublas"):
+            glue(f"ch7b_{key}", hardware.NO_DATA if key == "peak_where" else float("nan"))
+        print(hardware.NO_DATA)
+    return peaks, cublas
+
+
+def top_stall(name: str, key: str) -> None:
+    """The profiler's leading stalls of one step (recorded, one launch at 8192); glues the top one under `key`."""
+    m = profile.load().get(name)
+    if not m:
+        print(f"{name}: no recorded profiler data")
+        return
+    reasons = profile.stall_reasons(m, top=4)
+    tensor = m.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", float("nan"))
+    print(f"{name}: tensor pipe busy {tensor:4.1f}% | stalls per issued instruction: "
+          + ", ".join(f"{r} {v:.2f}" for r, v in reasons))
+    glue(f"ch7b_{key}_stall", reasons[0][0]); glue(f"ch7b_{key}_stall_v", reasons[0][1])
+    glue(f"ch7b_{key}_stall2", reasons[1][0]); glue(f"ch7b_{key}_tensor", tensor)
+
+
+def sass_order(names=("hgemm/03_swizzled", "hgemm/04_register_prefetch")) -> None:
+    """The order of global loads, shared stores, barriers, ldmatrix and HMMA in each step's sm_75 SASS."""
+    for name in names:
+        order = nvrtc.memory_order(gemmlab.instance(name).sass("sm_75"), ("LDG", "STS", "BAR", "LDSM", "HMMA"))
+        print(f"{name:27s} {order[:110]} ...")
+
+
+def tile_intensity(peaks: dict) -> None:
+    """The prediction for step 05: FLOP per byte loaded of each block tile, against the GPUs' balance points."""
+    for gpu in ("T4", peaks.get("gpu") or "H100"):
+        spec = hardware.spec_for(gpu)
+        if spec:
+            print(f"{spec.name}: tensor-core balance point "
+                  f"{hardware.balance_point(spec.fp16_tensor_tflops, spec.dram_gbps):.0f} FLOP/B (DRAM, spec)")
+    for bm, bn in [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]:
+        print(f"block tile {bm:3d} x {bn:3d}: {bm * bn / (bm + bn):6.1f} FLOP per byte loaded")
+
+
+def integer_ops() -> None:
+    """Integer instructions per HMMA: step 04 with step 05's tiles against step 05 (sm_75 SASS of this NVRTC)."""
+    same_tiles = gemmlab.instance("hgemm/05_tuned_tiles").params
+    for label, inst in [("04 with 05's tiles", gemmlab.instance("hgemm/04_register_prefetch", **same_tiles)),
+                        ("05", gemmlab.instance("hgemm/05_tuned_tiles"))]:
+        counts = nvrtc.count_instructions(inst.sass("sm_75"), INTEGER_OPS + ["HMMA", "LDSM"])
+        integer = sum(counts[op] for op in INTEGER_OPS)
+        print(f"{label:19s} HMMA {counts['HMMA']:4d}  LDSM {counts['LDSM']:3d}  integer {integer:4d} "
+              f"({integer / counts['HMMA']:.2f} per HMMA), registers {inst.resources('sm_75').registers}")
+
+
+def instruction_counts() -> None:
+    """HMMA, LDSM, LDGSTS (cp.async), LDG and BAR in steps 06 and 07's SASS."""
+    for name, arch in [("hgemm/06_double_buffer", "sm_75"), ("hgemm/07_cp_async", "sm_80")]:
+        c = nvrtc.count_instructions(gemmlab.instance(name).sass(arch), ["HMMA", "LDSM", "LDGSTS", "LDG", "BAR"])
+        print(f"{name:24s} {arch}: " + ", ".join(f"{op} {n}" for op, n in c.items()))
+
+
+def ladder(recs: list, at: dict, peaks: dict, cublas: dict) -> None:
+    """The ladder in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size with the mma.sync ceilings."""
+    fig, (bars, ax) = plt.subplots(1, 2, figsize=(13, 4))
+    plots.ladder(recs, STEPS, ax=bars, size=8192)
+    for name in NAMES:
+        rows = sorted((r for r in recs if r["step"] == name), key=lambda r: r["m"])
+        ax.plot([r["m"] for r in rows], [r["pct_of_baseline"] for r in rows], "o-", label=name.split("/")[1])
+    if peaks.get("mma_m16n8k8") and cublas.get("fp16"):
+        for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
+            if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
+                y = 100 * peaks[key]["tflops"] / cublas["fp16"]["tflops"]
+                ax.axhline(y, ls=style, color="0.4", lw=1)
+                ax.annotate(f"{key} peak", (1024, y), fontsize=7, xytext=(0, 3), textcoords="offset points")
+    ax.set_xscale("log", base=2); ax.set_xlabel("M = N = K"); ax.set_ylabel("% of cuBLAS fp16"); ax.set_ylim(0, 110)
+    ax.legend(fontsize=7)
+    plt.tight_layout(); plt.show()
+
+
+def sweeps() -> None:
+    """The recorded sweeps of steps 06 and 07 at 8192 (every point verified first): the best five of each."""
+    for name in ("hgemm/06_double_buffer", "hgemm/07_cp_async"):
+        sweep = sorted(gemmlab.results.one_gpu([r for r in gemmlab.results.load()
+                                                if r["step"] == name and r["m"] == 8192]),
+                       key=lambda r: -r["pct_of_baseline"])
+        print(f"{name}: {len(sweep)} configurations recorded at 8192, best five:")
+        for r in sweep[:5]:
+            p = r["params"]
+            print(f"  {r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}  "
+                  f"WARP {p['WARP_M']}x{p['WARP_N']}" + (f"  NUM_STAGES {p['NUM_STAGES']}" if "NUM_STAGES" in p else "")
+                  + f"  ({r['date']})")
+        print("  " + gemmlab.results.timing_note(sweep))
+
+
+def why_it_stops() -> None:
+    """The lab's measured reason step 07 stops: its halves timed alone add up, and the board is at its power limit.
+
+    From results/experiments/hgemm-diagnosis (the lab note 'Inside the tensor-core loop' holds every run).
+    """
+    diag = gemmlab.results.experiment("hgemm-diagnosis")
+    clock = diag["ncu"]["hgemm/07_cp_async (8192)"]["sm_clock_hz"]
+    sms = hardware.spec_for(diag["gpu"]).sms
+    p = gemmlab.instance("hgemm/07_cp_async").params
+    tile_flops = 2 * p["BLOCK_M"] * p["BLOCK_N"] * p["BLOCK_K"]
+
+    def cycles(tflops):  # one block per SM: an SM works through its tiles one after another
+        return tile_flops / (tflops * 1e12 / sms / clock)
+
+    def tf(group, spec):
+        return experiments.tflops(experiments.group(diag, group), spec, 8192)
+    copy, math = tf("decomposition 2", "s07_copyonly"), tf("decomposition", "s07_nocopy")
+    whole = tf("decomposition 2", "s07_pipe")
+    print(f"{diag['gpu']}, step 07 at 8192, cycles per block tile (from TFLOP/s at the profiled clock):")
+    for label, t in (("copies, waits, barrier only", copy), ("ldmatrix + mma only", math), ("the whole loop", whole)):
+        print(f"  {label:28s} {cycles(t):6.0f}  ({t:.0f} TFLOP/s)")
+    glue("ch7b_sum_ratio", 100 * cycles(whole) / (cycles(copy) + cycles(math)))
+    pw = diag["power"]
+    byname = {r["variant"]: r for r in pw["rows"]}
+    print(f"back to back, power limit {pw['limit_w']} W:")
+    for v, label in (("s07_copyonly", "copies only"), ("s07_noldsm", "mma only"), ("s07_copymma", "copies + mma")):
+        print(f"  {label:28s} {byname[v]['watts']:4.0f} W at {byname[v]['sm_mhz']:5.0f} MHz")
+    glue("ch7b_limit_w", pw["limit_w"]); glue("ch7b_copyonly_w", byname["s07_copyonly"]["watts"])
+    glue("ch7b_noldsm_w", byname["s07_noldsm"]["watts"]); glue("ch7b_copymma_mhz", byname["s07_copymma"]["sm_mhz"])
+    glue("ch7b_copyonly_mhz", byname["s07_copyonly"]["sm_mhz"]); glue("ch7b_noldsm_mhz", byname["s07_noldsm"]["sm_mhz"])
+
+
+TF32 = ["sgemm/11_fragment_prefetch", "sgemm/12_tf32x3"]
+
+
+def tf32_records() -> dict:
+    """Chapter 6's last FP32 step (11) and 3xTF32 (sgemm/12) against cuBLAS fp32 (TF32 off); glues their % at 4096."""
+    recs = gemmlab.benchmark(TF32, sizes=[1024, 2048, 4096, 8192], verbose=False)
+    at = {(r["step"], r["m"]): r for r in recs}
+    for name, key in zip(TF32, ("sg11", "sg12")):
+        if (name, 4096) in at:
+            glue(f"ch7b_{key}_pct", at[(name, 4096)]["pct_of_baseline"])
+            glue(f"ch7b_{key}_cublas", at[(name, 4096)]["baseline_tflops"])
+    glue("ch7b_tf32_gpu", recs[0]["gpu"] if recs else hardware.NO_DATA)
+    return at
+
+
+def tf32_prediction() -> None:
+    """The prediction: the TF32 mma.sync probe's rate over FFMA's, with and without the three-way split."""
+    peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]  # one probe run: FFMA and the TF32 mma.sync
+    ratio = peaks["mma_m16n8k8_tf32"]["tflops"] / peaks["ffma"]["tflops"]
+    print(f"{peaks['gpu']}: FFMA {peaks['ffma']['tflops']:.1f} TFLOP/s, TF32 mma.m16n8k8 "
+          f"{peaks['mma_m16n8k8_tf32']['tflops']:.1f} TFLOP/s: {ratio:.1f}x; three mma per product: {ratio / 3:.1f}x")
+    glue("ch7b_tf32_over_ffma", ratio); glue("ch7b_split_over_ffma", ratio / 3); glue("ch7b_peaks_gpu", peaks["gpu"])
+
+
+def tf32(x: np.ndarray) -> np.ndarray:
+    """x rounded to TF32 the way the tensor cores read it: the low 13 mantissa bits cleared."""
+    bits = np.frombuffer(np.ascontiguousarray(x, dtype=np.float32).tobytes(), np.uint32) & 0xFFFFE000
+    return bits.view(np.float32).reshape(np.shape(x))
+
+
+def tf32_accuracy(k: int = 2048) -> None:
+    """Worst error against float64 as a fraction of fp32's bound (below 1 passes): steps 11, 12, and plain TF32."""
+    from gemmlab.measure.check import compare, make_inputs
+    a, b = make_inputs("random", 64, 64, k, np.float32, seed=3)
+    for name in TF32:
+        got = gemmlab.step(name, backend="cpu")(a, b)
+        print(f"{name:27s} worst error / fp32 bound = {compare(got, a, b, 'float32')[1].max():.1e}")
+    plain = (tf32(a).astype(np.float64) @ tf32(b).astype(np.float64)).astype(np.float32)
+    print(f"{'one TF32 product (no split)':27s} worst error / fp32 bound = {compare(plain, a, b, 'float32')[1].max():.1e}")
+
+
+def tf32_measure(at: dict) -> None:
+    """Steps 11 and 12 by size, step 12's recorded sweep at 4096, and its registers (this machine's NVRTC)."""
+    for name in TF32:
+        print(f"{name:27s} " + "   ".join(f"{n}: {at[(name, n)]['pct_of_baseline']:5.1f}% ({at[(name, n)]['tflops']:4.1f} TFLOP/s)"
+                                           for n in (1024, 2048, 4096, 8192) if (name, n) in at))
+    sweep = sorted(gemmlab.results.one_gpu([r for r in gemmlab.results.load()
+                                            if r["step"] == "sgemm/12_tf32x3" and r["m"] == 4096]),
+                   key=lambda r: -r["pct_of_baseline"])
+    print(f"\nstep 12 at 4096, {len(sweep)} configurations recorded, the best five:")
+    for r in sweep[:5]:
+        p = r["params"]
+        print(f"{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}  "
+              f"WARP {p['WARP_M']}x{p['WARP_N']}  NUM_STAGES {p['NUM_STAGES']}  ({r['date']})")
+    print(gemmlab.results.timing_note(sweep))
+    glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
