@@ -25,7 +25,7 @@ from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's stat
 __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run", "baseline_table",
            "glue_baseline", "prediction", "roofline", "glue_prediction", "tile_owner", "k_tiles_of",
            "warp_origin", "panel_rows", "ownership", "occupancy", "glue_tf32x3_bound", "plot_run",
-           "speedup_table", "glue_measure", "glue_gap", "sweep_table", "glue_sweep", "twin", "explorer"]
+           "speedup_table", "glue_measure", "glue_step04", "one_tf32_source", "glue_gap", "sweep_table", "glue_sweep", "twin", "explorer"]
 
 STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k", "fused/05_tf32x3")
 EAGER = ("torch a@b@c", "cupy a@b@c")          # a @ b @ c: two cuBLAS launches (fusion.BASELINES)
@@ -152,7 +152,7 @@ def launch_floor_us(n: int = 512) -> float:
     return statistics.median(launch["us"][str(n)]["empty packed"])
 
 
-def glue_prediction(recs: list[dict], n: int = 512) -> None:
+def glue_prediction(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     """The chapter's prediction at n: the arithmetic bound at the FFMA peak, one launch's floor (measured on the
     H200 in another run) and what they allow against the run's baselines (ch8_p_*)."""
     bound = fusion.ideal_time_s(n, SPEC.fp32_tflops, SPEC.dram_gbps) * 1e6
@@ -170,6 +170,13 @@ def glue_prediction(recs: list[dict], n: int = 512) -> None:
     glue("ch8_p_vs_graph", graph["median_s"] * 1e6 / (bound + floor) if graph else nan)
     glue("ch8_n_cross", next(k for k in range(1, 10000) if fusion.intensity(k) > SPEC.balance()))
     glue("ch8_balance", SPEC.balance())
+    glue("ch8_sms", SPEC.sms); glue("ch8_l2_mb", SPEC.l2_mb)
+    glue("ch8_tiles128", cdiv(n, 128) ** 2)
+    eager = _fastest(recs, EAGER, big)
+    glue("ch8_p_big", big)
+    glue("ch8_p_big_us", eager["median_s"] * 1e6 if eager else nan)
+    glue("ch8_p_big_tf", eager["tflops"] if eager else nan)
+    glue("ch8_p_big_pct", 100 * eager["tflops"] / SPEC.fp32_tflops if eager else nan)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -354,6 +361,25 @@ def occupancy(step: str, configs: Sequence[dict] = ({},), n: int = 512) -> None:
               f"{blocks * threads / 32 / SPEC.sms:.1f} warps per SM")
 
 
+def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
+    """Where step 04 stands in the run (ch8_s4_*): its rate at n and at big, against cuBLAS's fp32 GEMMs there."""
+    nan = float("nan")
+    for size in (n, big):
+        r, eager = fusion.lookup(recs, "fused/04_split_k", size), _fastest(recs, EAGER, size)
+        glue(f"ch8_s4_{size}_tf", r["tflops"] if r else nan)
+        glue(f"ch8_s4_{size}_pct", 100 * r["tflops"] / SPEC.fp32_tflops if r else nan)
+        glue(f"ch8_s4_{size}_base_tf", eager["tflops"] if eager else nan)
+    k = [s for s in (1024, 2048, big) if (_speedups(recs, "fused/04_split_k", s) or (0, 2))[1] < 1]
+    glue("ch8_s4_loses_from", min(k) if k else "-")
+
+
+def one_tf32_source() -> str:
+    """Step 05's kernel with one TF32 mma per product (big x big only): lab/fusion-tf32x3's "1x" variant."""
+    from ..measure import experiments
+
+    return experiments.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), "1x")
+
+
 def glue_tf32x3_bound(n: int = 512) -> None:
     """Step 05's prediction: three TF32 mmas per product at the TF32 mma.sync rate the probe measured
     (kernels/probe/peak.cu, on the H100 of fusion-tf32x3, whose 132 SMs and clocks the H200 shares)."""
@@ -444,13 +470,10 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     graph = _fastest(recs, GRAPHS, n)
     glue("ch8_m05_graph_us", r5["graph_median_s"] * 1e6 if r5 else nan)
     glue("ch8_m05_graph_x", graph["median_s"] / r5["graph_median_s"] if r5 and graph else nan)
-    eager = _fastest(recs, EAGER, big)
-    glue("ch8_m_eager_big_us", eager["median_s"] * 1e6 if eager else nan)
-    glue("ch8_m_eager_big_tf", eager["tflops"] if eager else nan)
-    glue("ch8_m_eager_big_pct", 100 * eager["tflops"] / SPEC.fp32_tflops if eager else nan)
     glue("ch8_m_big", big)
     wins = [s for s in STEPS if (_speedups(recs, s, n) or (0, 0))[1] > 1]
-    glue("ch8_m_wins", ", ".join(s.split("/")[1][:2] for s in wins) or "none")
+    names = [s.split("/")[1][:2] for s in wins]
+    glue("ch8_m_wins", " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none")
 
 
 def glue_gap(n: int = 512) -> None:
@@ -472,6 +495,7 @@ def glue_gap(n: int = 512) -> None:
     cfg = kt["config"][str(n)]  # the timeline's tiles too (the H100 sweep's fastest at 512)
     blocks = cdiv(n, cfg["BLOCK_M"]) * cdiv(n, cfg["BLOCK_N"])
     phase_floor = 3 * fusion.flops(n) / 2 / (rate * 1e12 * min(blocks, SPEC.sms) / SPEC.sms) * 1e6
+    glue("ch8_g_rounds", cdiv(cdiv(n, cfg["BLOCK_K"]), cfg["SPLIT_K"]))
     glue("ch8_g_loop", loop)
     glue("ch8_g_floor", phase_floor)
     glue("ch8_g_loop_pct", 100 * phase_floor / loop)
