@@ -25,7 +25,7 @@ from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's stat
 __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run", "baseline_table",
            "glue_baseline", "prediction", "roofline", "glue_prediction", "tile_owner", "k_tiles_of",
            "warp_origin", "panel_rows", "ownership", "occupancy", "glue_tf32x3_bound", "plot_run",
-           "speedup_table", "glue_measure", "glue_step04", "one_tf32_source", "glue_gap", "sweep_table", "glue_sweep", "twin", "explorer"]
+           "speedup_table", "glue_measure", "glue_step04", "glue_counters", "one_tf32_source", "glue_gap", "sweep_table", "glue_sweep", "twin", "explorer"]
 
 STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k", "fused/05_tf32x3")
 EAGER = ("torch a@b@c", "cupy a@b@c")          # a @ b @ c: two cuBLAS launches (fusion.BASELINES)
@@ -138,7 +138,7 @@ def roofline(recs: list[dict], steps: Sequence[str] = (), sizes: Sequence[int] =
     draw(ax, SPEC, points, measured=False, xlim=(1, 4096))
     for n in (256, 512, 1024, 4096):
         ax.axvline(fusion.intensity(n), color="0.6", lw=0.8, ls=":")
-        ax.annotate(f"N={n}", (fusion.intensity(n), 0.02), rotation=90, fontsize=7, color="0.4", xytext=(2, 0),
+        ax.annotate(f"N={n}", (fusion.intensity(n), 0.3), rotation=90, fontsize=7, color="0.4", xytext=(2, 0),
                     textcoords="offset points")
     ax.text(0.01, 0.97, f"points: {run_label(recs)}", transform=ax.transAxes, fontsize=7, va="top",
             color=COLOURS["point"])
@@ -392,6 +392,29 @@ def glue_tf32x3_bound(n: int = 512) -> None:
     glue("ch8_tf_best", 3 * fusion.flops(n) / (rate * 1e12) * 1e6 + launch_floor_us(n))
 
 
+STALL_WORDS = {"short_scoreboard": "short scoreboard (a shared-memory load's result)",
+               "long_scoreboard": "long scoreboard (a global-memory load's result)",
+               "wait": "wait (a fixed-latency dependency: an mma or an ALU result)",
+               "barrier": "barrier (the block's or the group's)", "math_pipe_throttle": "math pipe throttle",
+               "mio_throttle": "MIO throttle (the shared-memory queue full)"}
+
+
+def glue_counters(step: str, n: int = 512) -> None:
+    """Nsight Compute's view of `step` at n with its default tiles, on the GPU of the chapter's run
+    (results/experiments/fusion-counters, a run of its own): ch8_cNN_* (NN: the step's number)."""
+    exp = results.experiment("fusion-counters")
+    idea = step.split("/")[1][:2]
+    r = exp["ncu"][f"ncu-{idea}-default-{n}"]
+    stalls = [(k, v) for k, v in r["stalls_per_issue"].items() if k not in ("selected", "not_selected")]
+    key = f"ch8_c{idea}"
+    glue(f"{key}_gpu", exp["gpu"]); glue(f"{key}_date", exp["date"])
+    glue(f"{key}_kernel", r["kernel_us"]); glue(f"{key}_issue", r["issue_active_pct"])
+    glue(f"{key}_warps", r["warps_active_pct"] / 100 * SPEC.max_threads_per_sm / 32)
+    glue(f"{key}_fma", r["fma_pipe_pct"]); glue(f"{key}_tensor", r["tensor_pipe_pct"])
+    for i, (name, value) in enumerate(stalls[:2], 1):
+        glue(f"{key}_stall{i}", STALL_WORDS.get(name, name.replace("_", " "))); glue(f"{key}_stall{i}_v", value)
+
+
 # ------------------------------------------------------------------------------------------------
 # Measure: the run, microseconds first
 # ------------------------------------------------------------------------------------------------
@@ -478,7 +501,8 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
 
 def glue_gap(n: int = 512) -> None:
     """The evidence for the gap between step 05's prediction and its measurement at n (ch8_g_*): the launch run on
-    the H200 (fusion-kernel-time), and the timeline and Nsight Compute's warp states of fusion-tf32x3 (its GPU)."""
+    the H200 (fusion-kernel-time) and the blocks' timeline of fusion-tf32x3 (its GPU); glue_counters gives the
+    profiler's warp states on the H200."""
     kt = results.experiment("fusion-kernel-time")["launch"][GPU]
     us = {k: statistics.median(v) for k, v in kt["us"][str(n)].items()}
     glue("ch8_g_launch_date", kt["date"])
@@ -496,15 +520,11 @@ def glue_gap(n: int = 512) -> None:
     blocks = cdiv(n, cfg["BLOCK_M"]) * cdiv(n, cfg["BLOCK_N"])
     phase_floor = 3 * fusion.flops(n) / 2 / (rate * 1e12 * min(blocks, SPEC.sms) / SPEC.sms) * 1e6
     glue("ch8_g_rounds", cdiv(cdiv(n, cfg["BLOCK_K"]), cfg["SPLIT_K"]))
+    dflt = fusion.get("fused/05_tf32x3").resolve({})
+    glue("ch8_g_rounds_default", cdiv(cdiv(n, dflt["BLOCK_K"]), dflt["SPLIT_K"]))
     glue("ch8_g_loop", loop)
     glue("ch8_g_floor", phase_floor)
     glue("ch8_g_loop_pct", 100 * phase_floor / loop)
-    ncu = tf["ncu"][f"ncu-step-{n}-best512"]
-    stalls = sorted(((v, k) for k, v in ncu["stalls_per_issue"].items() if k not in ("selected", "not_selected")),
-                    reverse=True)
-    glue("ch8_g_stall1", stalls[0][1].replace("_", " ")); glue("ch8_g_stall1_v", stalls[0][0])
-    glue("ch8_g_stall2", stalls[1][1].replace("_", " ")); glue("ch8_g_stall2_v", stalls[1][0])
-    glue("ch8_g_issue", ncu["issue_active_pct"]); glue("ch8_g_tensor", ncu["tensor_pipe_pct"])
 
 
 # ------------------------------------------------------------------------------------------------
