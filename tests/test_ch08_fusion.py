@@ -108,3 +108,17 @@ def test_measured_figures_come_from_the_run():
     assert glue.VALUES["ch8_m05_512_x"] == pytest.approx(base / r5["median_s"])
     graph = fusion.lookup(recs, "torch graph a@b@c", 512)["median_s"]
     assert glue.VALUES["ch8_m05_512_xg"] == pytest.approx(graph / r5["median_s"])
+
+
+def test_the_chapters_figures_and_tables_draw_from_the_records(monkeypatch, capsys):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    recs = ch8.lane_run()
+    ch8.roofline(recs); ch8.plot_run(recs)
+    assert len(shown) == 2
+    plt.close("all")
+    ch8.baseline_table(recs); ch8.speedup_table(recs); ch8.sweep_table("fused/05_tf32x3", (512,))
+    out = capsys.readouterr().out
+    assert out.count(ch8.run_label(recs)) == 2 and "(default tiles)" in out and "its a @ b @ c" in out

@@ -469,6 +469,11 @@ def plot_run(recs: list[dict], steps: Sequence[str] = STEPS) -> None:
             ax2.plot([m for m, s in sp], [s[2] for m, s in sp], marker=".", ms=3, color=c, ls=":")
     ax.set_ylabel("device time per call (µs)"); ax.set_yscale("log")
     ax2.set_ylabel("times faster than a @ b @ c"); ax2.set_yscale("log", base=2)
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax2.yaxis.set_major_locator(FixedLocator([1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2, 3, 4]))
+    ax2.yaxis.set_minor_locator(NullLocator())
+    ax2.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.3g}x"))
     ax2.axhline(1, color="0.5", lw=0.8)
     ax2.axhline(3, color="tab:red", lw=0.8, ls=":")
     ax2.text(max(r["m"] for r in recs), 3, "the seed's 3x", color="tab:red", fontsize=7, ha="right", va="bottom")
