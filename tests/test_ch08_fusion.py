@@ -17,7 +17,8 @@ from gemmlab.runtime import fusion  # noqa: E402
 from gemmlab.runtime.source import kernel_path  # noqa: E402
 
 
-@pytest.mark.parametrize("rows, cols, bm, bn, grid", [(256, 256, 64, 32, 12), (100, 70, 32, 32, 5), (64, 64, 16, 16, 64)])
+@pytest.mark.parametrize("rows, cols, bm, bn, grid",
+                         [(256, 256, 64, 32, 12), (100, 70, 32, 32, 5), (64, 64, 16, 16, 64)])
 def test_tile_owner_gives_every_tile_to_one_block_in_turn(rows, cols, bm, bn, grid):
     owner = ch8.tile_owner(rows, cols, bm, bn, grid)
     assert owner.shape == (math.ceil(rows / bm), math.ceil(cols / bn))

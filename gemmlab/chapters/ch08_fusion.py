@@ -25,7 +25,8 @@ from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's stat
 __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run", "baseline_table",
            "glue_baseline", "prediction", "roofline", "glue_prediction", "tile_owner", "k_tiles_of",
            "warp_origin", "panel_rows", "ownership", "occupancy", "glue_tf32x3_bound", "plot_run",
-           "speedup_table", "glue_measure", "glue_step04", "glue_counters", "one_tf32_source", "glue_gap", "sweep_table", "glue_sweep", "twin", "explorer"]
+           "speedup_table", "glue_measure", "glue_step04", "glue_counters", "one_tf32_source", "glue_gap",
+           "sweep_table", "glue_sweep", "twin", "explorer"]
 
 STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k", "fused/05_tf32x3")
 EAGER = ("torch a@b@c", "cupy a@b@c")          # a @ b @ c: two cuBLAS launches (fusion.BASELINES)

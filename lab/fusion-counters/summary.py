@@ -58,7 +58,8 @@ def main() -> None:
     (DATA / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     for label, r in out["ncu"].items():
         top = list(r["stalls_per_issue"].items())[:4]
-        print(f"{label}: {r['kernel_us']:.1f} us, issue {r['issue_active_pct']:.0f}%, warps {r['warps_active_pct']:.0f}%, "
+        print(f"{label}: {r['kernel_us']:.1f} us, issue {r['issue_active_pct']:.0f}%, "
+              f"warps {r['warps_active_pct']:.0f}%, "
               f"fma {r['fma_pipe_pct']:.0f}%, tensor {r['tensor_pipe_pct']:.0f}%, top stalls {top}")
 
 
