@@ -1,0 +1,125 @@
+"""Chapter 8's module: the ownership twins agree with the kernels, the pictures draw, and every measured figure
+comes from one run (gemmlab/chapters/ch08_fusion.py)."""
+from __future__ import annotations
+
+import math
+import re
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from gemmlab.chapters import ch08_fusion as ch8  # noqa: E402
+from gemmlab.chapters import glue  # noqa: E402
+from gemmlab.runtime import fusion  # noqa: E402
+from gemmlab.runtime.source import kernel_path  # noqa: E402
+
+
+@pytest.mark.parametrize("rows, cols, bm, bn, grid",
+                         [(256, 256, 64, 32, 12), (100, 70, 32, 32, 5), (64, 64, 16, 16, 64)])
+def test_tile_owner_gives_every_tile_to_one_block_in_turn(rows, cols, bm, bn, grid):
+    owner = ch8.tile_owner(rows, cols, bm, bn, grid)
+    assert owner.shape == (math.ceil(rows / bm), math.ceil(cols / bn))
+    flat = owner.ravel()  # row-major tile numbers, as the kernel counts them
+    assert (flat >= 0).all() and list(flat) == [t % grid for t in range(flat.size)]
+
+
+@pytest.mark.parametrize("inner, bk, split", [(512, 16, 4), (100, 8, 3), (32, 32, 2), (64, 16, 1)])
+def test_k_tiles_of_partitions_the_k_tiles_among_the_groups(inner, bk, split):
+    mine = [ch8.k_tiles_of(g, inner, bk, split) for g in range(split)]
+    assert sorted(t for m in mine for t in m) == list(range(math.ceil(inner / bk)))
+    assert all(m == list(range(g, math.ceil(inner / bk), split)) for g, m in enumerate(mine))
+
+
+def test_warp_origin_covers_the_tile_once_and_panel_rows_cover_the_rows():
+    cover = np.zeros((64, 64), dtype=int)
+    for w in range((64 // 32) * (64 // 16)):
+        r, c = ch8.warp_origin(w, 64, 32, 16)
+        cover[r:r + 32, c:c + 16] += 1
+    assert (cover == 1).all()
+    assert [list(ch8.panel_rows(b, 10, 4)) for b in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_the_twins_follow_the_kernels_text():
+    """The loops and index expressions the twins copy are the kernels' own (a renamed or reordered loop fails)."""
+    for name in ("03_two_phase", "04_split_k", "05_tf32x3"):
+        src = kernel_path(f"kernels/fused/{name}.cu").read_text()
+        assert src.count("for (int tile = blockIdx.x; tile < t_tiles; tile += gridDim.x)") == 1, name
+        assert "tile / t_cols * BLOCK_M, tile % t_cols * BLOCK_N" in src, name
+        assert "tile / e_cols * BLOCK_M, tile % e_cols * BLOCK_N" in src, name
+        if name != "03_two_phase":
+            assert "auto k_of = [&](int r) { return (r * SPLIT_K + group) * BLOCK_K; };" in src, name
+            assert "const int rounds = cdiv(cdiv(inner, BLOCK_K), SPLIT_K);" in src, name
+    src = kernel_path("kernels/fused/05_tf32x3.cu").read_text()
+    assert "const int warp_row = warp_id / WARPS_N * WARP_M, warp_col = warp_id % WARPS_N * WARP_N;" in src
+    assert "const int panel_row = blockIdx.x * PANEL_M;" in kernel_path("kernels/fused/02_row_panel.cu").read_text()
+
+
+@pytest.mark.parametrize("name, params", [("fused/03_two_phase", {"BLOCK_M": 16, "BLOCK_N": 16}),
+                                          ("fused/04_split_k", {"BLOCK_M": 16, "BLOCK_N": 32, "SPLIT_K": 2})])
+def test_tile_owner_is_who_writes_each_tile_in_the_emulator(name, params):
+    """Run the kernel with phase 2 writing its block's number at each tile's corner: the twin's map, exactly."""
+    src = kernel_path(fusion.get(name).file).read_text()
+    call = re.search(r"(for \(int tile = blockIdx\.x; tile < e_tiles; tile \+= gridDim\.x\)\n)(.*?;\n)", src, re.S)
+    marked = src.replace(call.group(0), call.group(1) + "        if (threadIdx.x == 0) E[tile / e_cols * BLOCK_M * N"
+                         " + tile % e_cols * BLOCK_N] = blockIdx.x;\n")
+    k = fusion.step(name, backend="cpu", source=marked, **params)
+    m = 64
+    a, b, c = (np.ones((m, m), np.float32) for _ in range(3))
+    e = np.full((m, m), -1.0, np.float32)
+    grid = min(5, fusion.resident_blocks(k)[0])  # the emulator runs as many blocks at once as it has workers
+    assert grid >= 2 or fusion.cpu_workers() == 1
+    k.run(a, b, c, e, grid=grid)
+    bm, bn = params["BLOCK_M"], params["BLOCK_N"]
+    assert (e[::bm, ::bn].astype(int) == ch8.tile_owner(m, m, bm, bn, grid)).all()
+
+
+@pytest.mark.parametrize("step", ch8.STEPS)
+def test_ownership_draws_each_step_of_the_chapter(step, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    ch8.ownership(step)
+    assert shown and shown[0].axes
+    plt.close("all")
+    with pytest.raises(ValueError, match="chapter 9"):
+        ch8.ownership("fused/07_tma_tf32x3")
+
+
+def test_lane_run_is_one_run_and_refuses_a_mix(monkeypatch):
+    recs = ch8.lane_run()
+    assert recs and len({(r["gpu"], r["date"]) for r in recs}) == 1 and {r["kind"] for r in recs} == {"benchmark"}
+    assert {s for s in ch8.STEPS} <= {r["step"] for r in recs}
+    mixed = recs[:2] + [dict(recs[2], date="1999-01-01")]
+    monkeypatch.setattr(fusion, "benchmark", lambda **kw: mixed)
+    with pytest.raises(ValueError, match="mix runs"):
+        ch8.lane_run()
+
+
+def test_measured_figures_come_from_the_run():
+    """Each speed-up the Measure section glues is the run's baseline over the run's step, nothing from a sweep."""
+    recs = ch8.lane_run()
+    ch8.glue_measure(recs)
+    r5 = fusion.lookup(recs, "fused/05_tf32x3", 512)
+    base = min(fusion.lookup(recs, s, 512)["median_s"] for s in ch8.EAGER)
+    assert glue.VALUES["ch8_m05_512_us"] == pytest.approx(r5["median_s"] * 1e6)
+    assert glue.VALUES["ch8_m05_512_x"] == pytest.approx(base / r5["median_s"])
+    graph = fusion.lookup(recs, "torch graph a@b@c", 512)["median_s"]
+    assert glue.VALUES["ch8_m05_512_xg"] == pytest.approx(graph / r5["median_s"])
+
+
+def test_the_chapters_figures_and_tables_draw_from_the_records(monkeypatch, capsys):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    recs = ch8.lane_run()
+    ch8.roofline(recs); ch8.plot_run(recs)
+    assert len(shown) == 2
+    plt.close("all")
+    ch8.baseline_table(recs); ch8.speedup_table(recs); ch8.sweep_table("fused/05_tf32x3", (512,))
+    out = capsys.readouterr().out
+    assert out.count(ch8.run_label(recs)) == 2 and "(default tiles)" in out and "its a @ b @ c" in out
