@@ -33,8 +33,8 @@ from ..runtime.source import KERNELS
 
 EXERCISES_DIR = KERNELS / "exercises"
 SOLUTIONS_DIR = EXERCISES_DIR / "solutions"
-_START = re.compile(r"^([ \t]*)// ---- EXERCISE: (.*?) ----[ \t]*$", re.M)
-_END = re.compile(r"^[ \t]*// ---- END ----[ \t]*$", re.M)
+_START = re.compile(r"^([ \t]*)(?://|#) ---- EXERCISE: (.*?) ----[ \t]*$", re.M)  # `#`: a Python exercise
+_END = re.compile(r"^[ \t]*(?://|#) ---- END ----[ \t]*$", re.M)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -68,6 +68,9 @@ class Verdict:
     backend: str
     items: list[Item] = field(default_factory=lambda: [])
 
+    def __post_init__(self):
+        _remember(self)  # the verdict `hint()` reads its first stage from (the items are filled in later)
+
     @property
     def passed(self) -> bool:
         return bool(self.items) and all(i.passed is not False for i in self.items)
@@ -80,16 +83,27 @@ class Verdict:
         return [i for i in self.items if i.passed is False]
 
     def _where(self) -> str:
-        return "GPU" if self.backend == "gpu" else "CPU emulator"
+        return {"gpu": "GPU", "python": "Python"}.get(self.backend, "CPU emulator")
 
     def __str__(self) -> str:
         lines = [f"{self.exercise} ({self.what}, {self._where()}): {'PASS' if self.passed else 'FAIL'}"]
         for i in self.items:
             lines.append(f"  {i.mark:4s}  {i.label}: {i.detail}")
-            if i.hint:
-                lines += textwrap.wrap(f"hint: {i.hint}", width=100, initial_indent=" " * 8,
-                                       subsequent_indent=" " * 14)
+        lines += textwrap.wrap(self.next_step(), width=100, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(lines)
+
+    def next_step(self) -> str:
+        """The verdict's last line: on a pass, how long it should have taken and what to do next; on a failure,
+        how to ask for the first hint (the hints come in stages: `hint()`)."""
+        try:
+            ex = get(self.exercise)
+        except ConfigError:
+            return ""
+        if self.passed:
+            return f"done (it should take about {ex.minutes} min). Next: {ex.after}"
+        n = len(hint_stages(ex.name, self))
+        return (f"stuck? exercises.hint({ex.name!r}) (or `python -m gemmlab exercise check {ex.name} --hint`) gives "
+                f"hint 1 of {n}; asking again gives the next (about {ex.minutes} min in all)")
 
     __repr__ = __str__
 
@@ -100,15 +114,15 @@ class Verdict:
         head_color = _COLORS[self.passed]
         rows = []
         for i in self.items:
-            hint = (f'<div style="color:#444;margin-top:2px"><b>hint:</b> {html.escape(i.hint)}</div>'
-                    if i.hint else "")
+            hint = ""
             rows.append(f'<tr><td style="color:{_COLORS[i.passed]};font-weight:bold;vertical-align:top;'
                         f'padding:2px 8px 2px 0;text-align:left">{i.mark}</td><td style="text-align:left;'
                         f'padding:2px 0"><b>{html.escape(i.label)}</b>: {html.escape(i.detail)}{hint}</td></tr>')
         return (f'<div class="gemmlab-verdict" style="font-family:sans-serif;font-size:13px;margin:4px 0">'
                 f'<p style="margin:0 0 4px 0"><b>{html.escape(self.exercise)}</b> ({html.escape(self.what)}, '
                 f'{self._where()}): <b style="color:{head_color}">{"PASS" if self.passed else "FAIL"}</b></p>'
-                f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+                f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
+                f'<p style="margin:4px 0 0 0;color:#444">{html.escape(self.next_step())}</p></div>')
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,6 +157,11 @@ class Exercise:
     summary: str
     prop: Callable[[Context], list[Item]] = field(repr=False, compare=False)
     diagnose: Callable[[Context], list[Item]] | None = field(default=None, repr=False, compare=False)
+    minutes: int = 20  # how long it should take a reader who has read the chapter
+    after: str = "the next section of the chapter."  # what to do after a pass: the next section, a harder variant
+    hints: tuple[str, ...] = ()  # the stages after the check's own diagnosis, each a step closer to the answer
+    variation: bool = False  # True: it asks for something the chapter did not show (its listing pasted fails)
+    python: bool = False  # a Python exercise (kernels/exercises/chN_<idea>.py): no kernel, a function is checked
 
     @property
     def stem(self) -> str:
@@ -150,18 +169,24 @@ class Exercise:
 
     @property
     def file(self) -> Path:
-        return EXERCISES_DIR / f"{self.stem}.cu"
+        return EXERCISES_DIR / f"{self.stem}.{'py' if self.python else 'cu'}"
 
     @property
     def solution_file(self) -> Path:
-        return SOLUTIONS_DIR / f"{self.stem}.cu"
+        return SOLUTIONS_DIR / f"{self.stem}.{'py' if self.python else 'cu'}"
 
     @property
     def fused(self) -> bool:
         return self.step.startswith("fused/")
 
     def __str__(self) -> str:
-        return f"{self.name:24s} {self.summary}"
+        return f"{self.name:24s} ch{self.chapter_id:3s} ~{self.minutes:2d} min  {self.summary}"
+
+    @property
+    def chapter_id(self) -> str:
+        """The chapter as the book numbers it: "1", "7c" (from the name's prefix)."""
+        return self.name.split("/")[0].removeprefix("ch")
+
 
 
 # --- shared helpers for the property checks -----------------------------------------------------
@@ -506,25 +531,170 @@ def _ch8_property(ctx: Context) -> list[Item]:
     return items
 
 
+# --- ch1: the roofline, turned around (a Python exercise) -----------------------------------------------
+_PRECISIONS = {"fp32": ("fp32_tflops", 4), "fp16": ("fp16_tensor_tflops", 2)}
+
+
+def _ch1_cases():
+    """(label, GpuSpec, precision): every GPU of the table in both precisions, and one that is in no table."""
+    from dataclasses import replace
+
+    from ..measure import hardware
+    gpus = [*hardware.SPECS.values(),
+            replace(hardware.SPECS["t4"], key="made-up", name="a GPU in no table (10 TFLOP/s fp32, 150 fp16, "
+                    "700 GB/s)", fp32_tflops=10.0, fp16_tensor_tflops=150.0, dram_gbps=700.0)]
+    return [(f"{g.name}, {p}", g, p) for g in gpus for p in _PRECISIONS]
+
+
+def _ch1_intensity(n: float, size: int) -> float:
+    from ..measure import hardware
+    return hardware.gemm_intensity(n, n, n, size)
+
+
+def _ch1_want(gpu, precision: str) -> int:
+    from ..measure import hardware
+    attr, size = _PRECISIONS[precision]
+    balance = hardware.balance_point(getattr(gpu, attr), gpu.dram_gbps)
+    n = max(1, int(1.5 * size * balance) - 2)
+    while _ch1_intensity(n, size) < balance:
+        n += 1
+    return n
+
+
+def _ch1_property(ctx: Context) -> list[Item]:
+    from ..measure import hardware
+    fn = ctx.kernel.get("smallest_n")
+    if not callable(fn):
+        return [Item("smallest_n", False, "no function smallest_n(gpu, precision) defined",
+                     "keep the line `def smallest_n(gpu, precision):` and return an integer")]
+    wrong = []
+    for label, gpu, precision in _ch1_cases():
+        attr, size = _PRECISIONS[precision]
+        balance = hardware.balance_point(getattr(gpu, attr), gpu.dram_gbps)
+        want = _ch1_want(gpu, precision)
+        try:
+            got = fn(gpu, precision)
+        except Exception as e:  # noqa: BLE001 (the reader's code: any error is a verdict)
+            return [Item("smallest_n", False, f"{label}: smallest_n raised {type(e).__name__}: {e}",
+                         "it gets a hardware.GpuSpec (gpu.fp32_tflops, gpu.fp16_tensor_tflops, gpu.dram_gbps) and "
+                         "'fp32' or 'fp16'")]
+        if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)):
+            return [Item("smallest_n", False, f"{label}: smallest_n returned {got!r}, not a number",
+                         "return N, an integer: the number of rows (and columns) of the square matrices")]
+        if got == want and float(got).is_integer():
+            continue
+        if not float(got).is_integer():
+            why = (f"smallest_n gives {got:.4g}, not an integer: N counts rows, so round"
+                   + (" up (the intensity only reaches the balance point at the next integer)" if got < want else ""))
+            if abs(got - balance) < 0.01 * balance:
+                why = (f"smallest_n gives {got:.4g}, which is the balance point itself (FLOP per byte): the "
+                       f"intensity N must reach, not N")
+            wrong.append((label, why))
+            continue
+        got = int(got)
+        if got < 1:
+            why = f"smallest_n gives {got}: a GEMM has at least one row"
+        elif got < want:
+            why = (f"at N = {got} the intensity is {_ch1_intensity(got, size):.2f} FLOP/byte, below the balance "
+                   f"point {balance:.2f}: that GEMM is still memory-bound")
+        else:
+            why = (f"at N = {got - 1} the intensity is already {_ch1_intensity(got - 1, size):.2f} FLOP/byte, at or "
+                   f"above the balance point {balance:.2f}: a smaller N is compute-bound too")
+        if got in (want * 2, want // 2, round(want * 2 / size), round(want * size / 2)):
+            why += " (off by a factor of about 2: count the bytes of one element for this precision)"
+        wrong.append((label, why))
+    n = len(_ch1_cases())
+    if not wrong:
+        return [Item("smallest_n", True, f"right on all {n} cases (every GPU of hardware.SPECS in fp32 and fp16, "
+                     "and a GPU in no table)")]
+    first_label, first_why = wrong[0]
+    return [Item("smallest_n", False, f"wrong on {len(wrong)} of {n} cases; first, {first_label}: {first_why}",
+                 "an N^3 GEMM's intensity grows with N; the answer is where it first reaches the GPU's balance point "
+                 "for that precision (its own peak, its own element size)")]
+
+
+def _check_python(ex: Exercise, code: str | None, path: str | Path | None, solution_: bool) -> Verdict:
+    """A Python exercise: run the reader's file (the template with their gap), then check its function."""
+    text, what = _resolve_source(ex, code, path, solution_)
+    verdict = Verdict(ex.name, what, "python")
+    namespace: dict = {"__name__": f"gemmlab_exercise_{ex.stem}"}
+    try:
+        exec(compile(text, ex.file.name, "exec"), namespace)  # noqa: S102 (the reader's own code)
+    except Exception as e:  # noqa: BLE001
+        verdict.items.append(Item("runs", False, f"{type(e).__name__}: {e}",
+                                  "fix the first error Python names"))
+        return verdict
+    verdict.items += _guard(ex.prop, Context(ex, text, "python", namespace))
+    return verdict
+
+
+_SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
+    Exercise("ch1/smallest_n", 1, "",
+             "the smallest N at which an N^3 GEMM can be compute-bound, per GPU and precision (Python; checked on "
+             "every GPU of the table and one in none)", _ch1_property, minutes=15,
+             after="chapter 2. Harder: the same for a kernel that reads A and B once per 128 x 128 tile of C "
+                   "instead of once in all (chapter 3 builds it): its intensity no longer grows with N.",
+             hints=("Write the intensity of an N x N x N GEMM as a formula in N: 2 N^3 FLOP over the bytes of A, B "
+                    "and C, N^2 elements each (hardware.gemm_intensity computes it for one N).",
+                    "The intensity is 2 N / (3 x bytes per element). Set it >= the balance point of that precision "
+                    "(fp32: gpu.fp32_tflops, 4 bytes; fp16: gpu.fp16_tensor_tflops, 2 bytes), solve for N, round "
+                    "up with math.ceil."),
+             variation=True, python=True),
     Exercise("ch2/coalesced_index", 2, "sgemm/02_coalesced",
-             "map threads to elements of C so a warp's loads coalesce (checks sectors per request)", _ch2_property),
+             "map threads to elements of C so a warp's loads coalesce (checks sectors per request)", _ch2_property,
+             minutes=10, after="the next section (the tiled kernel of chapter 3).",
+             hints=("A warp is 32 threads with consecutive threadIdx.x (threadIdx.y fixed). List which addresses of "
+                    "A, B and C those 32 threads touch in one iteration of the k loop: side by side, or K floats "
+                    "apart?",
+                    "Let threadIdx.x choose the column of C and threadIdx.y the row; blockIdx.x and blockIdx.y pick "
+                    "the block's BLOCK_X x BLOCK_Y tile.")),
     Exercise("ch3/tile_barriers", 3, "sgemm/03_smem_tiling",
-             "stage the A and B tiles in shared memory and place the two barriers", _ch3_property, _ch3_diagnose),
+             "stage the A and B tiles in shared memory and place the two barriers", _ch3_property, _ch3_diagnose,
+             minutes=20, after="the next section (chapter 4's register tiling).",
+             hints=("Each K tile has three parts: every thread stores one element of sA and one of sB, every thread "
+                    "reads a row of sA and a column of sB, and then the loop moves on and overwrites them. Which "
+                    "part must wait for which?",
+                    "One __syncthreads() after the two stores, one after the compute loop; thread (tx, ty) stores "
+                    "A[row][k0 + tx] and B[k0 + ty][col] (load_or_zero handles the edges).")),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
              "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
-             _ch4_property),
+             _ch4_property, minutes=20, after="the next section (vectorized loads).",
+             hints=("Per k, a thread needs THREAD_M values of A's column and THREAD_N of B's row; every FMA of its "
+                    "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
+                    "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
+                    "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
     Exercise("ch5/swizzle", 5, "hgemm/03_swizzled",
              "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose),
+             _ch5_property, _ch5_diagnose, minutes=30, after="the next section (chapter 6's prefetch).",
+             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
+                    "each row's chunk land on, with and without the swizzle?",
+                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
+                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
+                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
              "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
-             _ch6_property),
+             _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
+             hints=("A global load takes hundreds of cycles; the FMAs of one tile take about as long. Which must "
+                    "be issued first so that one hides the other, and where may the loaded values be stored?",
+                    "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
+                    "store_tiles(), __syncthreads().")),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
-             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes),
+             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
+             minutes=15, after="the next section (the ldmatrix bank conflicts).",
+             hints=("ldmatrix.x4 reads four 8x8 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. "
+                    "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
+                    "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
+                    "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
              "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
-             _ch8_property),
+             _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
+             hints=("After phase 1 the block's panel of T (its rows, all L columns) sits in sT. Each output "
+                    "E[row][col] is a dot product of a row of sT and a column of C: which part of C does the whole "
+                    "block need for one slice of columns, and how many times should it be read?",
+                    "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
+                    "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
+                    "store E at the end.")),
 ]
 
 
@@ -612,6 +782,99 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
 
 def started_path(name: str, directory: str | Path = "exercises") -> Path:
     return Path(directory) / f"{get(name).name}.cu"
+
+
+# ------------------------------------------------------------------------------------------------
+# Hints in stages: the check says what is wrong; each hint() gives the next stage; the last one, the solution
+# ------------------------------------------------------------------------------------------------
+_LAST: dict[str, list] = {}  # exercise name -> [its latest Verdict, hint stages given since]
+
+
+def _remember(verdict: Verdict) -> None:
+    _LAST[verdict.exercise] = [verdict, 0]
+
+
+def hint_stages(name: str, verdict: Verdict | None = None) -> "list[str]":
+    """Every hint for exercise `name`, first to last: the check's own diagnosis of `verdict` (what the measured
+    property means and where to look), the exercise's hints, each closer to the answer, and where the solution is."""
+    ex = get(name)
+    first = [f"{i.label}: {i.hint}" for i in (verdict.items if verdict is not None else []) if i.hint]
+    stages = [" ".join(first)] if first else []
+    stages += ex.hints
+    stages.append(f"the course's answer: print(exercises.solution({name!r})) shows the lines, and `python -m gemmlab "
+                  f"exercise check {name} --solution` checks them through the same path. Read it, close it, then "
+                  "write yours from memory and check it.")
+    return stages
+
+
+@dataclass
+class Hint:
+    """One stage of an exercise's hints; prints as text."""
+
+    exercise: str
+    stage: int
+    stages: int
+    text: str
+
+    def __str__(self) -> str:
+        more = (f" (hint({self.exercise!r}) again for the next)" if self.stage < self.stages else "")
+        return "\n".join(textwrap.wrap(f"{self.exercise}, hint {self.stage} of {self.stages}{more}: {self.text}",
+                                       width=100, subsequent_indent="    "))
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def hint(name: str, stage: int | None = None) -> Hint:
+    """The next hint for exercise `name` (or hint number `stage`, from 1): the first stage explains the latest
+    check's failure, later stages come closer to the answer, the last one points to the solution."""
+    ex = get(name)
+    verdict, given = _LAST.get(ex.name, [None, 0])
+    stages = hint_stages(ex.name, verdict)
+    k = (given if stage is None else stage - 1)
+    k = max(0, min(k, len(stages) - 1))
+    _LAST[ex.name] = [verdict, k + 1]
+    return Hint(ex.name, k + 1, len(stages), stages[k])
+
+
+def cli_hint(name: str, verdict: Verdict, directory: str | Path = "exercises") -> str:
+    """`exercise check NAME --hint`: the next stage of hints, counted in ./exercises/.hints.json across runs."""
+    import json
+
+    store = Path(directory) / ".hints.json"
+    try:
+        given = json.loads(store.read_text())
+    except (OSError, ValueError):
+        given = {}
+    stage = int(given.get(name, 0)) + 1
+    h = hint(name, stage)
+    given[name] = h.stage
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(given))
+    return str(h)
+
+
+def listing(name: str) -> str:
+    """What the chapter itself shows for the exercise's idea, pasted whole as an answer: the step's kernel file
+    (a Python exercise: the chapter's own computation, wrapped as the function asked for). A variation fails
+    with it; tests/test_exercises.py checks that."""
+    ex = get(name)
+    if ex.python:
+        return _LISTINGS[ex.name]
+    from ..runtime.source import KERNELS as _K
+    return (_K / f"{ex.step}.cu").read_text()
+
+
+_LISTINGS = {  # Python exercises: the chapter's listing as the function asked for
+    "ch1/smallest_n": '''
+def smallest_n(gpu, precision):
+    # chapter 1's cell: the balance point, FLOP per byte
+    tflops = gpu.fp32_tflops if precision == "fp32" else gpu.fp16_tensor_tflops
+    return hardware.balance_point(tflops, gpu.dram_gbps)
+''',
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -717,6 +980,8 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     from ..runtime.kernel import backend as pick_backend
 
     ex = get(name)
+    if ex.python:
+        return _check_python(ex, code, path, solution)
     where = pick_backend(None if backend in (None, "auto") else backend)
     text, what = _resolve_source(ex, code, path, solution)
     verdict = Verdict(ex.name, what, where)
@@ -777,6 +1042,8 @@ def add_cli_parser(sub) -> None:
     q.add_argument("--file", help="the .cu to check (default: ./exercises/<name>.cu if started, else the template)")
     q.add_argument("--backend", choices=["cpu", "gpu"])
     q.add_argument("--solution", action="store_true", help="check the course's own solution through the same path")
+    q.add_argument("--hint", action="store_true", help="after the verdict, the next hint (hints come in stages; "
+                   "the last one points to the solution)")
 
 
 def run_cli(args) -> int:
@@ -811,6 +1078,8 @@ def run_cli(args) -> int:
             return 2
         verdict = check(args.name, path=file, backend=args.backend or "auto", solution=args.solution)
         print(verdict)
+        if getattr(args, "hint", False):
+            print(cli_hint(args.name, verdict))
         return 0 if verdict.passed else 1
     except GemmlabError as e:
         print(f"error: {e}", file=sys.stderr)
