@@ -140,13 +140,7 @@ class Context:
 
     def cpu_kernel(self, source: str | None = None):
         """The same source (or `source`) compiled for the emulator: counters run there, GPU or not."""
-        ex = self.exercise
-        src = self.source if source is None else source
-        if ex.fused:
-            from ..runtime import fusion
-            return fusion.step(ex.step, backend="cpu", source=src)
-        from ..runtime.kernel import step
-        return step(ex.step, backend="cpu", source=src)
+        return build(self.exercise, "cpu", self.source if source is None else source)
 
 
 @dataclass(frozen=True)
@@ -162,6 +156,10 @@ class Exercise:
     hints: tuple[str, ...] = ()  # the stages after the check's own diagnosis, each a step closer to the answer
     variation: bool = False  # True: it asks for something the chapter did not show (its listing pasted fails)
     python: bool = False  # a Python exercise (kernels/exercises/chN_<idea>.py): no kernel, a function is checked
+    # A variation's own step: the base step's registry entry with these fields replaced (params, geometry, ...);
+    # its kernel file is the template, its reference kernel the solution. None: the step `step` itself.
+    variant: dict | None = field(default=None, repr=False, compare=False)
+    aliases: tuple[str, ...] = ()  # earlier names that still find it
 
     @property
     def stem(self) -> str:
@@ -203,12 +201,33 @@ def _gemm_counters(kern, size=(256, 256, 256), blocks: int = 4):
 
 
 def _reference_kernel(ex: Exercise):
-    """The chapter's own step, compiled for the emulator (for the numbers a hint quotes)."""
+    """The chapter's own step (a variation: the course's solution), compiled for the emulator (for the numbers a
+    hint quotes)."""
+    return build(ex, "cpu")
+
+
+def step_spec(ex: Exercise):
+    """The registry entry the exercise's kernel runs as: its step's, or for a variation that entry with the
+    variation's parameters, launch geometry and file (the template)."""
+    from dataclasses import replace
+
+    from ..runtime import registry
+    base = registry.lookup(ex.step)
+    if not ex.variant:
+        return base
+    return replace(base, name=f"exercises/{ex.stem}", path=str(ex.file.relative_to(KERNELS.parent)), **ex.variant)
+
+
+def build(ex: Exercise, backend: str, source: str | None = None, **params):
+    """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
         from ..runtime import fusion
-        return fusion.step(ex.step, backend="cpu")
-    from ..runtime.kernel import step
-    return step(ex.step, backend="cpu")
+        return fusion.step(ex.step, backend=backend, source=source, **params)
+    from ..runtime.kernel import Kernel, step
+    if not ex.variant:
+        return step(ex.step, backend=backend, source=source, **params)
+    text = splice(ex.name, solution(ex.name)) if source is None else source
+    return Kernel(step_spec(ex), params, backend, text)
 
 
 def _at_most(label: str, got: float, want: float, detail: str, hint: str, slack: float = 1.05) -> Item:
@@ -229,6 +248,30 @@ _CH2_WHY = {
 }
 
 
+def _ch2_diagnose(ctx: Context) -> list[Item]:
+    """chapter 2's 2D mapping in a 1D block: say what differs."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    if "threadIdx.y" in re.sub(r"//[^\n]*", "", region):
+        return [Item("diagnosis", None, "the gap uses threadIdx.y, which is 0 in every thread here (the block is "
+                     "one-dimensional: blockDim = (BLOCK_X * BLOCK_Y, 1)); threadIdx.x runs to BLOCK_X * BLOCK_Y - 1, "
+                     "so the 2D mapping of chapter 2 computes one row of the tile and columns of other blocks' tiles",
+                     "split the flat index threadIdx.x into a row and a column of the BLOCK_Y x BLOCK_X tile (/ and %)",
+                     note=True)]
+    return [Item("diagnosis", None, "some elements of C are computed twice and others never",
+                 "row and column must take every pair in the BLOCK_Y x BLOCK_X tile exactly once as threadIdx.x runs "
+                 "from 0 to BLOCK_X * BLOCK_Y - 1", note=True)]
+
+
+def _geometry_1d(m, n, k, p):
+    from ..runtime.registry import Launch, cdiv
+    return Launch((cdiv(n, p["BLOCK_X"]), cdiv(m, p["BLOCK_Y"]), 1), (p["BLOCK_X"] * p["BLOCK_Y"], 1, 1))
+
+
+def _variant_params(**params):
+    from ..runtime.registry import Param
+    return {name: Param(default, choices) for name, (default, choices) in params.items()}
+
+
 def _ch2_property(ctx: Context) -> list[Item]:
     mine = _gemm_counters(ctx.cpu_kernel())
     ref = _gemm_counters(_reference_kernel(ctx.exercise))
@@ -244,16 +287,16 @@ def _ch2_property(ctx: Context) -> list[Item]:
     worst = max(bad, key=lambda x: got[x])
     verb = "stores" if worst == "C" else "loads"
     hint = (f"{worst}'s {verb} take {got[worst]:.0f} sectors per request, the coalesced mapping's "
-            f"{want[worst]:.0f}: {_CH2_WHY[worst]}. Make threadIdx.x pick the column (col = blockIdx.x * "
-            "BLOCK_X + threadIdx.x) and threadIdx.y the row: then a warp shares one A element (a broadcast) and "
-            "reads 32 consecutive floats of B, 4 sectors.")
+            f"{want[worst]:.0f}: {_CH2_WHY[worst]}. Consecutive threadIdx.x (one warp) must give consecutive columns "
+            "of one row of C: then a warp shares one A element (a broadcast) and reads 32 consecutive floats of B, "
+            "4 sectors.")
     return [Item("coalesced", False, detail, hint)]
 
 
 # --- ch3: the tile loads and the two barriers ---------------------------------------------------------
 def _barriers_per_tile(kern, m=64, n=64, k=64) -> float:
     counters = kern.counters(m, n, k, max_blocks=None)
-    tiles = -(-k // kern.params["BLOCK"])
+    tiles = -(-k // kern.params.get("BLOCK_K", kern.params["BLOCK"]))
     return counters.barriers / (counters.blocks * tiles), counters
 
 
@@ -284,11 +327,51 @@ def _ch3_property(ctx: Context) -> list[Item]:
     return items
 
 
+def _ch3_rect_property(ctx: Context) -> list[Item]:
+    """The barriers and loads at the default BLOCK_K (8, shallower than the block), then BLOCK_K = 64 (deeper)."""
+    from ..measure.check import verify
+    items = _ch3_property(ctx)
+    try:
+        deep = build(ctx.exercise, "cpu", ctx.source, BLOCK_K=64)
+        report = verify(deep, raise_on_fail=False)
+    except GemmlabError as e:
+        return items + [Item("BLOCK_K = 64", False, f"does not run: {e}")]
+    if report.passed:
+        return items + [Item("BLOCK_K = 64", True, "right with a tile deeper than the block too (each thread copies "
+                             "two elements of each tile)")]
+    return items + [Item("BLOCK_K = 64", False, "wrong with BLOCK = 32, BLOCK_K = 64: "
+                         + str(report).removeprefix("FAIL: ").split("\n")[0],
+                         "with BLOCK_K > BLOCK a thread copies more than one element of each tile: the elements of "
+                         "its row of sA (column of sB) that lie BLOCK apart")]
+
+
+def _ch3_rect_diagnose(ctx: Context) -> list[Item]:
+    """The square tile's code in a rectangular tile: name what differs, then the barrier diagnosis."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    code = re.sub(r"//[^\n]*", "", region)
+    bk, blk = ctx.kernel.params["BLOCK_K"], ctx.kernel.params["BLOCK"]
+    found = []
+    if re.search(r"\bk\s*<\s*BLOCK\s*;", code):
+        found.append(f"the compute loop runs k up to BLOCK ({blk}), but a tile is BLOCK_K ({bk}) deep: sA[ty][k] "
+                     f"and sB[k][tx] past column/row {bk - 1} lie outside the tiles")
+    if re.search(r"sA\s*\[\s*ty\s*\]\s*\[\s*tx\s*\]", code) or re.search(r"sB\s*\[\s*ty\s*\]\s*\[\s*tx\s*\]",
+                                                                             code):
+        found.append(f"thread (tx, ty) stores sA[ty][tx] or sB[ty][tx], the square tile's one element each: here sA "
+                     f"has BLOCK_K = {bk} columns and sB {bk} rows, while tx and ty run to {blk - 1}")
+    if re.search(r"\bk0\s*\+\s*t[xy]\b", code) and "kk" not in code and "BLOCK_K" not in code:
+        found.append("the loads name no BLOCK_K: a tile of A is BLOCK x BLOCK_K here, not BLOCK x BLOCK")
+    if found:
+        return [Item("diagnosis", None, "this is the square tile's code (chapter 3's listing): " + "; ".join(found),
+                     "work out, for BLOCK_K < BLOCK and for BLOCK_K > BLOCK, which elements of sA and sB each thread "
+                     "copies, and keep every __syncthreads() where all threads of the block reach it", note=True)]
+    return _ch3_diagnose(ctx)
+
+
 def _ch3_diagnose(ctx: Context) -> list[Item]:
     """Why the result is wrong: a single K tile against several, and the barriers counted."""
     from ..measure.check import Case, verify
     kern = ctx.cpu_kernel()
-    block = kern.params["BLOCK"]
+    block = kern.params.get("BLOCK_K", kern.params["BLOCK"])  # the tile's depth along K
     try:
         one = verify(kern, cases=[Case("random", block + 7, block + 9, block - 5)], raise_on_fail=False).passed
         several = verify(kern, cases=[Case("random", block + 7, block + 9, 3 * block + 5)], raise_on_fail=False).passed
@@ -641,22 +724,32 @@ _EXERCISES = [
                     "(fp32: gpu.fp32_tflops, 4 bytes; fp16: gpu.fp16_tensor_tflops, 2 bytes), solve for N, round "
                     "up with math.ceil."),
              variation=True, python=True),
-    Exercise("ch2/coalesced_index", 2, "sgemm/02_coalesced",
-             "map threads to elements of C so a warp's loads coalesce (checks sectors per request)", _ch2_property,
-             minutes=10, after="the next section (the tiled kernel of chapter 3).",
-             hints=("A warp is 32 threads with consecutive threadIdx.x (threadIdx.y fixed). List which addresses of "
-                    "A, B and C those 32 threads touch in one iteration of the k loop: side by side, or K floats "
-                    "apart?",
-                    "Let threadIdx.x choose the column of C and threadIdx.y the row; blockIdx.x and blockIdx.y pick "
-                    "the block's BLOCK_X x BLOCK_Y tile.")),
-    Exercise("ch3/tile_barriers", 3, "sgemm/03_smem_tiling",
-             "stage the A and B tiles in shared memory and place the two barriers", _ch3_property, _ch3_diagnose,
-             minutes=20, after="the next section (chapter 4's register tiling).",
-             hints=("Each K tile has three parts: every thread stores one element of sA and one of sB, every thread "
-                    "reads a row of sA and a column of sB, and then the loop moves on and overwrites them. Which "
-                    "part must wait for which?",
-                    "One __syncthreads() after the two stores, one after the compute loop; thread (tx, ty) stores "
-                    "A[row][k0 + tx] and B[k0 + ty][col] (load_or_zero handles the edges).")),
+    Exercise("ch2/coalesced_1d", 2, "sgemm/02_coalesced",
+             "a coalesced mapping for a one-dimensional block: row and column from a flat threadIdx.x (checks "
+             "sectors per request)", _ch2_property, _ch2_diagnose, minutes=15,
+             after="chapter 3. Harder: make BLOCK_X = 8, BLOCK_Y = 32 (a tall tile) and predict the sectors per "
+                   "request of B before you run the counters.",
+             hints=("A warp is 32 consecutive values of threadIdx.x. For each of them, which (row, col) of C does "
+                    "your mapping give? List them for BLOCK_X = 32, BLOCK_Y = 8: are they side by side in a row?",
+                    "The tile has BLOCK_Y rows of BLOCK_X columns. Number its elements row by row and let threadIdx.x "
+                    "be that number: the column is threadIdx.x % BLOCK_X, the row threadIdx.x / BLOCK_X."),
+             variation=True, aliases=("ch2/coalesced_index",),
+             variant={"params": _variant_params(BLOCK_X=(32, (8, 16, 32, 64)), BLOCK_Y=(8, (4, 8, 16, 32))),
+                      "geometry": _geometry_1d, "summary": "chapter 2's exercise: a coalesced 1D-block mapping"}),
+    Exercise("ch3/rect_tile", 3, "sgemm/03_smem_tiling",
+             "stage rectangular tiles (BLOCK_K != BLOCK) in shared memory and place the barriers (checks results "
+             "at BLOCK_K = 8 and 64, barriers per tile, coalescing)", _ch3_rect_property, _ch3_rect_diagnose,
+             minutes=25, after="chapter 4. Harder: which BLOCK_K makes the kernel fastest on your GPU, and why "
+                               "does it not change the global loads per output element?",
+             hints=("Each K tile has three parts: the threads copy sA and sB, every thread reads a row of sA and a "
+                    "column of sB, then the loop moves on and overwrites them. Which part must wait for which, and "
+                    "which threads copy which elements when BLOCK_K = 8? when BLOCK_K = 64?",
+                    "Loop: for (int kk = tx; kk < BLOCK_K; kk += BLOCK) sA[ty][kk] = load_or_zero(A, row, k0 + kk, "
+                    "M, K); the same for sB with ty; then __syncthreads() outside any if, the compute loop over "
+                    "BLOCK_K, and __syncthreads() again."),
+             variation=True, aliases=("ch3/tile_barriers",),
+             variant={"params": _variant_params(BLOCK=(32, (8, 16, 32)), BLOCK_K=(8, (4, 8, 16, 32, 64))),
+                      "summary": "chapter 3's exercise: rectangular tiles, BLOCK_K != BLOCK"}),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
              "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
              _ch4_property, minutes=20, after="the next section (vectorized loads).",
@@ -707,13 +800,14 @@ def list() -> "list[Exercise]":  # noqa: A001 (the name the chapters call)
 
 
 def names() -> "list[str]":
+    """Every exercise's name (earlier names, `Exercise.aliases`, are found by get() but not listed)."""
     return [e.name for e in _EXERCISES]
 
 
 def get(name: str) -> Exercise:
     """The exercise called `name` ("ch2/coalesced_index"); a ConfigError naming the exercises otherwise."""
     for e in _EXERCISES:
-        if e.name == name:
+        if e.name == name or name in e.aliases:
             return e
     raise ConfigError(f"no exercise {name!r}; the exercises are: {', '.join(names())}")
 
@@ -867,6 +961,18 @@ def listing(name: str) -> str:
     return (_K / f"{ex.step}.cu").read_text()
 
 
+def listing_gap(name: str) -> str:
+    """The step's own lines for the exercise's gap, as the chapter shows them (kernels/exercises/listings/, written
+    by generate.py); for an exercise that is not a variation, they are the solution itself."""
+    ex = get(name)
+    if ex.python:
+        return _LISTINGS[ex.name]
+    path = EXERCISES_DIR / "listings" / f"{ex.stem}.cu"
+    if not path.is_file():
+        return solution(name)
+    return "\n".join(l for l in path.read_text().split("\n")[2:])
+
+
 _LISTINGS = {  # Python exercises: the chapter's listing as the function asked for
     "ch1/smallest_n": '''
 def smallest_n(gpu, precision):
@@ -964,11 +1070,7 @@ def _speed(ex: Exercise, kern) -> Item:
 
 
 def _reference_kernel_gpu(ex: Exercise):
-    if ex.fused:
-        from ..runtime import fusion
-        return fusion.step(ex.step, backend="gpu")
-    from ..runtime.kernel import step
-    return step(ex.step, backend="gpu")
+    return build(ex, "gpu")
 
 
 def check(name: str, code: str | None = None, path: str | Path | None = None, backend: str = "auto",
@@ -993,8 +1095,7 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
             from ..runtime import fusion
             kern = fusion.step(ex.step, backend=where, source=text)
         else:
-            from ..runtime.kernel import step
-            kern = step(ex.step, backend=where, source=text)
+            kern = build(ex, where, text)
     except GemmlabError as e:
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
                                   "fix the first error the compiler names; the rest often follow from it."))
@@ -1084,3 +1185,32 @@ def run_cli(args) -> int:
     except GemmlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+# ------------------------------------------------------------------------------------------------
+# A chapter's exercise cells (tests/exercise_cells.py writes them into the notebooks, with the verdict)
+# ------------------------------------------------------------------------------------------------
+def notebook_cells(name: str) -> "tuple[str, str, str]":
+    """The three cells of exercise `name` in its chapter: the task (markdown), the check (the template's gap to
+    edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
+    ex = get(name)
+    if ex.python:
+        what = (f"Write the function in the cell below and run it; the check tries it on every GPU of the course's "
+                f"table and on one in none, and says what is wrong.")
+        gap = gap_of(template(name))[1]
+    else:
+        kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "
+                "fails".format(ex.step) if ex.variation else "step `{}` with a gap where this idea goes".format(ex.step))
+        what = (f"The exercise is {kind}. Write your code between the quotes in the cell below and run the cell. The "
+                "check runs your kernel against float64 on several shapes (on the GPU, or in the CPU emulator without "
+                f"one), then measures what this chapter is about and says what is wrong. "
+                f"`exercises.show(\"{name}\")` lists the whole kernel with the gap and the task marked.")
+        gap = gap_of(template(name))[1]
+    md = (f"**Checked exercise ({name}, about {ex.minutes} min).** {ex.summary[0].upper()}{ex.summary[1:]}. {what} "
+          f"Stuck? Run the cell after it: each run of `exercises.hint(\"{name}\")` gives the next hint, the last one "
+          f"the course's solution. On the command line: `python -m gemmlab exercise start {name}`, then "
+          f"`python -m gemmlab exercise check {name}` (add `--hint` for the next hint). After a pass: {ex.after}")
+    body = textwrap.dedent(gap).strip("\n")
+    code = (f"from gemmlab import exercises\n\n# Your code for the gap of {name} (as shipped, it fails): edit it and "
+            f"run the cell.\nexercises.check(\"{name}\", r\"\"\"\n{textwrap.indent(body, '    ')}\n\"\"\")")
+    return md, code, f"exercises.hint(\"{name}\")  # run again for the next hint"
