@@ -10,7 +10,8 @@ NAMES = exercises.names()
 
 
 def test_one_exercise_per_core_chapter():
-    assert sorted(e.chapter for e in exercises.list()) == [1, 2, 3, 4, 5, 6, 7, 8]
+    ids = [e.chapter_id for e in exercises.list()]
+    assert {"1", "2", "3", "4", "5", "6", "7", "7c", "8"} <= set(ids)
     for e in exercises.list():
         assert e.name.startswith(f"ch{e.chapter}") and e.file.is_file() and e.solution_file.is_file()
         assert 5 <= e.minutes <= 60 and e.after and len(e.hints) >= 2, e.name
@@ -25,6 +26,7 @@ SAYS_WHAT_DIFFERS = {  # a phrase the verdict on the pasted listing must hold
     "ch1/smallest_n": "which is the balance point itself",
     "ch2/coalesced_1d": "the gap uses threadIdx.y, which is 0 in every thread here",
     "ch3/rect_tile": "this is the square tile's code (chapter 3's listing)",
+    "ch7c/ring_phase": "the gap declares a new `s` (as step 08 does at the top of its loop)",
 }
 
 
@@ -72,6 +74,12 @@ def test_ch1_names_the_first_wrong_case_without_giving_the_answer():
     assert "610" not in str(v)
     v = exercises.check("ch1/smallest_n", "def smallest_n(gpu, precision):\n    return 1 / 0")
     assert v.failures[0].detail.startswith("Tesla T4, fp32: smallest_n raised ZeroDivisionError")
+
+
+def test_ch7c_a_ring_position_without_its_phase_fails_and_says_why():
+    v = exercises.check("ch7c/ring_phase", "s = (s + 1) % NUM_STAGES;", backend="cpu")
+    assert not v.passed and "deadlock" in v.items[0].detail
+    assert v.items[1].note and v.items[1].detail.startswith("phase never changes")
 
 
 def test_old_names_still_find_the_chapters_exercise():

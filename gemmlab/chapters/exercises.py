@@ -711,6 +711,83 @@ def _check_python(ex: Exercise, code: str | None, path: str | Path | None, solut
     return verdict
 
 
+# --- ch7c (Hopper): the consumer's (stage, phase) in the ring of hgemm/08 -------------------------------
+def _gap_code(ctx: Context) -> str:
+    """The reader's lines (the gap, or the whole file), comments removed."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    return re.sub(r"//[^\n]*", "", region)
+
+
+def _ring_static(code: str) -> list[str]:
+    """What the reader's lines do to s and phase, read from the text (for the diagnosis)."""
+    found = []
+    if re.search(r"\b(?:const\s+)?(?:int|unsigned)\s+s\s*=", code):
+        found.append("the gap declares a new `s` (as step 08 does at the top of its loop): it lives until the end of "
+                     "this iteration only, so the loop's own s, declared before the loop, never changes")
+    elif not re.search(r"(?:\+\+\s*s\b|\bs\s*(?:\+\+|[-+*%^|&]?=(?!=)))", code):
+        found.append("s never changes: every k tile waits on full[0] and reads stage 0")
+    if not re.search(r"(?:\bphase\s*(?:\^|\+|-|\|)?=(?!=)|\+\+\s*phase|\bphase\s*\+\+)", code):
+        found.append("phase never changes: from the second trip round the ring, mbarrier_wait(&full[s], 0) returns at "
+                     "once (phase 0 of full[s] completed a trip ago) and the consumer reads stage s before TMA has "
+                     "refilled it")
+    return found
+
+
+def _ring_trips(ctx: Context, stages: int) -> tuple[bool, str]:
+    from ..measure.check import Case, verify
+    tiles = 2 * stages + 1
+    try:
+        kern = build(ctx.exercise, "cpu", ctx.source, NUM_STAGES=stages)
+        ok = verify(kern, cases=[Case("random", 128, 128, 64 * tiles)], raise_on_fail=False).passed
+        return ok, f"NUM_STAGES = {stages}, K = {64 * tiles} ({tiles} k tiles, two trips round the ring): " + \
+            ("right" if ok else "wrong")
+    except GemmlabError as e:
+        return False, f"NUM_STAGES = {stages}, K = {64 * tiles}: did not finish ({str(e).splitlines()[0]})"
+
+
+def _ring_property(ctx: Context) -> list[Item]:
+    runs = [_ring_trips(ctx, stages) for stages in (3, 5)]
+    detail = "; ".join(d for _, d in runs)
+    if all(ok for ok, _ in runs):
+        return [Item("trips round the ring", True, detail)]
+    found = _ring_static(_gap_code(ctx))
+    return [Item("trips round the ring", False, detail + (": " + "; ".join(found) if found else ""),
+                 "right while t < NUM_STAGES, wrong after: the first trip round the ring waits for phase 0 of each "
+                 "full[s]; the next trip must wait for the next phase, whose parity is the other one")]
+
+
+def _ring_diagnose(ctx: Context) -> list[Item]:
+    found = _ring_static(_gap_code(ctx))
+    if not found:
+        return [Item("diagnosis", None, "the consumer reads a stage other than the one the producer filled for this "
+                     "k tile", "tile t lies in stage t % NUM_STAGES; s must follow it without any division", note=True)]
+    return [Item("diagnosis", None, "; ".join(found),
+                 "the producer puts k tile t into stage t % NUM_STAGES; the consumer must read the same stage, and wait "
+                 "for the phase of full[s] that this trip round the ring completes", note=True)]
+
+
+def frame(ctx: Context) -> list[Item]:
+    """A variation's answer must be its template with the gap filled: a whole file that is not (the chapter's own
+    step pasted in, say) fails here even when it computes the right C, since it skips what the variation asks."""
+    ex = ctx.exercise
+    if not ex.variation or ex.python:
+        return []
+    if not _START.search(ctx.source):
+        return [Item("the exercise's template", False, "your file has no `---- EXERCISE` / `---- END` lines: it is not "
+                     f"this exercise's template but another kernel (the chapter's step {ex.step}?), which does not do "
+                     "what the variation asks", f"start from `python -m gemmlab exercise start {ex.name}` and change "
+                     "only the gap, or pass only the gap's lines")]
+    mine, tmpl = gap_of(ctx.source), gap_of(template(ex.name))
+    for part, (a, b) in (("before", (mine[0], tmpl[0])), ("after", (mine[2], tmpl[2]))):
+        a_lines, b_lines = a.split("\n"), b.split("\n")
+        for i, (x, y) in enumerate(zip(a_lines, b_lines)):
+            if x.strip() != y.strip() and not y.lstrip().startswith("//"):
+                return [Item("the exercise's template", False, f"your file changes the template {part} the gap: "
+                             f"{x.strip()!r} where the template has {y.strip()!r}",
+                             "the check is about the gap: change only the lines between the EXERCISE and END markers")]
+    return []  # only the gap differs: nothing to say
+
+
 _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
     Exercise("ch1/smallest_n", 1, "",
@@ -779,6 +856,20 @@ _EXERCISES = [
                     "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
                     "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
                     "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+    Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
+             "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
+             "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,
+             minutes=20, after="the next section (chapter 7d's persistent kernel, whose ring position runs on across "
+                               "tiles). Harder: do the same for the producer, whose first trip waits on empty[s] with "
+                               "parity 1.",
+             hints=("Follow one stage, s = 0, through the k tiles: which tiles land in it, and which phase of full[0] "
+                    "(0, 1, 2, ...) completes for each? mbarrier_wait takes that phase's parity.",
+                    "After each tile: s = s + 1; when s reaches NUM_STAGES it wraps to 0 and a new trip begins, so the "
+                    "parity flips: if (++s == NUM_STAGES) { s = 0; phase ^= 1; }"),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_N=(128, (128, 256)), NUM_STAGES=(3, (2, 3, 4, 5, 6)),
+                                                GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
+                      "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
              "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
              _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
@@ -1112,6 +1203,7 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
             verdict.items += _guard(ex.diagnose, ctx)
         return verdict
     verdict.items += _guard(ex.prop, ctx)
+    verdict.items += frame(ctx)
     if where == "gpu" and verdict.passed:
         verdict.items += _guard(lambda c: [_speed(ex, kern)], ctx)
     elif where != "gpu":

@@ -357,4 +357,38 @@ make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the panel 
      """
      // your code: phase 2
      """)
+# ---- ch7c (Hopper, a variation): the consumers' ring position as a (stage, phase) pair (hgemm/08)
+RING_ADVANCE = """        // Advance to the next tile's stage: the ring wraps after NUM_STAGES tiles, and each wrap
+        // starts a new round of every full[s], whose completed phase has the other parity.
+        if (++s == NUM_STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+"""
+make("ch7c/ring_phase", "hgemm/08_wgmma", "advance the consumer's (stage, phase)",
+     [("    for (int t = 0; t < num_tiles; ++t) {\n"
+       "        const int s = t % NUM_STAGES;\n"
+       "        mbarrier_wait(&full[s], (t / NUM_STAGES) & 1);\n",
+       "    int s = 0;           // the stage this consumer reads next\n"
+       "    unsigned phase = 0;  // the parity of the phase of full[s] it waits for (its round, mod 2)\n"
+       "    for (int t = 0; t < num_tiles; ++t) {\n"
+       "        mbarrier_wait(&full[s], phase);\n"),
+      ("        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);  // stage s may be refilled\n",
+       "        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);  // stage s may be refilled\n" + RING_ADVANCE),
+      ("// Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.\n",
+       "// Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.\n"
+       "// A variation of it (chapter 7c's exercise): the consumers keep their place in the ring as a\n"
+       "// (stage, phase) pair carried from one k tile to the next, as CUTLASS's PipelineState does,\n"
+       "// instead of computing it from t.\n")],
+     RING_ADVANCE,
+     """
+     The consumer keeps its place in the ring in two variables carried across k tiles: s, the stage
+     it reads next, and phase, the parity it passes to mbarrier_wait(&full[s], phase). Both start at
+     0. Update them for the next tile. No division by NUM_STAGES: the check runs NUM_STAGES = 3 and 5,
+     with enough k tiles for several trips round the ring.
+     """,
+     """
+     // your code: advance s and phase
+     """, listing="        const int s = t % NUM_STAGES;\n        mbarrier_wait(&full[s], (t / NUM_STAGES) & 1);\n")
+
 print(f"written to {OUT}")
