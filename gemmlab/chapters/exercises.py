@@ -834,14 +834,6 @@ _EXERCISES = [
                     "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
                     "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
                     "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
-    Exercise("ch5/swizzle", 5, "hgemm/03_swizzled",
-             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose, minutes=30, after="the next section (chapter 6's prefetch).",
-             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
-                    "each row's chunk land on, with and without the swizzle?",
-                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
-                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
-                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
              "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
              _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
@@ -856,6 +848,14 @@ _EXERCISES = [
                     "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
                     "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
                     "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+    Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
+             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),
+             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
+                    "each row's chunk land on, with and without the swizzle?",
+                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
+                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
+                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
     Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
              "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
              "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,

@@ -179,8 +179,8 @@ make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking",
      // your code: load the slivers a[] and b[], then acc[m][n] += a[m] * b[n]
      """)
 
-# ---- ch5: a swizzle function (hgemm/03)
-make("ch5/swizzle", "hgemm/03_swizzled", "the swizzle", [
+# ---- ch7: a swizzle function (hgemm/03; chapter 7 holds the tensor-core bank conflicts since chapter 5 became FP32-only)
+make("ch7/swizzle", "hgemm/03_swizzled", "the swizzle", [
      ("""// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
 // fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or
