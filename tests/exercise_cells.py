@@ -52,9 +52,10 @@ def main(argv=None):
         for i, new in zip(mine, cells):  # keep the old cells' ids
             new.id = nb.cells[i].id
             nb.cells[i] = new
-        if len(mine) < len(cells):
-            assert mine[-1] == len(nb.cells) - 1, "the exercise cells are not the notebook's last ones"
-            nb.cells += cells[len(mine):]
+        if len(mine) < len(cells):  # the hint cell: right after the exercise's own cells
+            assert all("checked-exercise" in c.metadata.get("tags", []) for c in nb.cells[mine[-1] + 1:]), \
+                "the exercise cells are not at the notebook's end"
+            nb.cells[mine[-1] + 1:mine[-1] + 1] = cells[len(mine):]
     else:
         nb.cells += cells
     nbformat.write(nb, a.notebook)
