@@ -174,6 +174,8 @@ def _prose_words(path: Path) -> int:
     """Words a reader reads: markdown cells and the text of prose() cells (code fences and placeholders aside)."""
     words = 0
     for cell in _cells(path):
+        if any(t.startswith("move-to-") for t in cell.metadata.get("tags", [])):
+            continue  # a cell waiting to move to another chapter (move-to-7c: exercises) counts there
         if cell.cell_type == "markdown":
             text = cell.source
         elif cell.cell_type == "code" and "prose(" in cell.source:

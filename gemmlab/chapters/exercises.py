@@ -34,8 +34,8 @@ from ..runtime.source import KERNELS
 
 EXERCISES_DIR = KERNELS / "exercises"
 SOLUTIONS_DIR = EXERCISES_DIR / "solutions"
-_START = re.compile(r"^([ \t]*)// ---- EXERCISE: (.*?) ----[ \t]*$", re.M)
-_END = re.compile(r"^[ \t]*// ---- END ----[ \t]*$", re.M)
+_START = re.compile(r"^([ \t]*)(?://|#) ---- EXERCISE: (.*?) ----[ \t]*$", re.M)  # `#`: a Python exercise
+_END = re.compile(r"^[ \t]*(?://|#) ---- END ----[ \t]*$", re.M)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -69,6 +69,9 @@ class Verdict:
     backend: str
     items: list[Item] = field(default_factory=lambda: [])
 
+    def __post_init__(self):
+        _remember(self)  # the verdict `hint()` reads its first stage from (the items are filled in later)
+
     @property
     def passed(self) -> bool:
         """Every item checked passed and none could not be checked (a GPU-only speed item aside)."""
@@ -92,16 +95,27 @@ class Verdict:
         return [i for i in self.items if i.passed is False]
 
     def _where(self) -> str:
-        return "GPU" if self.backend == "gpu" else "CPU emulator"
+        return {"gpu": "GPU", "python": "Python"}.get(self.backend, "CPU emulator")
 
     def __str__(self) -> str:
         lines = [f"{self.exercise} ({self.what}, {self._where()}): {self._head()}"]
         for i in self.items:
             lines.append(f"  {i.mark:4s}  {i.label}: {i.detail}")
-            if i.hint:
-                lines += textwrap.wrap(f"hint: {i.hint}", width=100, initial_indent=" " * 8,
-                                       subsequent_indent=" " * 14)
+        lines += textwrap.wrap(self.next_step(), width=100, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(lines)
+
+    def next_step(self) -> str:
+        """The verdict's last line: on a pass, how long it should have taken and what to do next; on a failure,
+        how to ask for the first hint (the hints come in stages: `hint()`)."""
+        try:
+            ex = get(self.exercise)
+        except ConfigError:
+            return ""
+        if self.passed:
+            return f"done (it should take about {ex.minutes} min). Next: {ex.after}"
+        n = len(hint_stages(ex.name, self))
+        return (f"stuck? exercises.hint({ex.name!r}) (or `python -m gemmlab exercise check {ex.name} --hint`) gives "
+                f"hint 1 of {n}; asking again gives the next (about {ex.minutes} min in all)")
 
     __repr__ = __str__
 
@@ -112,15 +126,15 @@ class Verdict:
         head_color = _COLORS[None if self.unchecked and not self.failures else self.passed]
         rows = []
         for i in self.items:
-            hint = (f'<div style="color:#444;margin-top:2px"><b>hint:</b> {html.escape(i.hint)}</div>'
-                    if i.hint else "")
+            hint = ""
             rows.append(f'<tr><td style="color:{_COLORS[i.passed]};font-weight:bold;vertical-align:top;'
                         f'padding:2px 8px 2px 0;text-align:left">{i.mark}</td><td style="text-align:left;'
                         f'padding:2px 0"><b>{html.escape(i.label)}</b>: {html.escape(i.detail)}{hint}</td></tr>')
         return (f'<div class="gemmlab-verdict" style="font-family:sans-serif;font-size:13px;margin:4px 0">'
                 f'<p style="margin:0 0 4px 0"><b>{html.escape(self.exercise)}</b> ({html.escape(self.what)}, '
                 f'{self._where()}): <b style="color:{head_color}">{html.escape(self._head())}</b></p>'
-                f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+                f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
+                f'<p style="margin:4px 0 0 0;color:#444">{html.escape(self.next_step())}</p></div>')
 
 
 # ------------------------------------------------------------------------------------------------
@@ -138,13 +152,7 @@ class Context:
 
     def cpu_kernel(self, source: str | None = None):
         """The same source (or `source`) compiled for the emulator: counters run there, GPU or not."""
-        ex = self.exercise
-        src = self.source if source is None else source
-        if ex.fused:
-            from ..runtime import fusion
-            return fusion.step(ex.step, backend="cpu", source=src)
-        from ..runtime.kernel import step
-        return step(ex.step, backend="cpu", source=src)
+        return build(self.exercise, "cpu", self.source if source is None else source)
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,15 @@ class Exercise:
     summary: str
     prop: Callable[[Context], list[Item]] = field(repr=False, compare=False)
     diagnose: Callable[[Context], list[Item]] | None = field(default=None, repr=False, compare=False)
+    minutes: int = 20  # how long it should take a reader who has read the chapter
+    after: str = "the next section of the chapter."  # what to do after a pass: the next section, a harder variant
+    hints: tuple[str, ...] = ()  # the stages after the check's own diagnosis, each a step closer to the answer
+    variation: bool = False  # True: it asks for something the chapter did not show (its listing pasted fails)
+    python: bool = False  # a Python exercise (kernels/exercises/chN_<idea>.py): no kernel, a function is checked
+    # A variation's own step: the base step's registry entry with these fields replaced (params, geometry, ...);
+    # its kernel file is the template, its reference kernel the solution. None: the step `step` itself.
+    variant: dict | None = field(default=None, repr=False, compare=False)
+    aliases: tuple[str, ...] = ()  # earlier names that still find it
 
     @property
     def stem(self) -> str:
@@ -162,18 +179,24 @@ class Exercise:
 
     @property
     def file(self) -> Path:
-        return EXERCISES_DIR / f"{self.stem}.cu"
+        return EXERCISES_DIR / f"{self.stem}.{'py' if self.python else 'cu'}"
 
     @property
     def solution_file(self) -> Path:
-        return SOLUTIONS_DIR / f"{self.stem}.cu"
+        return SOLUTIONS_DIR / f"{self.stem}.{'py' if self.python else 'cu'}"
 
     @property
     def fused(self) -> bool:
         return self.step.startswith("fused/")
 
     def __str__(self) -> str:
-        return f"{self.name:24s} {self.summary}"
+        return f"{self.name:24s} ch{self.chapter_id:3s} ~{self.minutes:2d} min  {self.summary}"
+
+    @property
+    def chapter_id(self) -> str:
+        """The chapter as the book numbers it: "1", "7c" (from the name's prefix)."""
+        return self.name.split("/")[0].removeprefix("ch")
+
 
 
 # --- shared helpers for the property checks -----------------------------------------------------
@@ -190,12 +213,33 @@ def _gemm_counters(kern, size=(256, 256, 256), blocks: int = 4):
 
 
 def _reference_kernel(ex: Exercise):
-    """The chapter's own step, compiled for the emulator (for the numbers a hint quotes)."""
+    """The chapter's own step (a variation: the course's solution), compiled for the emulator (for the numbers a
+    hint quotes)."""
+    return build(ex, "cpu")
+
+
+def step_spec(ex: Exercise):
+    """The registry entry the exercise's kernel runs as: its step's, or for a variation that entry with the
+    variation's parameters, launch geometry and file (the template)."""
+    from dataclasses import replace
+
+    from ..runtime import registry
+    base = registry.lookup(ex.step)
+    if not ex.variant:
+        return base
+    return replace(base, name=f"exercises/{ex.stem}", path=str(ex.file.relative_to(KERNELS.parent)), **ex.variant)
+
+
+def build(ex: Exercise, backend: str, source: str | None = None, **params):
+    """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
         from ..runtime import fusion
-        return fusion.step(ex.step, backend="cpu")
-    from ..runtime.kernel import step
-    return step(ex.step, backend="cpu")
+        return fusion.step(ex.step, backend=backend, source=source, **params)
+    from ..runtime.kernel import Kernel, step
+    if not ex.variant:
+        return step(ex.step, backend=backend, source=source, **params)
+    text = splice(ex.name, solution(ex.name)) if source is None else source
+    return Kernel(step_spec(ex), params, backend, text)
 
 
 def _at_most(label: str, got: float, want: float, detail: str, hint: str, slack: float = 1.05) -> Item:
@@ -216,6 +260,30 @@ _CH2_WHY = {
 }
 
 
+def _ch2_diagnose(ctx: Context) -> list[Item]:
+    """chapter 2's 2D mapping in a 1D block: say what differs."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    if "threadIdx.y" in re.sub(r"//[^\n]*", "", region):
+        return [Item("diagnosis", None, "the gap uses threadIdx.y, which is 0 in every thread here (the block is "
+                     "one-dimensional: blockDim = (BLOCK_X * BLOCK_Y, 1)); threadIdx.x runs to BLOCK_X * BLOCK_Y - 1, "
+                     "so the 2D mapping of chapter 2 computes one row of the tile and columns of other blocks' tiles",
+                     "split the flat index threadIdx.x into a row and a column of the BLOCK_Y x BLOCK_X tile (/ and %)",
+                     note=True)]
+    return [Item("diagnosis", None, "some elements of C are computed twice and others never",
+                 "row and column must take every pair in the BLOCK_Y x BLOCK_X tile exactly once as threadIdx.x runs "
+                 "from 0 to BLOCK_X * BLOCK_Y - 1", note=True)]
+
+
+def _geometry_1d(m, n, k, p):
+    from ..runtime.registry import Launch, cdiv
+    return Launch((cdiv(n, p["BLOCK_X"]), cdiv(m, p["BLOCK_Y"]), 1), (p["BLOCK_X"] * p["BLOCK_Y"], 1, 1))
+
+
+def _variant_params(**params):
+    from ..runtime.registry import Param
+    return {name: Param(default, choices) for name, (default, choices) in params.items()}
+
+
 def _ch2_property(ctx: Context) -> list[Item]:
     mine = _gemm_counters(ctx.cpu_kernel())
     ref = _gemm_counters(_reference_kernel(ctx.exercise))
@@ -231,16 +299,16 @@ def _ch2_property(ctx: Context) -> list[Item]:
     worst = max(bad, key=lambda x: got[x])
     verb = "stores" if worst == "C" else "loads"
     hint = (f"{worst}'s {verb} take {got[worst]:.0f} sectors per request, the coalesced mapping's "
-            f"{want[worst]:.0f}: {_CH2_WHY[worst]}. Make threadIdx.x pick the column (col = blockIdx.x * "
-            "BLOCK_X + threadIdx.x) and threadIdx.y the row: then a warp shares one A element (a broadcast) and "
-            "reads 32 consecutive floats of B, 4 sectors.")
+            f"{want[worst]:.0f}: {_CH2_WHY[worst]}. Consecutive threadIdx.x (one warp) must give consecutive columns "
+            "of one row of C: then a warp shares one A element (a broadcast) and reads 32 consecutive floats of B, "
+            "4 sectors.")
     return [Item("coalesced", False, detail, hint)]
 
 
 # --- ch3: the tile loads and the two barriers ---------------------------------------------------------
 def _barriers_per_tile(kern, m=64, n=64, k=64) -> float:
     counters = kern.counters(m, n, k, max_blocks=None)
-    tiles = -(-k // kern.params["BLOCK"])
+    tiles = -(-k // kern.params.get("BLOCK_K", kern.params["BLOCK"]))
     return counters.barriers / (counters.blocks * tiles), counters
 
 
@@ -271,11 +339,51 @@ def _ch3_property(ctx: Context) -> list[Item]:
     return items
 
 
+def _ch3_rect_property(ctx: Context) -> list[Item]:
+    """The barriers and loads at the default BLOCK_K (8, shallower than the block), then BLOCK_K = 64 (deeper)."""
+    from ..measure.check import verify
+    items = _ch3_property(ctx)
+    try:
+        deep = build(ctx.exercise, "cpu", ctx.source, BLOCK_K=64)
+        report = verify(deep, raise_on_fail=False)
+    except GemmlabError as e:
+        return items + [Item("BLOCK_K = 64", False, f"does not run: {e}")]
+    if report.passed:
+        return items + [Item("BLOCK_K = 64", True, "right with a tile deeper than the block too (each thread copies "
+                             "two elements of each tile)")]
+    return items + [Item("BLOCK_K = 64", False, "wrong with BLOCK = 32, BLOCK_K = 64: "
+                         + str(report).removeprefix("FAIL: ").split("\n")[0],
+                         "with BLOCK_K > BLOCK a thread copies more than one element of each tile: the elements of "
+                         "its row of sA (column of sB) that lie BLOCK apart")]
+
+
+def _ch3_rect_diagnose(ctx: Context) -> list[Item]:
+    """The square tile's code in a rectangular tile: name what differs, then the barrier diagnosis."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    code = re.sub(r"//[^\n]*", "", region)
+    bk, blk = ctx.kernel.params["BLOCK_K"], ctx.kernel.params["BLOCK"]
+    found = []
+    if re.search(r"\bk\s*<\s*BLOCK\s*;", code):
+        found.append(f"the compute loop runs k up to BLOCK ({blk}), but a tile is BLOCK_K ({bk}) deep: sA[ty][k] "
+                     f"and sB[k][tx] past column/row {bk - 1} lie outside the tiles")
+    if re.search(r"sA\s*\[\s*ty\s*\]\s*\[\s*tx\s*\]", code) or re.search(r"sB\s*\[\s*ty\s*\]\s*\[\s*tx\s*\]",
+                                                                             code):
+        found.append(f"thread (tx, ty) stores sA[ty][tx] or sB[ty][tx], the square tile's one element each: here sA "
+                     f"has BLOCK_K = {bk} columns and sB {bk} rows, while tx and ty run to {blk - 1}")
+    if re.search(r"\bk0\s*\+\s*t[xy]\b", code) and "kk" not in code and "BLOCK_K" not in code:
+        found.append("the loads name no BLOCK_K: a tile of A is BLOCK x BLOCK_K here, not BLOCK x BLOCK")
+    if found:
+        return [Item("diagnosis", None, "this is the square tile's code (chapter 3's listing): " + "; ".join(found),
+                     "work out, for BLOCK_K < BLOCK and for BLOCK_K > BLOCK, which elements of sA and sB each thread "
+                     "copies, and keep every __syncthreads() where all threads of the block reach it", note=True)]
+    return _ch3_diagnose(ctx)
+
+
 def _ch3_diagnose(ctx: Context) -> list[Item]:
     """Why the result is wrong: a single K tile against several, and the barriers counted."""
     from ..measure.check import Case, verify
     kern = ctx.cpu_kernel()
-    block = kern.params["BLOCK"]
+    block = kern.params.get("BLOCK_K", kern.params["BLOCK"])  # the tile's depth along K
     try:
         one = verify(kern, cases=[Case("random", block + 7, block + 9, block - 5)], raise_on_fail=False).passed
         several = verify(kern, cases=[Case("random", block + 7, block + 9, 3 * block + 5)], raise_on_fail=False).passed
@@ -551,25 +659,271 @@ def _ch8_property(ctx: Context) -> list[Item]:
     return items
 
 
+# --- ch1: the roofline, turned around (a Python exercise) -----------------------------------------------
+_PRECISIONS = {"fp32": ("fp32_tflops", 4), "fp16": ("fp16_tensor_tflops", 2)}
+
+
+def _ch1_cases():
+    """(label, GpuSpec, precision): every GPU of the table in both precisions, and one that is in no table."""
+    from dataclasses import replace
+
+    from ..measure import hardware
+    gpus = [*hardware.SPECS.values(),
+            replace(hardware.SPECS["t4"], key="made-up", name="a GPU in no table (10 TFLOP/s fp32, 150 fp16, "
+                    "700 GB/s)", fp32_tflops=10.0, fp16_tensor_tflops=150.0, dram_gbps=700.0)]
+    return [(f"{g.name}, {p}", g, p) for g in gpus for p in _PRECISIONS]
+
+
+def _ch1_intensity(n: float, size: int) -> float:
+    from ..measure import hardware
+    return hardware.gemm_intensity(n, n, n, size)
+
+
+def _ch1_want(gpu, precision: str) -> int:
+    from ..measure import hardware
+    attr, size = _PRECISIONS[precision]
+    balance = hardware.balance_point(getattr(gpu, attr), gpu.dram_gbps)
+    n = max(1, int(1.5 * size * balance) - 2)
+    while _ch1_intensity(n, size) < balance:
+        n += 1
+    return n
+
+
+def _ch1_property(ctx: Context) -> list[Item]:
+    from ..measure import hardware
+    fn = ctx.kernel.get("smallest_n")
+    if not callable(fn):
+        return [Item("smallest_n", False, "no function smallest_n(gpu, precision) defined",
+                     "keep the line `def smallest_n(gpu, precision):` and return an integer")]
+    wrong = []
+    for label, gpu, precision in _ch1_cases():
+        attr, size = _PRECISIONS[precision]
+        balance = hardware.balance_point(getattr(gpu, attr), gpu.dram_gbps)
+        want = _ch1_want(gpu, precision)
+        try:
+            got = fn(gpu, precision)
+        except Exception as e:  # noqa: BLE001 (the reader's code: any error is a verdict)
+            return [Item("smallest_n", False, f"{label}: smallest_n raised {type(e).__name__}: {e}",
+                         "it gets a hardware.GpuSpec (gpu.fp32_tflops, gpu.fp16_tensor_tflops, gpu.dram_gbps) and "
+                         "'fp32' or 'fp16'")]
+        if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)):
+            return [Item("smallest_n", False, f"{label}: smallest_n returned {got!r}, not a number",
+                         "return N, an integer: the number of rows (and columns) of the square matrices")]
+        if got == want and float(got).is_integer():
+            continue
+        if not float(got).is_integer():
+            why = (f"smallest_n gives {got:.4g}, not an integer: N counts rows, so round"
+                   + (" up (the intensity only reaches the balance point at the next integer)" if got < want else ""))
+            if abs(got - balance) < 0.01 * balance:
+                why = (f"smallest_n gives {got:.4g}, which is the balance point itself (FLOP per byte): the "
+                       f"intensity N must reach, not N")
+            wrong.append((label, why))
+            continue
+        got = int(got)
+        if got < 1:
+            why = f"smallest_n gives {got}: a GEMM has at least one row"
+        elif got < want:
+            why = (f"at N = {got} the intensity is {_ch1_intensity(got, size):.2f} FLOP/byte, below the balance "
+                   f"point {balance:.2f}: that GEMM is still memory-bound")
+        else:
+            why = (f"at N = {got - 1} the intensity is already {_ch1_intensity(got - 1, size):.2f} FLOP/byte, at or "
+                   f"above the balance point {balance:.2f}: a smaller N is compute-bound too")
+        if got in (want * 2, want // 2, round(want * 2 / size), round(want * size / 2)):
+            why += " (off by a factor of about 2: count the bytes of one element for this precision)"
+        wrong.append((label, why))
+    n = len(_ch1_cases())
+    if not wrong:
+        return [Item("smallest_n", True, f"right on all {n} cases (every GPU of hardware.SPECS in fp32 and fp16, "
+                     "and a GPU in no table)")]
+    first_label, first_why = wrong[0]
+    return [Item("smallest_n", False, f"wrong on {len(wrong)} of {n} cases; first, {first_label}: {first_why}",
+                 "an N^3 GEMM's intensity grows with N; the answer is where it first reaches the GPU's balance point "
+                 "for that precision (its own peak, its own element size)")]
+
+
+def _check_python(ex: Exercise, code: str | None, path: str | Path | None, solution_: bool) -> Verdict:
+    """A Python exercise: run the reader's file (the template with their gap), then check its function."""
+    text, what = _resolve_source(ex, code, path, solution_)
+    verdict = Verdict(ex.name, what, "python")
+    namespace: dict = {"__name__": f"gemmlab_exercise_{ex.stem}"}
+    try:
+        exec(compile(text, ex.file.name, "exec"), namespace)  # noqa: S102 (the reader's own code)
+    except Exception as e:  # noqa: BLE001
+        verdict.items.append(Item("runs", False, f"{type(e).__name__}: {e}",
+                                  "fix the first error Python names"))
+        return verdict
+    verdict.items += _guard(ex.prop, Context(ex, text, "python", namespace))
+    return verdict
+
+
+# --- ch7c (Hopper): the consumer's (stage, phase) in the ring of hgemm/08 -------------------------------
+def _gap_code(ctx: Context) -> str:
+    """The reader's lines (the gap, or the whole file), comments removed."""
+    region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
+    return re.sub(r"//[^\n]*", "", region)
+
+
+def _ring_static(code: str) -> list[str]:
+    """What the reader's lines do to s and phase, read from the text (for the diagnosis)."""
+    found = []
+    if re.search(r"\b(?:const\s+)?(?:int|unsigned)\s+s\s*=", code):
+        found.append("the gap declares a new `s` (as step 08 does at the top of its loop): it lives until the end of "
+                     "this iteration only, so the loop's own s, declared before the loop, never changes")
+    elif not re.search(r"(?:\+\+\s*s\b|\bs\s*(?:\+\+|[-+*%^|&]?=(?!=)))", code):
+        found.append("s never changes: every k tile waits on full[0] and reads stage 0")
+    if not re.search(r"(?:\bphase\s*(?:\^|\+|-|\|)?=(?!=)|\+\+\s*phase|\bphase\s*\+\+)", code):
+        found.append("phase never changes: from the second trip round the ring, mbarrier_wait(&full[s], 0) returns at "
+                     "once (phase 0 of full[s] completed a trip ago) and the consumer reads stage s before TMA has "
+                     "refilled it")
+    return found
+
+
+def _ring_trips(ctx: Context, stages: int) -> tuple[bool, str]:
+    from ..measure.check import Case, verify
+    tiles = 2 * stages + 1
+    try:
+        kern = build(ctx.exercise, "cpu", ctx.source, NUM_STAGES=stages)
+        ok = verify(kern, cases=[Case("random", 128, 128, 64 * tiles)], raise_on_fail=False).passed
+        return ok, f"NUM_STAGES = {stages}, K = {64 * tiles} ({tiles} k tiles, two trips round the ring): " + \
+            ("right" if ok else "wrong")
+    except GemmlabError as e:
+        return False, f"NUM_STAGES = {stages}, K = {64 * tiles}: did not finish ({str(e).splitlines()[0]})"
+
+
+def _ring_property(ctx: Context) -> list[Item]:
+    runs = [_ring_trips(ctx, stages) for stages in (3, 5)]
+    detail = "; ".join(d for _, d in runs)
+    if all(ok for ok, _ in runs):
+        return [Item("trips round the ring", True, detail)]
+    found = _ring_static(_gap_code(ctx))
+    return [Item("trips round the ring", False, detail + (": " + "; ".join(found) if found else ""),
+                 "right while t < NUM_STAGES, wrong after: the first trip round the ring waits for phase 0 of each "
+                 "full[s]; the next trip must wait for the next phase, whose parity is the other one")]
+
+
+def _ring_diagnose(ctx: Context) -> list[Item]:
+    found = _ring_static(_gap_code(ctx))
+    if not found:
+        return [Item("diagnosis", None, "the consumer reads a stage other than the one the producer filled for this "
+                     "k tile", "tile t lies in stage t % NUM_STAGES; s must follow it without any division", note=True)]
+    return [Item("diagnosis", None, "; ".join(found),
+                 "the producer puts k tile t into stage t % NUM_STAGES; the consumer must read the same stage, and wait "
+                 "for the phase of full[s] that this trip round the ring completes", note=True)]
+
+
+def frame(ctx: Context) -> list[Item]:
+    """A variation's answer must be its template with the gap filled: a whole file that is not (the chapter's own
+    step pasted in, say) fails here even when it computes the right C, since it skips what the variation asks."""
+    ex = ctx.exercise
+    if not ex.variation or ex.python:
+        return []
+    if not _START.search(ctx.source):
+        return [Item("the exercise's template", False, "your file has no `---- EXERCISE` / `---- END` lines: it is not "
+                     f"this exercise's template but another kernel (the chapter's step {ex.step}?), which does not do "
+                     "what the variation asks", f"start from `python -m gemmlab exercise start {ex.name}` and change "
+                     "only the gap, or pass only the gap's lines")]
+    mine, tmpl = gap_of(ctx.source), gap_of(template(ex.name))
+    for part, (a, b) in (("before", (mine[0], tmpl[0])), ("after", (mine[2], tmpl[2]))):
+        a_lines, b_lines = a.split("\n"), b.split("\n")
+        for i, (x, y) in enumerate(zip(a_lines, b_lines)):
+            if x.strip() != y.strip() and not y.lstrip().startswith("//"):
+                return [Item("the exercise's template", False, f"your file changes the template {part} the gap: "
+                             f"{x.strip()!r} where the template has {y.strip()!r}",
+                             "the check is about the gap: change only the lines between the EXERCISE and END markers")]
+    return []  # only the gap differs: nothing to say
+
+
+_SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
-    Exercise("ch2/coalesced_index", 2, "sgemm/02_coalesced",
-             "map threads to elements of C so a warp's loads coalesce (checks sectors per request)", _ch2_property),
-    Exercise("ch3/tile_barriers", 3, "sgemm/03_smem_tiling",
-             "stage the A and B tiles in shared memory and place the two barriers", _ch3_property, _ch3_diagnose),
+    Exercise("ch1/smallest_n", 1, "",
+             "the smallest N at which an N^3 GEMM can be compute-bound, per GPU and precision (Python; checked on "
+             "every GPU of the table and one in none)", _ch1_property, minutes=15,
+             after="chapter 2. Harder: the same for a kernel that reads A and B once per 128 x 128 tile of C "
+                   "instead of once in all (chapter 3 builds it): its intensity no longer grows with N.",
+             hints=("Write the intensity of an N x N x N GEMM as a formula in N: 2 N^3 FLOP over the bytes of A, B "
+                    "and C, N^2 elements each (hardware.gemm_intensity computes it for one N).",
+                    "The intensity is 2 N / (3 x bytes per element). Set it >= the balance point of that precision "
+                    "(fp32: gpu.fp32_tflops, 4 bytes; fp16: gpu.fp16_tensor_tflops, 2 bytes), solve for N, round "
+                    "up with math.ceil."),
+             variation=True, python=True),
+    Exercise("ch2/coalesced_1d", 2, "sgemm/02_coalesced",
+             "a coalesced mapping for a one-dimensional block: row and column from a flat threadIdx.x (checks "
+             "sectors per request)", _ch2_property, _ch2_diagnose, minutes=15,
+             after="chapter 3. Harder: make BLOCK_X = 8, BLOCK_Y = 32 (a tall tile) and predict the sectors per "
+                   "request of B before you run the counters.",
+             hints=("A warp is 32 consecutive values of threadIdx.x. For each of them, which (row, col) of C does "
+                    "your mapping give? List them for BLOCK_X = 32, BLOCK_Y = 8: are they side by side in a row?",
+                    "The tile has BLOCK_Y rows of BLOCK_X columns. Number its elements row by row and let threadIdx.x "
+                    "be that number: the column is threadIdx.x % BLOCK_X, the row threadIdx.x / BLOCK_X."),
+             variation=True, aliases=("ch2/coalesced_index",),
+             variant={"params": _variant_params(BLOCK_X=(32, (8, 16, 32, 64)), BLOCK_Y=(8, (4, 8, 16, 32))),
+                      "geometry": _geometry_1d, "summary": "chapter 2's exercise: a coalesced 1D-block mapping"}),
+    Exercise("ch3/rect_tile", 3, "sgemm/03_smem_tiling",
+             "stage rectangular tiles (BLOCK_K != BLOCK) in shared memory and place the barriers (checks results "
+             "at BLOCK_K = 8 and 64, barriers per tile, coalescing)", _ch3_rect_property, _ch3_rect_diagnose,
+             minutes=25, after="chapter 4. Harder: which BLOCK_K makes the kernel fastest on your GPU, and why "
+                               "does it not change the global loads per output element?",
+             hints=("Each K tile has three parts: the threads copy sA and sB, every thread reads a row of sA and a "
+                    "column of sB, then the loop moves on and overwrites them. Which part must wait for which, and "
+                    "which threads copy which elements when BLOCK_K = 8? when BLOCK_K = 64?",
+                    "Loop: for (int kk = tx; kk < BLOCK_K; kk += BLOCK) sA[ty][kk] = load_or_zero(A, row, k0 + kk, "
+                    "M, K); the same for sB with ty; then __syncthreads() outside any if, the compute loop over "
+                    "BLOCK_K, and __syncthreads() again."),
+             variation=True, aliases=("ch3/tile_barriers",),
+             variant={"params": _variant_params(BLOCK=(32, (8, 16, 32)), BLOCK_K=(8, (4, 8, 16, 32, 64))),
+                      "summary": "chapter 3's exercise: rectangular tiles, BLOCK_K != BLOCK"}),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
              "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
-             _ch4_property),
-    Exercise("ch5/swizzle", 5, "hgemm/03_swizzled",
-             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose),
+             _ch4_property, minutes=20, after="the next section (vectorized loads).",
+             hints=("Per k, a thread needs THREAD_M values of A's column and THREAD_N of B's row; every FMA of its "
+                    "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
+                    "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
+                    "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
              "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
-             _ch6_property),
+             _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
+             hints=("A global load takes hundreds of cycles; the FMAs of one tile take about as long. Which must "
+                    "be issued first so that one hides the other, and where may the loaded values be stored?",
+                    "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
+                    "store_tiles(), __syncthreads().")),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
-             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes),
+             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
+             minutes=15, after="the next section (the ldmatrix bank conflicts).",
+             hints=("ldmatrix.x4 reads four 8x8 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. "
+                    "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
+                    "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
+                    "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+    Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
+             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),
+             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
+                    "each row's chunk land on, with and without the swizzle?",
+                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
+                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
+                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
+    Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
+             "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
+             "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,
+             minutes=20, after="the next section (chapter 7d's persistent kernel, whose ring position runs on across "
+                               "tiles). Harder: do the same for the producer, whose first trip waits on empty[s] with "
+                               "parity 1.",
+             hints=("Follow one stage, s = 0, through the k tiles: which tiles land in it, and which phase of full[0] "
+                    "(0, 1, 2, ...) completes for each? mbarrier_wait takes that phase's parity.",
+                    "After each tile: s = s + 1; when s reaches NUM_STAGES it wraps to 0 and a new trip begins, so the "
+                    "parity flips: if (++s == NUM_STAGES) { s = 0; phase ^= 1; }"),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_N=(128, (128, 256)), NUM_STAGES=(3, (2, 3, 4, 5, 6)),
+                                                GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
+                      "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
              "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
-             _ch8_property),
+             _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
+             hints=("After phase 1 the block's panel of T (its rows, all L columns) sits in sT. Each output "
+                    "E[row][col] is a dot product of a row of sT and a column of C: which part of C does the whole "
+                    "block need for one slice of columns, and how many times should it be read?",
+                    "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
+                    "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
+                    "store E at the end.")),
 ]
 
 
@@ -582,13 +936,14 @@ def list() -> "list[Exercise]":  # noqa: A001 (the name the chapters call)
 
 
 def names() -> "list[str]":
+    """Every exercise's name (earlier names, `Exercise.aliases`, are found by get() but not listed)."""
     return [e.name for e in _EXERCISES]
 
 
 def get(name: str) -> Exercise:
     """The exercise called `name` ("ch2/coalesced_index"); a ConfigError naming the exercises otherwise."""
     for e in _EXERCISES:
-        if e.name == name:
+        if e.name == name or name in e.aliases:
             return e
     raise ConfigError(f"no exercise {name!r}; the exercises are: {', '.join(names())}")
 
@@ -670,6 +1025,111 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
 
 def started_path(name: str, directory: str | Path = "exercises") -> Path:
     return Path(directory) / f"{get(name).name}.cu"
+
+
+# ------------------------------------------------------------------------------------------------
+# Hints in stages: the check says what is wrong; each hint() gives the next stage; the last one, the solution
+# ------------------------------------------------------------------------------------------------
+_LAST: dict[str, list] = {}  # exercise name -> [its latest Verdict, hint stages given since]
+
+
+def _remember(verdict: Verdict) -> None:
+    _LAST[verdict.exercise] = [verdict, 0]
+
+
+def hint_stages(name: str, verdict: Verdict | None = None) -> "list[str]":
+    """Every hint for exercise `name`, first to last: the check's own diagnosis of `verdict` (what the measured
+    property means and where to look), the exercise's hints, each closer to the answer, and where the solution is."""
+    ex = get(name)
+    first = [f"{i.label}: {i.hint}" for i in (verdict.items if verdict is not None else []) if i.hint]
+    stages = [" ".join(first)] if first else []
+    stages += ex.hints
+    stages.append(f"the course's answer: print(exercises.solution({name!r})) shows the lines, and `python -m gemmlab "
+                  f"exercise check {name} --solution` checks them through the same path. Read it, close it, then "
+                  "write yours from memory and check it.")
+    return stages
+
+
+@dataclass
+class Hint:
+    """One stage of an exercise's hints; prints as text."""
+
+    exercise: str
+    stage: int
+    stages: int
+    text: str
+
+    def __str__(self) -> str:
+        more = (f" (hint({self.exercise!r}) again for the next)" if self.stage < self.stages else "")
+        return "\n".join(textwrap.wrap(f"{self.exercise}, hint {self.stage} of {self.stages}{more}: {self.text}",
+                                       width=100, subsequent_indent="    "))
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def hint(name: str, stage: int | None = None) -> Hint:
+    """The next hint for exercise `name` (or hint number `stage`, from 1): the first stage explains the latest
+    check's failure, later stages come closer to the answer, the last one points to the solution."""
+    ex = get(name)
+    verdict, given = _LAST.get(ex.name, [None, 0])
+    stages = hint_stages(ex.name, verdict)
+    k = (given if stage is None else stage - 1)
+    k = max(0, min(k, len(stages) - 1))
+    _LAST[ex.name] = [verdict, k + 1]
+    return Hint(ex.name, k + 1, len(stages), stages[k])
+
+
+def cli_hint(name: str, verdict: Verdict, directory: str | Path = "exercises") -> str:
+    """`exercise check NAME --hint`: the next stage of hints, counted in ./exercises/.hints.json across runs."""
+    import json
+
+    store = Path(directory) / ".hints.json"
+    try:
+        given = json.loads(store.read_text())
+    except (OSError, ValueError):
+        given = {}
+    stage = int(given.get(name, 0)) + 1
+    h = hint(name, stage)
+    given[name] = h.stage
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(given))
+    return str(h)
+
+
+def listing(name: str) -> str:
+    """What the chapter itself shows for the exercise's idea, pasted whole as an answer: the step's kernel file
+    (a Python exercise: the chapter's own computation, wrapped as the function asked for). A variation fails
+    with it; tests/test_exercises.py checks that."""
+    ex = get(name)
+    if ex.python:
+        return _LISTINGS[ex.name]
+    from ..runtime.source import KERNELS as _K
+    return (_K / f"{ex.step}.cu").read_text()
+
+
+def listing_gap(name: str) -> str:
+    """The step's own lines for the exercise's gap, as the chapter shows them (kernels/exercises/listings/, written
+    by generate.py); for an exercise that is not a variation, they are the solution itself."""
+    ex = get(name)
+    if ex.python:
+        return _LISTINGS[ex.name]
+    path = EXERCISES_DIR / "listings" / f"{ex.stem}.cu"
+    if not path.is_file():
+        return solution(name)
+    return "\n".join(l for l in path.read_text().split("\n")[2:])
+
+
+_LISTINGS = {  # Python exercises: the chapter's listing as the function asked for
+    "ch1/smallest_n": '''
+def smallest_n(gpu, precision):
+    # chapter 1's cell: the balance point, FLOP per byte
+    tflops = gpu.fp32_tflops if precision == "fp32" else gpu.fp16_tensor_tflops
+    return hardware.balance_point(tflops, gpu.dram_gbps)
+''',
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -830,11 +1290,7 @@ def _speed(ex: Exercise, kern) -> Item:
 
 
 def _reference_kernel_gpu(ex: Exercise):
-    if ex.fused:
-        from ..runtime import fusion
-        return fusion.step(ex.step, backend="gpu")
-    from ..runtime.kernel import step
-    return step(ex.step, backend="gpu")
+    return build(ex, "gpu")
 
 
 def check(name: str, code: str | None = None, path: str | Path | None = None, backend: str = "auto",
@@ -846,6 +1302,8 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     from ..runtime.kernel import backend as pick_backend
 
     ex = get(name)
+    if ex.python:
+        return _check_python(ex, code, path, solution)
     where = pick_backend(None if backend in (None, "auto") else backend)
     try:
         text, what = _resolve_source(ex, code, path, solution)
@@ -862,8 +1320,7 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
             from ..runtime import fusion
             kern = fusion.step(ex.step, backend=where, source=text)
         else:
-            from ..runtime.kernel import step
-            kern = step(ex.step, backend=where, source=text)
+            kern = build(ex, where, text)
     except GemmlabError as e:
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
                                   "fix the first error the compiler names; the rest often follow from it."))
@@ -885,6 +1342,7 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
             verdict.items += _guard(ex.diagnose, ctx)
         return verdict
     verdict.items += _guard(ex.prop, ctx)
+    verdict.items += frame(ctx)
     if where == "gpu" and verdict.passed:
         verdict.items += _guard(lambda c: [_speed(ex, kern)], ctx)
     elif where != "gpu":
@@ -918,6 +1376,8 @@ def add_cli_parser(sub) -> None:
     q.add_argument("--file", help="the .cu to check (default: ./exercises/<name>.cu if started, else the template)")
     q.add_argument("--backend", choices=["cpu", "gpu"])
     q.add_argument("--solution", action="store_true", help="check the course's own solution through the same path")
+    q.add_argument("--hint", action="store_true", help="after the verdict, the next hint (hints come in stages; "
+                   "the last one points to the solution)")
 
 
 def run_cli(args) -> int:
@@ -956,7 +1416,38 @@ def run_cli(args) -> int:
             return 2
         verdict = check(args.name, path=file, backend=args.backend or "auto", solution=args.solution)
         print(verdict)
+        if getattr(args, "hint", False):
+            print(cli_hint(args.name, verdict))
         return 0 if verdict.passed else 1
     except GemmlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+# ------------------------------------------------------------------------------------------------
+# A chapter's exercise cells (tests/exercise_cells.py writes them into the notebooks, with the verdict)
+# ------------------------------------------------------------------------------------------------
+def notebook_cells(name: str) -> "tuple[str, str, str]":
+    """The three cells of exercise `name` in its chapter: the task (markdown), the check (the template's gap to
+    edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
+    ex = get(name)
+    if ex.python:
+        what = (f"Write the function in the cell below and run it; the check tries it on every GPU of the course's "
+                f"table and on one in none, and says what is wrong.")
+        gap = gap_of(template(name))[1]
+    else:
+        kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "
+                "fails".format(ex.step) if ex.variation else "step `{}` with a gap where this idea goes".format(ex.step))
+        what = (f"The exercise is {kind}. Write your code between the quotes in the cell below and run the cell. The "
+                "check runs your kernel against float64 on several shapes (on the GPU, or in the CPU emulator without "
+                f"one), then measures what this chapter is about and says what is wrong. "
+                f"`exercises.show(\"{name}\")` lists the whole kernel with the gap and the task marked.")
+        gap = gap_of(template(name))[1]
+    md = (f"**Checked exercise ({name}, about {ex.minutes} min).** {ex.summary[0].upper()}{ex.summary[1:]}. {what} "
+          f"Stuck? Run the cell after it: each run of `exercises.hint(\"{name}\")` gives the next hint, the last one "
+          f"the course's solution. On the command line: `python -m gemmlab exercise start {name}`, then "
+          f"`python -m gemmlab exercise check {name}` (add `--hint` for the next hint). After a pass: {ex.after}")
+    body = textwrap.dedent(gap).strip("\n")
+    code = (f"from gemmlab import exercises\n\n# Your code for the gap of {name} (as shipped, it fails): edit it and "
+            f"run the cell.\nexercises.check(\"{name}\", r\"\"\"\n{textwrap.indent(body, '    ')}\n\"\"\")")
+    return md, code, f"exercises.hint(\"{name}\")  # run again for the next hint"

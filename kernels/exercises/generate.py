@@ -23,10 +23,18 @@ def _dedent(text):
     d = min(len(l) - len(l.lstrip()) for l in lines if l.strip() and not l.startswith("#"))
     return "\n".join(l if l.startswith("#") else l[d:] for l in lines)
 
-def make(name, step, title, edits, gap_old, gap_task, shipped, check_line=None):
-    """edits: (old, new) applied to both; gap_old: the real code the gap replaces (its lines kept in the
+def make(name, step, title, edits, gap_old, gap_task, shipped, check_line=None, listing=None):
+    """listing: for a variation, the step's own lines for the gap (what the chapter shows), written to
+    listings/ so tests/test_exercises.py can paste them as an answer and see them fail;
+    edits: (old, new) applied to both; gap_old: the real code the gap replaces (its lines kept in the
     solution); gap_task: comment lines put above the marker; shipped: the template's gap code."""
     text = (ROOT / f"{step}.cu").read_text()
+    if listing is not None:
+        assert text.count(listing) == 1, (name, listing[:60])
+        (OUT / "listings").mkdir(exist_ok=True)
+        (OUT / "listings" / f"{name.replace('/', '_')}.cu").write_text(
+            f"// What chapter {name[2:].split('/')[0]} shows of {step}.cu for the gap of exercise {name} (a variation):\n"
+            "// pasted as the answer it must fail the check (tests/test_exercises.py).\n" + _dedent(listing))
     for old, new in edits:
         text = once(text, old, new)
     assert text.count(gap_old) == 1, (name, gap_old[:60])
@@ -52,32 +60,55 @@ def make(name, step, title, edits, gap_old, gap_task, shipped, check_line=None):
               f"// Check it: python -m gemmlab exercise check {name}   (or gemmlab.exercises.check in a notebook)\n//\n")
     (OUT / f"{stem}.cu").write_text(banner + pre + head + shipped_txt + tail + rest)
     (SOL / f"{stem}.cu").write_text(
-        f"// SOLUTION of exercise {name}: the lines of {step}.cu that fill the gap of ../{stem}.cu.\n"
-        f"// Try the exercise first: python -m gemmlab exercise check {name}\n"
+        (f"// SOLUTION of exercise {name}: the lines of {step}.cu that fill the gap of ../{stem}.cu.\n" if listing is None
+         else f"// SOLUTION of exercise {name} (a variation of {step}.cu): the lines that fill the gap of ../{stem}.cu.\n")
+        + f"// Try the exercise first: python -m gemmlab exercise check {name}\n"
         + head.split("\n")[-2].lstrip() + "\n" + _dedent(body_real) + "// ---- END ----\n")
 
-# ---- ch2: the coalesced index mapping (sgemm/02)
-make("ch2/coalesced_index", "sgemm/02_coalesced", "the coalesced index mapping",
+# ---- ch2 (a variation): the coalesced mapping for a one-dimensional block (sgemm/02 with blockDim.y = 1)
+CH2_1D = """    const int col = blockIdx.x * BLOCK_X + threadIdx.x % BLOCK_X;
+    const int row = blockIdx.y * BLOCK_Y + threadIdx.x / BLOCK_X;
+"""
+CH2_2D = "    const int col = blockIdx.x * BLOCK_X + threadIdx.x;\n    const int row = blockIdx.y * BLOCK_Y + threadIdx.y;\n"
+make("ch2/coalesced_1d", "sgemm/02_coalesced", "the coalesced mapping from a flat thread index",
      [("// Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row\n"
        "// segment and writes one C row segment (coalesced), and all its lanes share one A element.\n",
-       "// Extends 01 by changing which element of C each thread computes, so that a warp's loads coalesce.\n"),
+       "// A variation of 02 (chapter 2's exercise): the block is one-dimensional, BLOCK_X * BLOCK_Y threads\n"
+       "// along x, and still computes a BLOCK_Y x BLOCK_X tile of C (siboehm's kernel 2 is launched so).\n"),
+      ("// Launch: blockDim (BLOCK_X, BLOCK_Y), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).\n",
+       "// Launch: blockDim (BLOCK_X * BLOCK_Y, 1), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).\n"),
       ("    // x picks the column: consecutive threads of a warp walk ALONG a row of C, so at every k\n"
-       "    // they read one A element (a broadcast) and consecutive floats of B and C.\n", "")],
-     "    const int col = blockIdx.x * BLOCK_X + threadIdx.x;\n    const int row = blockIdx.y * BLOCK_Y + threadIdx.y;\n",
+       "    // they read one A element (a broadcast) and consecutive floats of B and C.\n", ""),
+      (CH2_2D, CH2_1D)],
+     CH2_1D,
      """
-     Which element (row, col) of C does this thread compute? A warp is 32 consecutive threadIdx.x
-     (same threadIdx.y). The code in the gap is 01's mapping, x picks the row: it is correct (with
-     BLOCK_X == BLOCK_Y), and its loads do not coalesce. Change it so that they do.
-     The launch (do not change it): blockDim (BLOCK_X, BLOCK_Y), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).
+     Which element (row, col) of C does this thread compute? The block is one-dimensional here:
+     threadIdx.x runs from 0 to BLOCK_X * BLOCK_Y - 1 and threadIdx.y is always 0; the block still
+     covers the BLOCK_Y x BLOCK_X tile of C at (blockIdx.y * BLOCK_Y, blockIdx.x * BLOCK_X). The code
+     in the gap is correct and its loads do not coalesce. Change it so that they do, for any BLOCK_X
+     and BLOCK_Y (the check uses BLOCK_X = 32, BLOCK_Y = 8).
+     The launch (do not change it): blockDim (BLOCK_X * BLOCK_Y, 1), gridDim (cdiv(N, BLOCK_X), cdiv(M, BLOCK_Y)).
      """,
      """
-     const int row = blockIdx.y * BLOCK_Y + threadIdx.x;  // x picks the row, as in 01
-     const int col = blockIdx.x * BLOCK_X + threadIdx.y;
-     """)
+     const int col = blockIdx.x * BLOCK_X + threadIdx.x / BLOCK_Y;
+     const int row = blockIdx.y * BLOCK_Y + threadIdx.x % BLOCK_Y;
+     """, listing=CH2_2D)
 
-# ---- ch3: the tile loads and the two barriers (sgemm/03)
-make("ch3/tile_barriers", "sgemm/03_smem_tiling", "the tile loads and the two barriers", [],
-     """        // Each thread stages one element of each tile; zeros past the edges add nothing to acc.
+# ---- ch3 (a variation): a rectangular tile, BLOCK_K != BLOCK (sgemm/03 with sA BLOCK x BLOCK_K)
+CH3_RECT = """        // Thread (tx, ty) stages the elements of each tile in its row of sA (its column of sB) that are
+        // BLOCK apart: none, one or several, as BLOCK_K < BLOCK or > BLOCK; zeros past the edges.
+        for (int kk = tx; kk < BLOCK_K; kk += BLOCK) sA[ty][kk] = load_or_zero(A, row, k0 + kk, M, K);
+        for (int kk = ty; kk < BLOCK_K; kk += BLOCK) sB[kk][tx] = load_or_zero(B, k0 + kk, col, K, N);
+        // Barrier 1, outside any branch: every thread of the block reaches it, loads or not.
+        __syncthreads();
+
+        for (int k = 0; k < BLOCK_K; ++k) {
+            acc += sA[ty][k] * sB[k][tx];
+        }
+        // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
+        __syncthreads();
+"""
+CH3_OLD = """        // Each thread stages one element of each tile; zeros past the edges add nothing to acc.
         // Threads outside C still load: their elements are needed by the rest of the block.
         sA[ty][tx] = load_or_zero(A, row, k0 + tx, M, K);  // zero outside A (common.cuh)
         sB[ty][tx] = load_or_zero(B, k0 + ty, col, K, N);
@@ -89,20 +120,38 @@ make("ch3/tile_barriers", "sgemm/03_smem_tiling", "the tile loads and the two ba
         }
         // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
         __syncthreads();
-""",
+"""
+make("ch3/rect_tile", "sgemm/03_smem_tiling", "the tile loads and the barriers, BLOCK_K != BLOCK",
+     [("// Extends 02 by shared-memory tiling: the block slides a BLOCK-wide window along K, each thread\n"
+       "// copies one element of A and one of B into shared memory, and the block then reuses every\n"
+       "// staged element BLOCK times. Global loads per output element drop from 2K to 2K / BLOCK.\n",
+       "// A variation of 03 (chapter 3's exercise): the window along K is BLOCK_K wide, not BLOCK, so the\n"
+       "// tiles are rectangular (sA BLOCK x BLOCK_K, sB BLOCK_K x BLOCK) while the block is still\n"
+       "// BLOCK x BLOCK threads, one element of C each.\n"),
+      ("//   sA[BLOCK][BLOCK]: rows block_row.., columns k0..; sB[BLOCK][BLOCK]: rows k0.., columns\n",
+       "//   sA[BLOCK][BLOCK_K]: rows block_row.., columns k0..; sB[BLOCK_K][BLOCK]: rows k0.., columns\n"),
+      ("template <int BLOCK>\n", "template <int BLOCK, int BLOCK_K>\n"),
+      ("    __shared__ float sA[BLOCK][BLOCK];  // (BLOCK_M = BLOCK) x (BLOCK_K = BLOCK) tile of A\n"
+       "    __shared__ float sB[BLOCK][BLOCK];  // (BLOCK_K = BLOCK) x (BLOCK_N = BLOCK) tile of B\n",
+       "    __shared__ float sA[BLOCK][BLOCK_K];  // (BLOCK_M = BLOCK) x BLOCK_K tile of A\n"
+       "    __shared__ float sB[BLOCK_K][BLOCK];  // BLOCK_K x (BLOCK_N = BLOCK) tile of B\n"),
+      ("for (int k0 = 0; k0 < K; k0 += BLOCK) {", "for (int k0 = 0; k0 < K; k0 += BLOCK_K) {"),
+      (CH3_OLD, CH3_RECT)],
+     CH3_RECT,
      """
-     Stage the tiles of this k0: thread (tx, ty) copies A[row][k0 + tx] into sA[ty][tx] and
-     B[k0 + ty][col] into sB[ty][tx], zero where the element lies outside A or B (threads outside C
-     still load: the rest of the block needs their elements); load_or_zero(X, r, c, rows, cols) from
-     common.cuh reads X[r][c] of a rows x cols matrix, or 0. The compute loop is given. Put a
-     __syncthreads() wherever one thread could otherwise read or overwrite what another has not yet
-     written or finished reading.
+     Stage the tiles of this k0 and place the barriers. sA is BLOCK x BLOCK_K and sB BLOCK_K x BLOCK,
+     while the block has BLOCK x BLOCK threads: when BLOCK_K < BLOCK some threads have nothing to
+     copy, when BLOCK_K > BLOCK each copies several elements. Copy A[row][k0 + kk] into sA[ty][kk] and
+     B[k0 + kk][col] into sB[kk][tx], zero outside A or B (load_or_zero(X, r, c, rows, cols) from
+     common.cuh), keep each warp's loads coalesced, and put a __syncthreads() wherever one thread could
+     otherwise read or overwrite what another has not yet written or finished reading. The check runs
+     BLOCK = 32 with BLOCK_K = 8 and BLOCK_K = 64.
      """,
      """
-     for (int k = 0; k < BLOCK; ++k) {
+     for (int k = 0; k < BLOCK_K; ++k) {
          acc += sA[ty][k] * sB[k][tx];
      }
-     """)
+     """, listing=CH3_OLD)
 
 # ---- ch4: the 2D register-blocking inner loop (sgemm/05)
 make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking", [],
@@ -130,8 +179,8 @@ make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking",
      // your code: load the slivers a[] and b[], then acc[m][n] += a[m] * b[n]
      """)
 
-# ---- ch5: a swizzle function (hgemm/03)
-make("ch5/swizzle", "hgemm/03_swizzled", "the swizzle", [
+# ---- ch7: a swizzle function (hgemm/03; chapter 7 holds the tensor-core bank conflicts since chapter 5 became FP32-only)
+make("ch7/swizzle", "hgemm/03_swizzled", "the swizzle", [
      ("""// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
 // fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or
@@ -308,4 +357,38 @@ make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the panel 
      """
      // your code: phase 2
      """)
+# ---- ch7c (Hopper, a variation): the consumers' ring position as a (stage, phase) pair (hgemm/08)
+RING_ADVANCE = """        // Advance to the next tile's stage: the ring wraps after NUM_STAGES tiles, and each wrap
+        // starts a new round of every full[s], whose completed phase has the other parity.
+        if (++s == NUM_STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+"""
+make("ch7c/ring_phase", "hgemm/08_wgmma", "advance the consumer's (stage, phase)",
+     [("    for (int t = 0; t < num_tiles; ++t) {\n"
+       "        const int s = t % NUM_STAGES;\n"
+       "        mbarrier_wait(&full[s], (t / NUM_STAGES) & 1);\n",
+       "    int s = 0;           // the stage this consumer reads next\n"
+       "    unsigned phase = 0;  // the parity of the phase of full[s] it waits for (its round, mod 2)\n"
+       "    for (int t = 0; t < num_tiles; ++t) {\n"
+       "        mbarrier_wait(&full[s], phase);\n"),
+      ("        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);  // stage s may be refilled\n",
+       "        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);  // stage s may be refilled\n" + RING_ADVANCE),
+      ("// Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.\n",
+       "// Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.\n"
+       "// A variation of it (chapter 7c's exercise): the consumers keep their place in the ring as a\n"
+       "// (stage, phase) pair carried from one k tile to the next, as CUTLASS's PipelineState does,\n"
+       "// instead of computing it from t.\n")],
+     RING_ADVANCE,
+     """
+     The consumer keeps its place in the ring in two variables carried across k tiles: s, the stage
+     it reads next, and phase, the parity it passes to mbarrier_wait(&full[s], phase). Both start at
+     0. Update them for the next tile. No division by NUM_STAGES: the check runs NUM_STAGES = 3 and 5,
+     with enough k tiles for several trips round the ring.
+     """,
+     """
+     // your code: advance s and phase
+     """, listing="        const int s = t % NUM_STAGES;\n        mbarrier_wait(&full[s], (t / NUM_STAGES) & 1);\n")
+
 print(f"written to {OUT}")

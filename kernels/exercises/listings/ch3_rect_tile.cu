@@ -1,6 +1,5 @@
-// SOLUTION of exercise ch3/tile_barriers: the lines of sgemm/03_smem_tiling.cu that fill the gap of ../ch3_tile_barriers.cu.
-// Try the exercise first: python -m gemmlab exercise check ch3/tile_barriers
-// ---- EXERCISE: the tile loads and the two barriers ----
+// What chapter 3 shows of sgemm/03_smem_tiling.cu for the gap of exercise ch3/rect_tile (a variation):
+// pasted as the answer it must fail the check (tests/test_exercises.py).
 // Each thread stages one element of each tile; zeros past the edges add nothing to acc.
 // Threads outside C still load: their elements are needed by the rest of the block.
 sA[ty][tx] = load_or_zero(A, row, k0 + tx, M, K);  // zero outside A (common.cuh)
@@ -13,4 +12,3 @@ for (int k = 0; k < BLOCK; ++k) {
 }
 // Barrier 2: no thread may overwrite the tiles (next k0) while others still read them.
 __syncthreads();
-// ---- END ----

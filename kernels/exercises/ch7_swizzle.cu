@@ -1,5 +1,5 @@
-// EXERCISE ch5/swizzle (hgemm/03_swizzled): fill in the gap between the EXERCISE and END markers below.
-// Check it: python -m gemmlab exercise check ch5/swizzle   (or gemmlab.exercises.check in a notebook)
+// EXERCISE ch7/swizzle (hgemm/03_swizzled): fill in the gap between the EXERCISE and END markers below.
+// Check it: python -m gemmlab exercise check ch7/swizzle   (or gemmlab.exercises.check in a notebook)
 //
 // hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
 // ladder for the T4.
