@@ -3,7 +3,6 @@ GPU rejects (2) or what it could not measure (3); file-system conditions (6) and
 a sentence, not a traceback; a hung kernel runs once (11); conflicting answers are rejected (12); no gap
 expression or argument type raises (15)."""
 import errno
-import os
 import time
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from gemmlab import cpu, exercises
 from gemmlab.__main__ import main
 from gemmlab.chapters.exercises import Item, Verdict
-from gemmlab.errors import ConfigError, GemmlabError, KernelError
+from gemmlab.errors import ConfigError, KernelError
 
 CH2 = "ch2/coalesced_index"
 CH2_GAP = """

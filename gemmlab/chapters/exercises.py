@@ -1432,8 +1432,8 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
     edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
     ex = get(name)
     if ex.python:
-        what = (f"Write the function in the cell below and run it; the check tries it on every GPU of the course's "
-                f"table and on one in none, and says what is wrong.")
+        what = ("Write the function in the cell below and run it; the check tries it on every GPU of the course's "
+                "table and on one in none, and says what is wrong.")
         gap = gap_of(template(name))[1]
     else:
         kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "

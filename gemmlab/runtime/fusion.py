@@ -631,7 +631,7 @@ class FusedInstance(_kernel.Instance):
     def compiled(self, arch: str | None = None):
         return compiled(self.name, self.ARCH if arch is None else arch, self.source_text, **self.params)
 
-    def fit(self, arch: str | None = None, size: int = 1024) -> "nvrtc.Fit":
+    def fit(self, arch: str | None = None, size: int = 1024) -> "nvrtc.Fit":  # noqa: F821 (nvrtc is imported in the body)
         """Whether one block fits `arch` (sm_90 by default): ptxas' report plus the step's threads and its dynamic
         shared memory for an N x N x N x N problem, against the arch's limits (nvrtc.fit), as kernel.Instance.fit."""
         from . import nvrtc
