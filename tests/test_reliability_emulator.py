@@ -14,7 +14,7 @@ from gemmlab.__main__ import main
 from gemmlab.chapters.exercises import Item, Verdict
 from gemmlab.errors import ConfigError, KernelError
 
-CH2 = "ch2/coalesced_index"
+CH2 = "ch2/coalesced_1d"
 CH2_GAP = """
         const int col = blockIdx.x * BLOCK_X + threadIdx.x;
         const int row = blockIdx.y * BLOCK_Y + threadIdx.y;
@@ -101,11 +101,11 @@ def test_start_where_exercises_is_a_file(tmp_path, monkeypatch, capsys):
 def test_start_onto_a_dangling_link(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exercises" / "ch2").mkdir(parents=True)
-    link = tmp_path / "exercises" / "ch2" / "coalesced_index.cu"
+    link = tmp_path / "exercises" / "ch2" / "coalesced_1d.cu"
     link.symlink_to(tmp_path / "gone" / "x.cu")
     with pytest.raises(ConfigError, match="is a link to .*which does not exist"):
         exercises.start(CH2)
-    assert exercises.start(CH2, force=True) == Path("exercises/ch2/coalesced_index.cu")
+    assert exercises.start(CH2, force=True) == Path("exercises/ch2/coalesced_1d.cu")
     assert not link.is_symlink() and "EXERCISE:" in link.read_text()
 
 
@@ -115,7 +115,7 @@ def test_start_into_a_read_only_folder(tmp_path, monkeypatch):
     def refuse(self, *a, **k):
         raise PermissionError(errno.EACCES, "Permission denied", str(self))
     monkeypatch.setattr(Path, "mkdir", refuse)
-    with pytest.raises(ConfigError, match="cannot write exercises/ch2/coalesced_index.cu \\(Permission denied\\)"):
+    with pytest.raises(ConfigError, match="cannot write exercises/ch2/coalesced_1d.cu \\(Permission denied\\)"):
         exercises.start(CH2)
 
 
@@ -163,8 +163,8 @@ def test_another_exercises_file_is_named(tmp_path):
     f = tmp_path / "ch3.cu"
     f.write_text(exercises.template("ch3/tile_barriers"))
     detail = source_item(exercises.check(CH2, path=f, backend="cpu"))
-    assert "is the file of exercise ch3/tile_barriers, not ch2/coalesced_index" in detail
-    assert "exercise check ch3/tile_barriers" in detail
+    assert "is the file of exercise ch3/rect_tile, not ch2/coalesced_1d" in detail
+    assert "exercise check ch3/rect_tile" in detail
 
 
 def test_an_empty_code_string_is_named():

@@ -1182,7 +1182,7 @@ def _as_answer(ex: Exercise, text: str, what: str) -> tuple[str, str]:
                             f"`python -m gemmlab exercise start {ex.name}`")
     code = _without_comments(text)
     if _GLOBAL.search(code):  # a whole file (a __global__ in a comment does not make one)
-        return text, what
+        return text, ("your file" if what == "your code" else what)
     if _START.search(text):  # the gap pasted with its marker lines: keep what lies between them
         start = _START.search(text)
         end = _END.search(text, start.end())
@@ -1333,7 +1333,9 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
         finished = False
         item = Item("correct", False, f"the kernel cannot run on a GPU: {_relabel(str(e), ex, gap_line)}")
     except GemmlabError as e:
-        finished = False  # the diagnosis would run it again into the same crash or time-out
+        # a time-out would cost the diagnosis as long again: skip it then (a crash or a detected deadlock is quick,
+        # and the diagnosis says why)
+        finished = "did not finish in" not in str(e)
         item = Item("correct", False, f"the kernel did not finish: {_relabel(str(e), ex, gap_line)}",
                     "an index outside an array, a barrier some threads skip, or a loop that never ends")
     verdict.items.append(item)
@@ -1389,7 +1391,9 @@ def run_cli(args) -> int:
         for e in _EXERCISES:
             print(e)
         return 0
-    if args.name not in names():
+    try:
+        args.name = get(args.name).name  # an old name (an alias) finds its exercise too
+    except ConfigError:
         print(f"error: no exercise {args.name!r}; run `python -m gemmlab exercise list` "
               f"({', '.join(names())})", file=sys.stderr)
         return 2

@@ -4,25 +4,24 @@
 // hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
 // ladder for the T4, and past it.
 //   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
+//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory;
+//                       a producer warpgroup and two consumers (after kernels/hopper/01-03)
 //
 // Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.
 // A variation of it (chapter 7c's exercise): the consumers keep their place in the ring as a
 // (stage, phase) pair carried from one k tile to the next, as CUTLASS's PipelineState does,
 // instead of computing it from t.
+// Chapter 7c builds it in steps, the hopper track (kernels/hopper/): wgmma from tiles the threads
+// copy (01), TMA and one mbarrier (02), a ring of full/empty mbarriers (03).
 //
-// Steps 01-07 keep every warp busy with three jobs: copy tiles, load fragments with ldmatrix,
-// issue mma.sync. Hopper moves the first two jobs off the warps:
-//   - TMA: one thread asks for a whole tile (a box of a tensor map) with one instruction; the
-//     copy engine writes it to shared memory already 128-byte swizzled and counts the bytes on an
-//     mbarrier. No per-thread address arithmetic, no edge code: boxes past the edge are zeros.
-//   - wgmma: a warpgroup (4 warps) multiplies a 64 x BLOCK_N x 16 tile whose A and B it reads
-//     straight from shared memory (no ldmatrix, no fragment registers), asynchronously.
-// And the block splits the two remaining jobs between warpgroups (warp specialization):
-// warpgroup 0 is the producer (one thread issues TMA loads into a NUM_STAGES ring of stages),
-// warpgroups 1 and 2 are consumers (each multiplies 64 rows of the 128-row block tile by the
-// BLOCK_N columns). Two mbarriers per stage replace __syncthreads(): `full` (the producer's TMA
-// bytes have landed) and `empty` (both consumers are done reading the stage).
+// Extends hopper/03_tma_ring by warp specialization. In 03 thread 0 is both the loader and a
+// consumer: it refills a stage only after its own warpgroup's wgmmas, and waits there for the
+// other warpgroup's release. Here the block has a third warpgroup, the producer (warpgroup 0: one
+// thread issues the TMA loads into the ring); warpgroups 1 and 2 are the consumers (each multiplies
+// 64 rows of the 128-row block tile by the BLOCK_N columns). The producer waits on `empty`, the
+// consumers on `full`, and neither waits inside the other's work. 384 threads cap each at 168
+// registers (__launch_bounds__(384, 1)); setmaxnreg moves them at run time: the producer gives
+// its registers back (40), the consumers claim 232 for their 128 accumulators at BLOCK_N = 256.
 //
 // Layouts: row-major. A is M x K, B is K x N, C is M x N; K and N multiples of 8 (TMA needs
 // 16-byte row strides; gemmlab rejects other shapes before launch).
