@@ -37,7 +37,7 @@ def _non_diagnostic_variants():
 
 def test_every_experiment_loads_and_says_what_it_asked():
     names = sorted(p.parent.name for p in EXP.glob("*/results.json"))
-    assert names == ["fusion-kernel-time", "fusion-tf32x3", "fusion-tma", "fusion-wgmma", "hgemm-diagnosis",
+    assert names == ["fusion-counters", "fusion-kernel-time", "fusion-tf32x3", "fusion-tma", "fusion-wgmma", "hgemm-diagnosis",
                      "hgemm-past-cublas", "hgemm-t4-gap", "hgemm-wgmma", "sgemm-vs-cublas"]
     for name in names:
         exp = results.experiment(name)
