@@ -227,12 +227,17 @@ def test_killing_python_ends_the_emulator_and_leaves_no_data():
     try:
         assert py.stdout.readline().strip() == "launching"
         deadline = time.time() + 60
-        while not child and time.time() < deadline:
-            child = next(iter(children(py.pid)), None)
+        argv = None
+        while not argv and time.time() < deadline:  # the emulator's binary (.bin), not a passing readelf
+            for pid in children(py.pid):
+                try:
+                    found = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue  # a helper process that has already ended
+                if found and found[0].endswith(b".bin"):
+                    child, argv = pid, found
             time.sleep(0.2)
         assert child, "the emulator never started"
-        time.sleep(0.5)
-        argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         data = [Path(a.decode()) for a in argv[1:3]]
         py.send_signal(signal.SIGKILL)
         py.wait(30)
