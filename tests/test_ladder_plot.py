@@ -27,3 +27,14 @@ def test_ladder_draws_bars_band_and_percentages():
 def test_ladder_without_records_says_what_to_do():
     with pytest.raises(ValueError, match="benchmark them first"):
         plots.ladder([], ["s/01"])
+
+
+def test_pct_by_size_draws_one_line_per_step_in_size_order():
+    import matplotlib.pyplot as plt
+
+    recs = [_rec("s/01", 5.0, 50.0, m=4096), _rec("s/01", 1.0, 40.0, m=1024), _rec("s/02", 20.0, 40.0, m=1024)]
+    _, ax = plt.subplots()
+    plots.pct_by_size(ax, recs, ["s/01", "s/02"], "% of cuBLAS fp16")
+    (one, two) = ax.get_lines()
+    assert list(one.get_xdata()) == [1024, 4096] and list(one.get_ydata()) == [2.5, 10.0]
+    assert two.get_label() == "02" and ax.get_ylabel() == "% of cuBLAS fp16"

@@ -122,11 +122,7 @@ def ladder(records: list) -> None:
     """Steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size."""
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.6))
     plots.ladder(records, STEPS, ax=bars, size=8192)
-    for name in STEPS:
-        rows = sorted((r for r in records if r["step"] == name), key=lambda r: r["m"])
-        ax.plot([r["m"] for r in rows], [r["pct_of_baseline"] for r in rows], "o-", label=name.split("/")[1])
-    ax.set_xscale("log", base=2); ax.set_xlabel("M = N = K"); ax.set_ylabel("% of cuBLAS fp16"); ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
+    plots.pct_by_size(ax, records, STEPS, "% of cuBLAS fp16").legend(fontsize=8)
     plt.tight_layout(); plt.show()
 
 

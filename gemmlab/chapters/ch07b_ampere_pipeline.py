@@ -115,16 +115,13 @@ def ladder(recs: list, at: dict, peaks: dict, cublas: dict) -> None:
     """The ladder in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size with the mma.sync ceilings."""
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(13, 4))
     plots.ladder(recs, STEPS, ax=bars, size=8192)
-    for name in NAMES:
-        rows = sorted((r for r in recs if r["step"] == name), key=lambda r: r["m"])
-        ax.plot([r["m"] for r in rows], [r["pct_of_baseline"] for r in rows], "o-", label=name.split("/")[1])
+    plots.pct_by_size(ax, recs, NAMES, "% of cuBLAS fp16", top=110)
     if peaks.get("mma_m16n8k8") and cublas.get("fp16"):
         for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
             if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
                 y = 100 * peaks[key]["tflops"] / cublas["fp16"]["tflops"]
                 ax.axhline(y, ls=style, color="0.4", lw=1)
                 ax.annotate(f"{key} peak", (1024, y), fontsize=7, xytext=(0, 3), textcoords="offset points")
-    ax.set_xscale("log", base=2); ax.set_xlabel("M = N = K"); ax.set_ylabel("% of cuBLAS fp16"); ax.set_ylim(0, 110)
     ax.legend(fontsize=7)
     plt.tight_layout(); plt.show()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..measure import hardware, profile, results
+from ..measure import bench, hardware, profile, results
 from . import pipeline, plots
 from .glue import glue
 
@@ -46,12 +46,9 @@ def ladder(size: int = 8192, upto: str = STEPS[-1]):
 
 
 def table() -> str:
-    """The records as a table: TFLOP/s, % of cuBLAS and cuBLAS's own TFLOP/s beside each."""
-    lines = [f"{'step':22s} {'size':>5s} {'TFLOP/s':>8s} {'% cuBLAS':>9s} {'cuBLAS TFLOP/s':>15s}"]
-    for r in records():
-        lines.append(f"{r['step']:22s} {r['m']:5d} {r['tflops']:8.1f} {r['pct_of_baseline']:8.1f}% "
-                     f"{r['baseline_tflops']:15.1f}")
-    return "\n".join(lines) if len(lines) > 1 else "recorded data missing: no records of these steps on " + GPU
+    """The records as bench.table shows them: TFLOP/s, % of cuBLAS and cuBLAS's own TFLOP/s beside each."""
+    recs = records()
+    return bench.table(recs) if recs else "recorded data missing: no records of these steps on " + GPU
 
 
 # --- Pictures ---------------------------------------------------------------------------------------------------

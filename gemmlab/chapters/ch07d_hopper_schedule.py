@@ -12,6 +12,7 @@ import numpy as np
 
 import gemmlab
 from gemmlab import hardware, profile
+from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
 
 STEPS = ["hgemm/08_wgmma", "hgemm/09_persistent", "hgemm/10_tma_store", "hgemm/11_mma_in_flight", "hgemm/12_stream_k"]
@@ -134,15 +135,21 @@ def step10(at: dict, sms: int) -> None:
     glue("ch7d_cublas4096_lo", min(rates)); glue("ch7d_cublas4096_hi", max(rates))
 
 
-def step11() -> dict:
-    """Steps 10 and 11 on an H200 (records, the lab's rounds, clocks, fixed clock, Nsight Compute); returns the lab's results."""
-    # Steps 10 and 11 against cuBLAS on an H200 (the records; live on a GPU): rotated order, and each alone
-    h200 = gemmlab.benchmark(["hgemm/10_tma_store", "hgemm/11_mma_in_flight"], sizes=[4096, 8192], gpu="NVIDIA H200",
-                             verbose=False)
+def _h200_pair(*steps: str) -> list[dict]:
+    """Two steps' records against cuBLAS on an H200 at 4096 and 8192 (live on a GPU), printed as a table with each
+    record's alone-timed share; returns the records."""
+    h200 = gemmlab.benchmark(list(steps), sizes=[4096, 8192], gpu="NVIDIA H200", verbose=False)
     print(gemmlab.bench.table(h200))
     for r in h200:
         if "pct_of_baseline_alone" in r:
             print(f"  alone, back to back: {r['step']} at {r['m']}: {r['pct_of_baseline_alone']:.1f}% of cuBLAS")
+    return h200
+
+
+def step11() -> dict:
+    """Steps 10 and 11 on an H200 (records, the lab's rounds, clocks, fixed clock, Nsight Compute); returns the lab's results."""
+    # Steps 10 and 11 against cuBLAS on an H200 (the records; live on a GPU): rotated order, and each alone
+    _h200_pair("hgemm/10_tma_store", "hgemm/11_mma_in_flight")
     # The lab's runs of both steps in one loop with cuBLAS, several rounds per way of timing (results.json)
     past = gemmlab.results.experiment("hgemm-past-cublas")
     s10, s11 = "hgemm/10_tma_store", "hgemm/11_mma_in_flight"
@@ -210,12 +217,7 @@ def stream_k_picture() -> int:
 def step12(past: dict, sms: int) -> None:
     """Steps 11 and 12 on an H200: records, the lab's rounds, the fixed clock, the timeline, least busy SM."""
     # Steps 11 and 12 against cuBLAS on an H200 (the records of one run each; live on a GPU): rotated order, and alone
-    h200 = gemmlab.benchmark(["hgemm/11_mma_in_flight", "hgemm/12_stream_k"], sizes=[4096, 8192], gpu="NVIDIA H200",
-                             verbose=False)
-    print(gemmlab.bench.table(h200))
-    for r in h200:
-        if "pct_of_baseline_alone" in r:
-            print(f"  alone, back to back: {r['step']} at {r['m']}: {r['pct_of_baseline_alone']:.1f}% of cuBLAS")
+    h200 = _h200_pair("hgemm/11_mma_in_flight", "hgemm/12_stream_k")
     rates = [r["baseline_tflops"] for r in h200 if r["m"] == 4096]
     print(f"  (one run each: cuBLAS's own rate at 4096 moved from {min(rates):.0f} to {max(rates):.0f} TFLOP/s between them;"
           " the rounds below time all the calls in one loop)")
@@ -267,8 +269,6 @@ def step12(past: dict, sms: int) -> None:
 
 def ladder(at: dict, h200: list | None = None) -> None:
     """Steps 08 to 10 on the records' GPU and 10 to 12 on an H200, in TFLOP/s with cuBLAS's band."""
-    from gemmlab.chapters import plots
-
     h200 = h200 if h200 is not None else gemmlab.benchmark(STEPS[2:], sizes=[4096, 8192], gpu="NVIDIA H200",
                                                             verbose=False)
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))

@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import os
 import re
+import sys
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from ..errors import BackendError, ConfigError, GemmlabError
+from ..measure import hardware
+from ..measure.check import Case, verify
+from ..runtime import cpu, nvrtc, registry
+from ..runtime.kernel import Kernel, backend as pick_backend, instance, step
+from ..runtime.registry import Launch, Param, cdiv
 from ..runtime.source import KERNELS
 
 EXERCISES_DIR = KERNELS / "exercises"
@@ -221,9 +228,6 @@ def _reference_kernel(ex: Exercise):
 def step_spec(ex: Exercise):
     """The registry entry the exercise's kernel runs as: its step's, or for a variation that entry with the
     variation's parameters, launch geometry and file (the template)."""
-    from dataclasses import replace
-
-    from ..runtime import registry
     base = registry.lookup(ex.step)
     if not ex.variant:
         return base
@@ -235,7 +239,6 @@ def build(ex: Exercise, backend: str, source: str | None = None, **params):
     if ex.fused:
         from ..runtime import fusion
         return fusion.step(ex.step, backend=backend, source=source, **params)
-    from ..runtime.kernel import Kernel, step
     if not ex.variant:
         return step(ex.step, backend=backend, source=source, **params)
     text = splice(ex.name, solution(ex.name)) if source is None else source
@@ -275,12 +278,10 @@ def _ch2_diagnose(ctx: Context) -> list[Item]:
 
 
 def _geometry_1d(m, n, k, p):
-    from ..runtime.registry import Launch, cdiv
     return Launch((cdiv(n, p["BLOCK_X"]), cdiv(m, p["BLOCK_Y"]), 1), (p["BLOCK_X"] * p["BLOCK_Y"], 1, 1))
 
 
 def _variant_params(**params):
-    from ..runtime.registry import Param
     return {name: Param(default, choices) for name, (default, choices) in params.items()}
 
 
@@ -341,7 +342,6 @@ def _ch3_property(ctx: Context) -> list[Item]:
 
 def _ch3_rect_property(ctx: Context) -> list[Item]:
     """The barriers and loads at the default BLOCK_K (8, shallower than the block), then BLOCK_K = 64 (deeper)."""
-    from ..measure.check import verify
     items = _ch3_property(ctx)
     try:
         deep = build(ctx.exercise, "cpu", ctx.source, BLOCK_K=64)
@@ -381,7 +381,6 @@ def _ch3_rect_diagnose(ctx: Context) -> list[Item]:
 
 def _ch3_diagnose(ctx: Context) -> list[Item]:
     """Why the result is wrong: a single K tile against several, and the barriers counted."""
-    from ..measure.check import Case, verify
     kern = ctx.cpu_kernel()
     block = kern.params.get("BLOCK_K", kern.params["BLOCK"])  # the tile's depth along K
     try:
@@ -417,8 +416,6 @@ _ARCHS = ("sm_75", "sm_90")
 
 
 def _ch4_property(ctx: Context) -> list[Item]:
-    from ..runtime import nvrtc
-    from ..runtime.kernel import instance
     items = []
     if not nvrtc.available():
         items.append(Item("registers", None, "NVRTC is not installed here: pip install nvidia-cuda-nvrtc "
@@ -495,8 +492,6 @@ def _ch5_diagnose(ctx: Context) -> list[Item]:
 # --- ch6: prefetch -----------------------------------------------------------------------------------
 def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
     """Whether, in the SASS of the K loop, the global loads come before the FMAs and the shared stores after."""
-    from ..runtime import nvrtc
-    from ..runtime.kernel import instance
     loop = [op.split(".")[0] for op in nvrtc.split_at_loop(instance(step_name, source=source).sass(arch))["loop"]]
     runs: list[list] = []
     for op in loop:
@@ -515,7 +510,6 @@ def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
 
 
 def _ch6_property(ctx: Context) -> list[Item]:
-    from ..runtime import nvrtc
     if not nvrtc.available():
         return [Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order of "
                      "loads and FMAs in the SASS is not checked")]
@@ -627,7 +621,6 @@ def _ch7_property(ctx: Context) -> list[Item]:
 
 # --- ch8: the fused kernel's second phase ------------------------------------------------------------
 def _fused_counts(kern, dims=(16, 48, 80, 144), blocks: int = 2):
-    from ..runtime import cpu
     m, k, l, n = dims
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, l), (l, n)))
@@ -665,9 +658,7 @@ _PRECISIONS = {"fp32": ("fp32_tflops", 4), "fp16": ("fp16_tensor_tflops", 2)}
 
 def _ch1_cases():
     """(label, GpuSpec, precision): every GPU of the table in both precisions, and one that is in no table."""
-    from dataclasses import replace
 
-    from ..measure import hardware
     gpus = [*hardware.SPECS.values(),
             replace(hardware.SPECS["t4"], key="made-up", name="a GPU in no table (10 TFLOP/s fp32, 150 fp16, "
                     "700 GB/s)", fp32_tflops=10.0, fp16_tensor_tflops=150.0, dram_gbps=700.0)]
@@ -675,12 +666,10 @@ def _ch1_cases():
 
 
 def _ch1_intensity(n: float, size: int) -> float:
-    from ..measure import hardware
     return hardware.gemm_intensity(n, n, n, size)
 
 
 def _ch1_want(gpu, precision: str) -> int:
-    from ..measure import hardware
     attr, size = _PRECISIONS[precision]
     balance = hardware.balance_point(getattr(gpu, attr), gpu.dram_gbps)
     n = max(1, int(1.5 * size * balance) - 2)
@@ -690,7 +679,6 @@ def _ch1_want(gpu, precision: str) -> int:
 
 
 def _ch1_property(ctx: Context) -> list[Item]:
-    from ..measure import hardware
     fn = ctx.kernel.get("smallest_n")
     if not callable(fn):
         return [Item("smallest_n", False, "no function smallest_n(gpu, precision) defined",
@@ -760,7 +748,7 @@ def _check_python(ex: Exercise, code: str | None, path: str | Path | None, solut
 def _gap_code(ctx: Context) -> str:
     """The reader's lines (the gap, or the whole file), comments removed."""
     region = gap_of(ctx.source)[1] if _START.search(ctx.source) else ctx.source
-    return re.sub(r"//[^\n]*", "", region)
+    return _without_comments(region)
 
 
 def _ring_static(code: str) -> list[str]:
@@ -779,7 +767,6 @@ def _ring_static(code: str) -> list[str]:
 
 
 def _ring_trips(ctx: Context, stages: int) -> tuple[bool, str]:
-    from ..measure.check import Case, verify
     tiles = 2 * stages + 1
     try:
         kern = build(ctx.exercise, "cpu", ctx.source, NUM_STAGES=stages)
@@ -1084,7 +1071,6 @@ def hint(name: str, stage: int | None = None) -> Hint:
 
 def cli_hint(name: str, verdict: Verdict, directory: str | Path = "exercises") -> str:
     """`exercise check NAME --hint`: the next stage of hints, counted in ./exercises/.hints.json across runs."""
-    import json
 
     store = Path(directory) / ".hints.json"
     try:
@@ -1106,8 +1092,7 @@ def listing(name: str) -> str:
     ex = get(name)
     if ex.python:
         return _LISTINGS[ex.name]
-    from ..runtime.source import KERNELS as _K
-    return (_K / f"{ex.step}.cu").read_text()
+    return (KERNELS / f"{ex.step}.cu").read_text()
 
 
 def listing_gap(name: str) -> str:
@@ -1236,7 +1221,6 @@ def _correctness(ex: Exercise, kern) -> tuple[Item, object]:
         shapes = [f"{c.m}x{c.k}x{c.l}x{c.n}" for c in report.cases]
         what = "E = A B C against float64"
     else:
-        from ..measure.check import verify
         report = verify(kern, raise_on_fail=False)
         shapes = [f"{c.m}x{c.n}x{c.k}" for c in report.cases if not c.rejected]
         what = "C = A B against float64"
@@ -1299,7 +1283,6 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     neither (the template as shipped) or `solution=True` (the course's own). Correctness against float64 on
     several shapes, then the chapter's property, then on a GPU the speed against the chapter's step. Returns a
     Verdict (never raises for a wrong answer); an unknown name or an unavailable backend raise GemmlabError."""
-    from ..runtime.kernel import backend as pick_backend
 
     ex = get(name)
     if ex.python:
@@ -1385,7 +1368,6 @@ def add_cli_parser(sub) -> None:
 def run_cli(args) -> int:
     """`python -m gemmlab exercise ...`: 0 when the listing or the check passed, 1 when a check failed or was
     partial (a property this machine cannot measure), 2 for a bad name, file, folder, backend or options."""
-    import sys
 
     if args.action == "list":
         for e in _EXERCISES:

@@ -124,3 +124,15 @@ def ladder(records: Sequence[dict], steps: Sequence[str], ax=None, *, size: int 
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
     return ax
+
+
+def pct_by_size(ax, records: Sequence[dict], steps: Sequence[str], ylabel: str = "% of cuBLAS", top: float = 100):
+    """Each step's % of cuBLAS against the size (log2 axis), one line per step, from one run's records; returns `ax`."""
+    for name in steps:
+        rows = sorted((r for r in records if r["step"] == name), key=lambda r: r["m"])
+        ax.plot([r["m"] for r in rows], [r["pct_of_baseline"] for r in rows], "o-", label=name.split("/")[-1])
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("M = N = K")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, top)
+    return ax

@@ -453,6 +453,7 @@ _SHIM_TLS = re.compile(r"_ZN3emu|_ZZN3emu|_ZGV|_ZTH|_ZTW|(gridDim|blockDim|threa
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=None)  # a cached executable's name is its content's digest: read it once
 def static_shared_bytes(executable: Path) -> dict[str, int]:
     """The kernel's static __shared__ variables (thread-local in the emulator): mangled name -> bytes, read from
     the executable's symbol table (the shim's own thread-locals left out); {} when readelf is missing."""
@@ -490,7 +491,6 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
     text is returned."""
     g, b = _check_geometry(grid, block, shared_mem)
     env = dict(env or {})
-    check_shared_memory(module, int(shared_mem))
     if module.cluster != (1, 1, 1):
         env["GEMMLAB_CPU_CLUSTER"] = ",".join(map(str, module.cluster))
     arrays: list[tuple[int, np.ndarray, int]] = []
@@ -504,6 +504,7 @@ def _run_child(module: CpuModule, grid, block, args: list, shared_mem: int, time
     check_memory(f"{module.label} on the CPU emulator", 2 * offset,  # the arrays' file and the child's own copies
                  "the emulator runs a kernel at a few GFLOP/s at best: try it on smaller matrices")
     _ready(module)
+    check_shared_memory(module, int(shared_mem))  # read from the executable, so once it is whole
     with _ChildFiles() as files:
         data, f = files.new("arrays.bin")
         for _, a, off in arrays:

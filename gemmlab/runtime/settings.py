@@ -69,15 +69,21 @@ def cpu_flags() -> list[str]:
     return _raw(CPU_FLAGS).split()
 
 
-def cpu_threads(most: int) -> int | None:
-    """GEMMLAB_CPU_THREADS as a whole number of at least 1 (None: unset); `most`, this machine's CPUs, for the message."""
-    raw = os.environ.get(CPU_THREADS, "")
+def _whole_number(name: str, lo: int, hi: int | None, what: str) -> int | None:
+    """Variable `name` as a whole number from `lo` to `hi` (None: unset or blank); a ConfigError that names it and
+    says `what` it should be otherwise."""
+    raw = os.environ.get(name, "")
     if not raw.strip():
         return None
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"{CPU_THREADS}={raw!r} is not a thread count; set it to a whole number of at "
-                          f"least 1 (the emulator's worker threads; {most} here at most) or unset it.")
+    if not raw.strip().isdigit() or int(raw) < lo or (hi is not None and int(raw) > hi):
+        raise ConfigError(f"{name}={raw!r} is not {what}, or unset it.")
     return int(raw)
+
+
+def cpu_threads(most: int) -> int | None:
+    """GEMMLAB_CPU_THREADS as a whole number of at least 1 (None: unset); `most`, this machine's CPUs, for the message."""
+    return _whole_number(CPU_THREADS, 1, None, "a thread count; set it to a whole number of at least 1 (the "
+                         f"emulator's worker threads; {most} here at most)")
 
 
 def timeout(value, what: str = "timeout") -> float:
@@ -103,14 +109,9 @@ def cpu_timeout() -> float | None:
 
 def cpu_stack_kb() -> int | None:
     """GEMMLAB_CPU_STACK_KB, the stack of each emulated CUDA thread in KB (None: unset, the emulator's 64 KB)."""
-    raw = os.environ.get(CPU_STACK_KB, "")
-    if not raw.strip():
-        return None
     lo, hi = STACK_KB_RANGE
-    if not raw.strip().isdigit() or not lo <= int(raw) <= hi:
-        raise ConfigError(f"{CPU_STACK_KB}={raw!r} is not a stack size; set it to a whole number of KB from {lo} to "
-                          f"{hi} (each emulated CUDA thread's stack; 64 when unset), or unset it.")
-    return int(raw)
+    return _whole_number(CPU_STACK_KB, lo, hi, f"a stack size; set it to a whole number of KB from {lo} to {hi} "
+                         "(each emulated CUDA thread's stack; 64 when unset)")
 
 
 def nvrtc_lib() -> str | None:

@@ -5,10 +5,11 @@ each fused step at N = 512, default tiles, `ncu --set full --csv --page raw`):
 """
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 from pathlib import Path
+
+from gemmlab.measure import profile
 
 DATA = Path(__file__).resolve().parents[2] / "results" / "experiments" / "fusion-counters"
 NCU = {  # label -> Nsight Compute metric (the same labels as fusion-tf32x3's)
@@ -23,19 +24,17 @@ NCU = {  # label -> Nsight Compute metric (the same labels as fusion-tf32x3's)
     "grid": "launch__grid_size",
     "block": "launch__block_size",
 }
-STALL = ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio")
+PER_ISSUE = "_per_issue_active.ratio"  # profile.STALL also matches the per-warp ratios: keep one kind
 
 
 def record(path: Path) -> dict:
     """The metrics of one launch; stalls_per_issue: every warp state, cycles per issued instruction, largest first."""
-    rows = list(csv.reader(gzip.open(path, "rt")))
-    head = next(i for i, r in enumerate(rows) if "ID" in r[:3])
-    values = dict(zip(rows[head], rows[head + 2]))
+    values = profile.raw_csv_rows(gzip.open(path, "rt").read())[-1]
     out = {label: float(values[m].replace(",", "")) for label, m in NCU.items()}
     out["kernel_us"] /= 1e3  # ns
     out["kernel"] = values["Kernel Name"]
-    stalls = {k[len(STALL[0]):-len(STALL[1])]: float(v) for k, v in values.items()
-              if k.startswith(STALL[0]) and k.endswith(STALL[1]) and v not in ("", "n/a")}
+    stalls = {m.group(1): float(v) for k, v in values.items()
+              if (m := profile.STALL.match(k)) and k.endswith(PER_ISSUE) and v not in ("", "n/a")}
     out["stalls_per_issue"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
     return out
 
