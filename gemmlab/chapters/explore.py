@@ -6,26 +6,8 @@ gets the registry's sentence instead of a traceback, and the report works on bot
 from __future__ import annotations
 
 from ..runtime import registry
+from ..runtime.arch import SM_LIMITS, T4_SHARED_LIMIT, blocks_per_sm  # noqa: F401 (explore.SM_LIMITS)
 from ..errors import GemmlabError
-
-# Per-SM limits used for occupancy, by compute capability (CUDA C++ Programming Guide, table of
-# technical specifications): registers, resident threads, resident blocks, shared memory in bytes.
-SM_LIMITS = {75: (65536, 1024, 16, 64 * 1024), 80: (65536, 2048, 32, 164 * 1024),
-             86: (65536, 1536, 16, 100 * 1024), 89: (65536, 1536, 24, 100 * 1024),
-             90: (65536, 2048, 32, 228 * 1024)}
-
-
-def blocks_per_sm(registers: int, threads: int, shared_bytes: int, cc: int = 90) -> tuple[int, str]:
-    """Resident blocks per SM and the resource that limits them (registers are allocated per warp
-    in units of 256, i.e. per thread rounded up to a multiple of 8)."""
-    regs_sm, threads_sm, blocks_sm, smem_sm = SM_LIMITS[cc]
-    regs_per_warp = -(-registers * 32 // 256) * 256
-    warps = -(-threads // 32)
-    limits = {"registers": regs_sm // max(regs_per_warp * warps, 1), "threads": threads_sm // threads,
-              "blocks": blocks_sm, "shared memory": smem_sm // shared_bytes if shared_bytes else blocks_sm}
-    limiter = min(limits, key=limits.get)
-    return limits[limiter], limiter
-
 
 def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
     """The slider's text: can it run (and why not), resources, occupancy, check, and a timing on a GPU."""
@@ -48,7 +30,7 @@ def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
                      f"{blocks} block(s) per SM on sm_{cc} ({blocks * launch.threads // 32} warps, limited by {limiter})")
         if step.min_arch <= 75:
             t4 = inst.resources("sm_75")
-            fits = t4.shared_bytes + launch.shared_bytes <= nvrtc.T4_SHARED_LIMIT and not t4.spills
+            fits = t4.shared_bytes + launch.shared_bytes <= T4_SHARED_LIMIT and not t4.spills
             lines.append(f"T4 (sm_75): {t4.registers} registers, spills {t4.spill_stores} B: "
                          f"{'fits' if fits else 'does not fit'}")
         k = kernel.step(name, **params)

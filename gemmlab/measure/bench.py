@@ -19,6 +19,7 @@ import json
 import numpy as np
 
 from ..runtime import registry
+from ..runtime.arch import FLOP_PER_CLOCK_PER_SM
 from . import results
 from ..errors import ConfigError
 from .check import verify
@@ -267,12 +268,6 @@ def timing_line(kernel: Kernel, size: int = 2048, n_repeat: int = 10) -> str:
             f"({rec['baseline']}, {rec['gpu']}, live)")
 
 
-# FLOP per clock per SM by compute capability (x 10), for a GPU the spec table lacks: fp16 on the tensor
-# cores with fp32 accumulation, and fp32 FFMA (two FLOP per lane per clock).
-_FLOP_PER_CLOCK_PER_SM = {"float16": {70: 1024, 75: 1024, 80: 2048, 86: 1024, 89: 1024, 90: 4096},
-                          "float32": {70: 128, 75: 128, 80: 128, 86: 256, 89: 256, 90: 256}}
-
-
 def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, gpu=None, n_repeat: int = 30,
                n_warmup: int = 5, efficiency: float = 0.25) -> list[int]:
     """The sizes of `sizes` to time live here, so that a chapter's live benchmark() takes about `budget_s`:
@@ -288,8 +283,8 @@ def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, g
     from . import hardware
     from ..errors import ConfigError
 
-    if dtype not in _FLOP_PER_CLOCK_PER_SM:
-        raise ConfigError(f"dtype must be one of {sorted(_FLOP_PER_CLOCK_PER_SM)}, not {dtype!r}")
+    if dtype not in FLOP_PER_CLOCK_PER_SM:
+        raise ConfigError(f"dtype must be one of {sorted(FLOP_PER_CLOCK_PER_SM)}, not {dtype!r}")
     if gpu is None:
         if backend() != "gpu":
             return list(sizes)
@@ -304,7 +299,7 @@ def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, g
     if spec is not None:
         peak_tflops = spec.fp16_tensor_tflops if dtype == "float16" else spec.fp32_tflops
     else:  # not in the table: the architecture's rate per SM at the reported clock
-        per_sm = _FLOP_PER_CLOCK_PER_SM[dtype].get(cc, min(_FLOP_PER_CLOCK_PER_SM[dtype].values()))
+        per_sm = FLOP_PER_CLOCK_PER_SM[dtype].get(cc, min(FLOP_PER_CLOCK_PER_SM[dtype].values()))
         peak_tflops = info["sms"] * (info["clock_mhz"] or 1000) * 1e6 * per_sm / 1e12
     count = steps if isinstance(steps, int) else sum(registry.get(name).runs_on(cc) for name in steps)
     rate = peak_tflops * 1e12 * efficiency

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runtime import settings
+from ..runtime.arch import SPECS, GpuSpec, balance_point  # noqa: F401 (hardware.SPECS, the spec sheets, live in arch)
 from .results import RESULTS as RESULTS_DIR
 from .results import locked, write_json
 from .results import slug as gpu_slug
@@ -26,43 +27,6 @@ from ..chapters import documents as _documents
 HARDWARE_SUFFIX = ".hardware.json"
 NO_DATA = "no recorded data for this GPU yet"
 
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """Spec-sheet numbers of one GPU model (peaks at boost clock, dense, no sparsity)."""
-
-    key: str
-    name: str
-    arch: str
-    sms: int
-    dram_gbps: float            # DRAM bandwidth, GB/s
-    fp32_tflops: float          # FFMA on the CUDA cores
-    fp16_tensor_tflops: float   # fp16 inputs on the tensor cores, fp32 accumulation
-    memory_gb: int
-    l2_mb: float
-    smem_per_sm_kb: int         # shared memory (carved out of L1) per SM
-    smem_per_block_kb: int      # the most one block may opt in to
-    regs_per_sm: int            # 32-bit registers
-    max_threads_per_sm: int
-    boost_mhz: int
-    source: str
-
-    def balance(self, tflops: float | None = None, gbps: float | None = None) -> float:
-        """FLOP per DRAM byte at which this GPU turns from memory- to compute-bound."""
-        return balance_point(tflops or self.fp32_tflops, gbps or self.dram_gbps)
-
-
-# Public data sheets. T4: "NVIDIA T4 Tensor Core GPU" data sheet and the Turing architecture
-# whitepaper; H100 SXM5 and H200 SXM: NVIDIA's product pages / H100 architecture whitepaper.
-# The sheets quote tensor throughput "with sparsity"; the dense figure, used here, is half of it.
-SPECS: dict[str, GpuSpec] = {
-    "t4": GpuSpec("t4", "Tesla T4", "sm_75", 40, 320.0, 8.1, 65.0, 16, 4.0, 64, 64, 65536, 1024,
-                  1590, "NVIDIA T4 data sheet; Turing whitepaper"),
-    "h100-sxm": GpuSpec("h100-sxm", "H100 SXM5", "sm_90", 132, 3350.0, 67.0, 989.4, 80, 50.0, 228,
-                        227, 65536, 2048, 1980, "NVIDIA H100 data sheet (SXM5); Hopper whitepaper"),
-    "h200": GpuSpec("h200", "H200 SXM", "sm_90", 132, 4800.0, 67.0, 989.4, 141, 50.0, 228, 227,
-                    65536, 2048, 1980, "NVIDIA H200 product page (SXM)"),
-}
 
 # Achievable rates measured by others (not by this course) for the T4, quoted in seed 001
 # (Alex Armbruster's HGEMM worklog): cuBLAS HGEMM (HMMA.1688) and SGEMM (FFMA) throughput from his
@@ -73,11 +37,6 @@ SPECS: dict[str, GpuSpec] = {
 REFERENCE_MEASURED: dict[str, dict[str, Any]] = {
     "t4": _documents.t4_reference(),
 }
-
-
-def balance_point(tflops: float, gbps: float) -> float:
-    """FLOP per byte needed to keep `tflops` of arithmetic busy on `gbps` of bandwidth."""
-    return tflops * 1e12 / (gbps * 1e9)
 
 
 def gemm_flops(m: int, n: int, k: int) -> int:

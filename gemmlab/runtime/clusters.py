@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from .arch import STATIC_SMEM
+
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig (cuda.h, CUDA 12+)
     _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
@@ -42,7 +44,7 @@ def max_active(cluster: int, threads: int, shared_bytes: int) -> int | None:
         code = (f'extern "C" __global__ void __cluster_dims__({cluster}, 1, 1) __launch_bounds__({threads}, 1) '
                 'stand_in(int* p) { extern __shared__ int s[]; if (p) p[threadIdx.x] = s[threadIdx.x]; }')
         fn = cupy.RawModule(code=code, options=("-std=c++17",)).get_function("stand_in")
-        if shared_bytes > 48 * 1024:
+        if shared_bytes > STATIC_SMEM:
             fn.max_dynamic_shared_size_bytes = shared_bytes
         n = query(getattr(fn, "kernel", fn).ptr, cluster, threads, shared_bytes)
         return n if n > 0 else None

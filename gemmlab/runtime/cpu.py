@@ -22,6 +22,7 @@ import numpy as np
 
 from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, KernelError
 from . import settings
+from .arch import arch_limits
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 SHIM = EMULATOR_DIR / "cuda_shim.h"
@@ -471,7 +472,6 @@ def static_shared_bytes(executable: Path) -> dict[str, int]:
 def check_shared_memory(module: CpuModule, shared_mem: int) -> None:
     """A ConfigError when the kernel's shared memory breaks a GPU's limits (the emulator models an sm_90 block:
     48 KB static, 227 KB static + dynamic), which the CPU would otherwise run without complaint."""
-    from .nvrtc import arch_limits
     lim = arch_limits("sm_90")
     static = sum(static_shared_bytes(module.executable).values())
     if static > lim.shared_static:

@@ -36,10 +36,9 @@ from ..measure import results
 from ..measure.bench import environment, time_back_to_back
 from ..measure.check import special_values
 from .source import assemble
+from .arch import CPU_SMEM_LIMIT, SM_LIMITS, STATIC_SMEM, arch_limits, blocks_per_sm
 
 UNIT_ROUNDOFF = 2.0 ** -24
-STATIC_SMEM = 48 * 1024
-CPU_SMEM_LIMIT = 227 * 1024  # the emulator allows what an H100 block may opt in to
 BASELINE = "torch a@b@c"                      # the seed's baseline, named in the chapter
 BASELINES = ("torch a@b@c", "cupy a@b@c")     # speed-ups are against the faster of the two, same run
 
@@ -196,8 +195,7 @@ def smem_limit(target: str | None = None) -> int:
         return int(gpu.device()["shared_per_block_optin"])
     if target == "cpu":
         return CPU_SMEM_LIMIT
-    from . import nvrtc
-    return nvrtc.arch_limits(target).shared_optin
+    return arch_limits(target).shared_optin
 
 
 def _panel_shape(p, d):
@@ -422,7 +420,6 @@ def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, st
                                                                       dynamic_smem))
         how = "occupancy API"
     except Exception:  # an older CuPy: the same count from registers, threads and shared memory
-        from ..chapters.explore import SM_LIMITS, blocks_per_sm
         cc = dev["cc"] if dev["cc"] in SM_LIMITS else 90
         per_sm, _ = blocks_per_sm(f.num_regs, threads, f.shared_size_bytes + dynamic_smem, cc)
         how = "registers, threads and shared memory"

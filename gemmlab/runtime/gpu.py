@@ -5,6 +5,7 @@ import functools
 
 from ..errors import ArchError, BackendError, CompileError, ConfigError, KernelError
 from . import settings
+from .arch import STATIC_SMEM
 from .nvrtc import Resources, raise_for_log
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 
@@ -102,7 +103,7 @@ class GpuModule:
 
     def allow_dynamic_shared(self, nbytes: int) -> None:
         """Opt in to `nbytes` of dynamic shared memory (needed above 48 KB, and before an occupancy query)."""
-        if nbytes > 48 * 1024 and self.function.max_dynamic_shared_size_bytes < nbytes:
+        if nbytes > STATIC_SMEM and self.function.max_dynamic_shared_size_bytes < nbytes:
             self.function.max_dynamic_shared_size_bytes = nbytes
 
     def launch(self, grid, block, args, shared_mem: int = 0, stream=None) -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from ..errors import ArchError, BackendError, CompileError, ConfigError
 from . import settings
+from .arch import ARCH_LIMITS, T4_SHARED_LIMIT, ArchLimits, arch_limits, register_allocation  # noqa: F401 (nvrtc.X)
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 
-T4_SHARED_LIMIT = 64 * 1024  # bytes of shared memory one block may use on sm_75
 
 
 @dataclass(frozen=True)
@@ -75,38 +75,6 @@ class Artifact:
 
 
 @dataclass(frozen=True)
-class ArchLimits:
-    """What one block may use on an architecture (CUDA C++ Programming Guide, "Technical Specifications
-    per Compute Capability"): the limits a launch fails on, whatever the compiler made of the kernel."""
-
-    name: str                       # "a T4" in "fits a T4"
-    shared_optin: int               # static + dynamic shared memory per block, opted in
-    shared_static: int = 48 * 1024  # static shared memory per block
-    registers_per_block: int = 65536  # the register file of an SM, the most one block may take
-    registers_per_thread: int = 255
-    threads_per_block: int = 1024
-
-
-ARCH_LIMITS = {
-    "sm_75": ArchLimits("a T4", T4_SHARED_LIMIT),
-    "sm_80": ArchLimits("sm_80 (A100)", 163 * 1024),
-    "sm_86": ArchLimits("sm_86", 99 * 1024),
-    "sm_89": ArchLimits("sm_89", 99 * 1024),
-    "sm_90": ArchLimits("sm_90 (H100, H200)", 227 * 1024),
-}
-REGISTER_UNIT = 256  # registers are given to a warp in units of 256 (8 a thread) on sm_75 to sm_90
-
-
-def arch_limits(arch: str) -> ArchLimits:
-    """The per-block limits of `arch` ("sm_75"; "sm_90a" is sm_90's); a ConfigError for an unknown one."""
-    key = arch[:-1] if arch.endswith("a") else arch
-    if key not in ARCH_LIMITS:
-        raise ConfigError(f"no per-block limits are recorded for {arch}; the known architectures are "
-                          f"{', '.join(ARCH_LIMITS)} (nvrtc.ARCH_LIMITS)")
-    return ARCH_LIMITS[key]
-
-
-@dataclass(frozen=True)
 class Fit:
     """Whether one block of a compiled kernel fits an architecture: every limit it breaks, by how much."""
 
@@ -129,12 +97,6 @@ class Fit:
         return (f"fits {self.limits.name}: yes ({compiler}{r.registers} registers x {self.threads} threads = "
                 f"{register_allocation(r.registers, self.threads)} of {self.limits.registers_per_block}; "
                 f"{r.shared_bytes + self.dynamic_shared} B shared of {self.limits.shared_optin}; no spills)")
-
-
-def register_allocation(registers: int, threads: int) -> int:
-    """Registers a block takes from the SM: each warp's 32 x `registers`, rounded up to REGISTER_UNIT."""
-    warps = -(-threads // 32)
-    return warps * -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
 
 
 def fit(resources: Resources, threads: int, dynamic_shared: int = 0, arch: str | None = None,

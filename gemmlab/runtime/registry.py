@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
+from .arch import HOPPER_SMEM, STATIC_SMEM
 
 MAX_PARAM = 1 << 16  # no tile, thread count or stage count comes near it; C++'s int template arguments stay safe
 MAX_ELEMENTS = 2**31 - 1  # the kernels index with 32-bit ints
@@ -210,7 +211,7 @@ def _divides(a: str, b: str, why: str = ""):
     return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]}{why}"]
 
 
-def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = 48 * 1024,
+def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = STATIC_SMEM,
                       smem_what: str = "static shared memory, over the 48 KB limit"):
     """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans);
     `buffers` copies of the A and B tiles (NUM_STAGES copies where that is a parameter) must fit
@@ -306,7 +307,7 @@ def _threads_warps(p): return (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p
 def _smem_rule(buffers: int):
     def rule(p):
         need = buffers * 4 * (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"])
-        return [] if need <= 48 * 1024 else [f"{buffers} buffer(s) of the A and B tiles need {need} bytes, "
+        return [] if need <= STATIC_SMEM else [f"{buffers} buffer(s) of the A and B tiles need {need} bytes, "
                                               "over the 48 KB of static shared memory"]
     return rule
 
@@ -357,7 +358,7 @@ def _pipeline_bytes(p):
 
 def _stages_rule(p):
     need = _pipeline_bytes(p)
-    out = [] if need <= 227 * 1024 else [f"{p['NUM_STAGES']} stages need {need} bytes of shared memory, over the "
+    out = [] if need <= HOPPER_SMEM else [f"{p['NUM_STAGES']} stages need {need} bytes of shared memory, over the "
                                          "227 KB a block may have on sm_90 (163 KB on sm_80)"]
     return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
 
@@ -397,7 +398,7 @@ def _tf32x3_step_rules(p):
         out.append("NUM_STAGES must be at least 2")
     if _threads_warps(p) > 1024:
         out.append(f"a block of {_threads_warps(p)} threads exceeds the hardware limit of 1024")
-    if _tf32x3_bytes(p) > 227 * 1024:
+    if _tf32x3_bytes(p) > HOPPER_SMEM:
         out.append(f"{p['NUM_STAGES']} stages need {_tf32x3_bytes(p)} bytes of shared memory, over the 227 KB a "
                    "block may have on sm_90 (163 KB on sm_80)")
     return out
@@ -412,7 +413,7 @@ def _wgmma_rules(p):
     out = [] if p["BLOCK_N"] in (128, 256) else [f"BLOCK_N={p['BLOCK_N']} must be 128 or 256 (the wgmma's N)"]
     if p["GROUP_M"] < 1:
         out.append(f"GROUP_M={p['GROUP_M']} must be at least 1")
-    if _wgmma_bytes(p) > 227 * 1024:
+    if _wgmma_bytes(p) > HOPPER_SMEM:
         out.append(f"{p['NUM_STAGES']} stages need {_wgmma_bytes(p)} bytes of shared memory, over the 227 KB "
                    "a block may have on sm_90")
     return out + ([] if p["NUM_STAGES"] >= 2 else ["NUM_STAGES must be at least 2"])
@@ -502,7 +503,7 @@ def _tma_store_bytes(p):
 
 def _tma_store_rules(p):
     out = [m for m in _wgmma_rules(p) if "227 KB" not in m]
-    if _tma_store_bytes(p) > 227 * 1024:
+    if _tma_store_bytes(p) > HOPPER_SMEM:
         out.append(f"{p['NUM_STAGES']} stages and {p['STORE_BUFS']} staging buffers per warpgroup need "
                    f"{_tma_store_bytes(p)} bytes of shared memory, over the 227 KB a block may have on sm_90 "
                    "(NUM_STAGES=4 takes STORE_BUFS up to 2, NUM_STAGES=3 up to 4)")
@@ -682,7 +683,7 @@ STEPS: list[Step] = [
     Step("hgemm/07_cp_async", "hgemm_cp_async", {**_MMA_TUNED, "NUM_STAGES": Param(3, (2, 3, 4, 5))},
          _mma_dynamic_geometry, chapter=7, dtype="float16", min_arch=80, previous="hgemm/06_double_buffer",
          summary="sm_80+: a NUM_STAGES-deep cp.async pipeline feeding mma.m16n8k16",
-         rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=227 * 1024,
+         rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=HOPPER_SMEM,
                                       smem_what="shared memory, over the 227 KB a block may have on sm_90 "
                                                 "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
                     _xor_advance_rule)),
