@@ -8,6 +8,7 @@ from .runtime.kernel import Instance, Kernel, backend, instance, set_backend, st
 from .runtime.registry import steps
 from .measure.check import verify
 from .measure.bench import benchmark
+import importlib
 
 __all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "registry", "set_backend", "step", "steps",
            "verify"]
@@ -16,9 +17,10 @@ __all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "
 # Short names for every module, imported on first use so that `import gemmlab` stays light: gemmlab.bench is
 # gemmlab.measure.bench, gemmlab.show is gemmlab.chapters.show, and so on (the layout: README, "Where things live").
 _HOMES = {
-    **dict.fromkeys(["clusters", "cpu", "fusion", "gpu", "kernel", "nvrtc", "registry", "settings", "source", "tma"],
-                   "runtime"),
-    **dict.fromkeys(["bench", "check", "experiments", "hardware", "profile", "results"], "measure"),
+    **dict.fromkeys(["arch", "backends", "clusters", "cpu", "gpu", "kernel", "nvrtc", "registry", "settings", "source",
+                     "tma"], "runtime"),
+    **dict.fromkeys(["bench", "check", "document_figures", "experiments", "fusion", "hardware", "profile", "results"],
+                    "measure"),
     **dict.fromkeys(["coalescing", "documents", "exercises", "explore", "fusion_report", "glue", "layouts", "pipeline",
                      "plots", "show", "sitecontrols", "swizzle", "tensorcores", "tiling", "widgets"], "chapters"),
 }
@@ -26,7 +28,5 @@ _HOMES = {
 
 def __getattr__(name):
     if name in _HOMES:
-        import importlib
-
         return importlib.import_module(f".{_HOMES[name]}.{name}", __name__)
     raise AttributeError(f"module 'gemmlab' has no attribute {name!r}")

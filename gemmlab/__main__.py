@@ -9,9 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .runtime import fusion, nvrtc, registry
+from .measure import fusion
+from .runtime import nvrtc, registry
 from .errors import BackendError, ConfigError, GemmlabError
 from .runtime.kernel import instance, set_backend, step
+from .chapters import exercises
+from .measure.bench import benchmark, sweep
+from .runtime.kernel import backend, check_size
+from .measure.check import verify
+from .runtime import gpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
                                            "256..4096, sweep their tiles at 512 and 1024, record")
     p.add_argument("--sweeps", nargs="+", metavar="STEP",
                    help="the steps whose tiles are swept (default: 08, 07, 06, 05, 04, 03, 02)")
-    from .chapters import exercises  # `exercise list | start | check`: its parser and its command live there
 
     exercises.add_cli_parser(sub)
     args = parser.parse_args(argv)
@@ -73,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             chosen = params_for(args.steps, registry.parse_params(args.param))
             fused = registry.all_fused([s for s, _ in chosen], "bench")
-            from .measure.bench import benchmark
 
             need_gpu("bench")
             # fused steps by name: fusion.benchmark picks each size's tiles, overridden by the --param given
@@ -90,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
             fixed = registry.parse_params(args.param)
             (s, _), = params_for([args.step], {**fixed, **grid})
             need_gpu("sweep")
-            from .measure.bench import sweep
 
             sweep(s.name, grid, size=args.size, fixed=fixed)
             return 0
@@ -137,8 +140,6 @@ def report_error(e: GemmlabError) -> int:
 
 def need_gpu(command: str) -> None:
     """A BackendError, before anything runs, where `command` would time on a GPU and there is none."""
-    from .runtime.kernel import backend
-
     if backend() != "gpu":
         raise BackendError(f"{command} times kernels on a GPU and CuPy sees none here; run it on a machine with a "
                            f"CUDA GPU (the recorded timings are in results/).")
@@ -154,26 +155,19 @@ def listing_line(s) -> str:
 def check_one(s, params: dict):
     """The float64 check of one step (check.verify; fusion.check for a fused step), not raising on a failure;
     None, with a SKIP line, for a fused step the live GPU lacks the instructions of."""
-    from .runtime.kernel import backend
-
     if registry.is_fused(s) and backend() == "gpu" and not fusion.gpu_arch_ok(s):
         print(f"SKIP: {s.name} needs {s.arch_label}")
         return None
-    from .measure.check import verify
 
     return verify(step(s.name, **params), raise_on_fail=False)
 
 
 def launch_once(s, size: int, params: dict) -> str:
     """`run`: step `s` launched once on the GPU on random size x size operands (a BackendError without a GPU)."""
-    from .runtime.kernel import check_size
-
     check_size(size, "--size")
     try:
         kernel = step(s.name, backend="gpu", **params)
     except BackendError:
-        from .runtime import gpu
-
         if gpu.available():
             raise
         raise BackendError(f"run launches {s.name} once on a GPU (to profile it) and CuPy sees none here; on the CPU "

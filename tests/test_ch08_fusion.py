@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 
 from gemmlab.chapters import ch08_fusion as ch8  # noqa: E402
 from gemmlab.chapters import glue  # noqa: E402
-from gemmlab.runtime import fusion  # noqa: E402
+from gemmlab.measure import fusion  # noqa: E402
 from gemmlab.runtime.source import kernel_path  # noqa: E402
 
 

@@ -18,9 +18,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 def recorded(monkeypatch):
     """gemmlab.benchmark reading the H100's records (the ones the chapters show), also on a machine with a GPU."""
     import gemmlab
-    from gemmlab import kernel
+    from gemmlab.runtime import backends
 
-    monkeypatch.setattr(kernel, "_forced", "cpu")
+    monkeypatch.setattr(backends, "_forced", "cpu")
     return lambda steps, size: gemmlab.benchmark(steps, sizes=[size], verbose=False, gpu=H100)
 
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import experiments, fusion, gpu, registry
+from gemmlab import bench, experiments, fusion, gpu, registry
+from gemmlab.measure import results
+from gemmlab.runtime import backends
 from gemmlab.__main__ import main as cli
 from gemmlab.runtime.source import kernel_path
 from gemmlab.errors import ConfigError, InputError, ShapeError, VerificationError
@@ -194,8 +196,8 @@ def test_models():
 
 
 def test_records_round_trip_and_benchmark_without_gpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)  # the records live where results.py says
-    monkeypatch.setattr(fusion._kernel, "_forced", "cpu")  # recorded mode, also on a GPU machine
+    monkeypatch.setattr(results, "RESULTS", tmp_path)  # the records live where results.py says
+    monkeypatch.setattr(backends, "_forced", "cpu")  # recorded mode, also on a GPU machine
     assert fusion.benchmark(verbose=False) == []
     rec = {"step": "torch a@b@c", "params": {}, "kind": "benchmark", "m": 512, "k": 512, "l": 512, "n": 512,
            "median_s": 7e-5, "gpu": "Test GPU", "date": "2026-01-01"}
@@ -402,7 +404,7 @@ def test_sized_tiles_are_the_recorded_sweeps_fastest():
 def test_a_new_benchmark_record_replaces_the_old_whatever_its_tiles(tmp_path, monkeypatch):
     """fusion.save: the benchmark keeps one record per step and size (a step timed at new tiles replaces the old
     record); sweep records stay one per configuration."""
-    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
     base = {"gpu": "Test GPU", "step": "fused/08_tile_flags", "m": 512, "k": 512, "l": 512, "n": 512, "median_s": 1.0}
     old = [dict(base, kind="benchmark", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
            dict(base, kind="sweep", params={"BLOCK_N": 32, "SPLIT_K": 4, "NUM_STAGES": 8}),
@@ -440,7 +442,7 @@ def test_cli_verifies_a_fused_step_on_the_cpu(capsys, cli_backend):
     assert cli(["verify", "fused/01_naive_row", "--backend", "cpu", "--param", "THREADS=64"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("PASS: fused/01_naive_row matches the float64 reference on 6 shapes") and out.count("\n") == 1
-    assert fusion.main(["check", "01_naive_row", "--backend", "cpu"]) == 0  # the old command line, a route into it
+    assert cli(["verify", "01_naive_row", "--backend", "cpu"]) == 0  # a short name, as the old fusion command line took
     assert capsys.readouterr().out.startswith("PASS: fused/01_naive_row")
 
 
@@ -514,7 +516,7 @@ def test_gemmlab_instance_of_a_fused_step_is_compile_only():
 
 
 def test_benchmark_and_sweep_of_fused_steps_without_a_gpu_return_the_fusion_records(monkeypatch):
-    monkeypatch.setattr(fusion._kernel, "_forced", "cpu")  # recorded mode, also on a GPU machine
+    monkeypatch.setattr(backends, "_forced", "cpu")  # recorded mode, also on a GPU machine
     from gemmlab import bench
     got = gemmlab.benchmark(["fused/08_tile_flags"], sizes=[512], gpu="NVIDIA H200", verbose=False)
     assert got == fusion.benchmark(sizes=(512,), gpu="NVIDIA H200", verbose=False) and got
@@ -526,26 +528,26 @@ def test_benchmark_and_sweep_of_fused_steps_without_a_gpu_return_the_fusion_reco
 
 def test_committed_fusion_records_have_the_gemm_records_fields():
     """results/*.fusion.json as committed (not as load() upgrades them): one schema with results/<gpu>.json."""
-    files = sorted(fusion.results.RESULTS.glob("*" + fusion.SUFFIX))
+    files = sorted(results.RESULTS.glob("*" + fusion.SUFFIX))
     assert files
     for path in files:
         rows = json.loads(path.read_text())
         for r in rows:
             assert "impl" not in r and "speedup" not in r, (path.name, r)
             assert all(f in r for f in GEMM_FIELDS + ("l", "kind")), (path.name, r)
-            assert r["dtype"] == "float32" and fusion.results.is_fused(r)
+            assert r["dtype"] == "float32" and results.is_fused(r)
             assert r["baseline"] in fusion.BASELINES and r["pct_of_baseline"] == 100.0 * r["baseline_median_s"] / r["median_s"]
             assert fusion.speedup(r) == r["baseline_median_s"] / r["median_s"]
-        assert fusion.results.upgraded(rows[0]) is rows[0]  # nothing left to convert
-    gemm = fusion.results.load("NVIDIA H200")[0]
+        assert results.upgraded(rows[0]) is rows[0]  # nothing left to convert
+    gemm = results.load("NVIDIA H200")[0]
     assert set(GEMM_FIELDS + ("baseline", "baseline_median_s", "pct_of_baseline")) <= set(gemm)
 
 
 def test_a_record_the_lane_writes_has_the_gemm_field_names(tmp_path, monkeypatch):
-    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
     env = {"gpu": "Test GPU", "cc": 90}
     base = {"torch a@b@c": {"median_s": 6e-5}, "cupy a@b@c": {"median_s": 7e-5}}
-    rec = fusion._record("fused/08_tile_flags", {"BLOCK_N": 32}, "benchmark", 512, {"median_s": 2e-5}, base, env,
+    rec = bench.record_fused("fused/08_tile_flags", {"BLOCK_N": 32}, "benchmark", 512, {"median_s": 2e-5}, base, env,
                          grid=128)
     fusion.save([rec])
     stored, = json.loads(fusion.records_path("Test GPU").read_text())
@@ -555,13 +557,13 @@ def test_a_record_the_lane_writes_has_the_gemm_field_names(tmp_path, monkeypatch
     assert stored["baselines"] == {"torch a@b@c": 6e-5, "cupy a@b@c": 7e-5}  # every baseline, as a GEMM record's
     assert stored["baseline_tflops"] == pytest.approx(fusion.flops(512) / 6e-5 / 1e12)
     assert (stored["l"], stored["kind"], stored["grid"]) == (512, "benchmark", 128)
-    assert fusion.results.load("Test GPU", fusion.SUFFIX)[0]["source"] == "recorded"
+    assert results.load("Test GPU", fusion.SUFFIX)[0]["source"] == "recorded"
 
 
 def test_a_fusion_file_in_the_old_schema_still_loads_and_merges(tmp_path, monkeypatch):
     """A reader's results/<gpu>.fusion.json written before issue 42 (impl, speedup) loads in the one schema, and a
     new record replaces its old one with the same key when saved."""
-    monkeypatch.setattr(fusion.results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
     old = {"impl": "fused/03_two_phase", "params": {"BLOCK_M": 64}, "kind": "benchmark", "m": 512, "k": 512,
            "l": 512, "n": 512, "median_s": 2e-5, "baseline": "torch a@b@c", "baseline_median_s": 6e-5, "speedup": 3.0,
            "gpu": "Test GPU", "date": "2026-01-01"}
@@ -570,11 +572,11 @@ def test_a_fusion_file_in_the_old_schema_still_loads_and_merges(tmp_path, monkey
     assert got["step"] == "fused/03_two_phase" and got["dtype"] == "float32" and "impl" not in got
     assert got["pct_of_baseline"] == pytest.approx(300.0) and fusion.speedup(got) == pytest.approx(3.0)
     assert list(got)[:4] == ["step", "params", "dtype", "kind"]  # field order kept
-    assert fusion.lookup(fusion.results.load("test-gpu", fusion.SUFFIX), "fused/03_two_phase", 512)
+    assert fusion.lookup(results.load("test-gpu", fusion.SUFFIX), "fused/03_two_phase", 512)
     fusion.save([dict(got, median_s=1.5e-5, pct_of_baseline=400.0)])
     rows = json.loads(fusion.records_path("Test GPU").read_text())
     assert len(rows) == 1 and rows[0]["median_s"] == 1.5e-5 and "impl" not in rows[0]
-    assert fusion.results.upgrade_files() == []  # save wrote it in the one schema already
+    assert results.upgrade_files() == []  # save wrote it in the one schema already
 
 
 def test_alone_is_refused_for_fused_steps_with_a_reason():

@@ -137,9 +137,9 @@ def test_chapter_7_gains_come_in_the_seeds_order(monkeypatch):
     swizzle after them, both in seed 001's ladder (as quoted) and in the records the chapter shows (the H100's:
     a reader's GPU adds its own records to results/, which this claim is not about)."""
     import gemmlab
-    from gemmlab import kernel
+    from gemmlab.runtime import backends
 
-    monkeypatch.setattr(kernel, "_forced", "cpu")  # the records, also on a machine with a GPU
+    monkeypatch.setattr(backends, "_forced", "cpu")  # the records, also on a machine with a GPU
     seed = hardware.REFERENCE_MEASURED["t4"]["hgemm_ladder"]
     assert seed["copy_speedup"] > seed["swizzle_speedup"] > 1
     # the quoted figures agree with each other: 8% x 3 x 2 is about the 50% the seed reached

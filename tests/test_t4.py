@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import bench, fusion, gpu, nvrtc, registry
+from gemmlab import backends, bench, fusion, gpu, nvrtc, registry
 from gemmlab.__main__ import main as cli
 from gemmlab.errors import ArchError, ConfigError
 
@@ -25,12 +25,12 @@ def t4_present(monkeypatch):
     """A T4 is the live GPU (what Colab gives): gpu.available() and gpu.device() say so."""
     monkeypatch.setattr(gpu, "available", lambda: True)
     monkeypatch.setattr(gpu, "device", lambda: dict(T4))
-    monkeypatch.setattr(fusion._kernel, "_forced", None)
+    monkeypatch.setattr(backends, "_forced", None)
 
 
 # --- 1. a backend="cpu" call is judged by the emulator's limits, a GPU call by the live GPU's -----------------
 def test_cpu_fused_step_that_needs_more_than_a_t4_runs_in_the_emulator_with_a_t4_present(t4_present):
-    assert fusion._kernel.backend() == "gpu" and fusion.smem_limit() == 64 * 1024  # the T4 is what a plain call sees
+    assert backends.backend() == "gpu" and fusion.smem_limit() == 64 * 1024  # the T4 is what a plain call sees
     st = fusion.get("fused/06_wgmma_tf32x3")
     need = st.smem(st.resolve({}, "cpu"), (64,) * 4)
     assert need > T4["shared_per_block_optin"]  # its default tiles need more than a T4 block has
@@ -42,7 +42,7 @@ def test_cpu_fused_step_that_needs_more_than_a_t4_runs_in_the_emulator_with_a_t4
 
 def test_cpu_step05_with_large_tiles_builds_and_runs_with_a_t4_present(t4_present):
     big = {"BLOCK_M": 128, "BLOCK_N": 128, "WARP_M": 64, "WARP_N": 32, "SPLIT_K": 1, "NUM_STAGES": 3}
-    assert fusion._tf32x3_smem(fusion.get("fused/05_tf32x3").resolve(big, "cpu")) > 64 * 1024
+    assert registry._tf32x3_smem(fusion.get("fused/05_tf32x3").resolve(big, "cpu")) > 64 * 1024
     assert fusion.config_problem("fused/05_tf32x3", backend="cpu", **big) is None
     kern = fusion.step("fused/05_tf32x3", backend="cpu", **big)
     a, b, c = fusion.make_inputs("random", 130, 40, 36, 129)
@@ -65,7 +65,7 @@ def test_a_shape_rule_is_judged_by_the_kernels_backend(t4_present):
     a, b, c = fusion.make_inputs("random", 9, 5, 2500, 3)  # a panel of 8 x 2512 floats: 80 KB
     assert not fusion.compare(np.asarray(kern(a, b, c)), a, b, c)[0].any()
     with fusion.limits_of("gpu"):
-        assert fusion._panel_shape(kern.params, (9, 5, 2500, 3))  # the T4 refuses it
+        assert registry._panel_shape(kern.params, (9, 5, 2500, 3))  # the T4 refuses it
 
 
 @needs_nvrtc
@@ -228,7 +228,7 @@ def test_analysis_lets_cupy_load_its_nvrtc_first(monkeypatch):
     ours = "ours /nonexistent/libnvrtc.so.13"
     for present, want in ((True, ["cupy's major", "cupy", ours]), (False, [ours])):
         events.clear()
-        monkeypatch.setattr(gpu, "available", lambda present=present: present)
+        monkeypatch.setattr(nvrtc, "cupy_sees_a_gpu", lambda present=present: present)  # what gpu.available asks
         nvrtc._nvrtc.__wrapped__()
         assert events == want
 
@@ -257,7 +257,7 @@ def test_cupy_compiles_with_its_own_major_and_the_analysis_with_the_pin():
         pytest.skip("the pinned NVRTC wheel (requirements.txt) is not installed here")
     if not any(nvrtc._release(lib)[:1] == (nvrtc.cupy_cuda_major(),) for lib in nvrtc._wheel_libraries()):
         pytest.skip("no NVRTC wheel of CuPy's CUDA major is installed (pip install -r requirements.txt)")
-    code = ("import gemmlab; from gemmlab import gpu, nvrtc; gpu.available = lambda: True; "
+    code = ("import gemmlab; from gemmlab import nvrtc; nvrtc.cupy_sees_a_gpu = lambda: True; "
             "gemmlab.instance('sgemm/03_smem_tiling').resources('sm_75'); "
             "from cupy_backends.cuda.libs import nvrtc as c; "
             "print(c.getVersion()[0], nvrtc.cupy_cuda_major(), nvrtc.version(), nvrtc.pinned_version())")

@@ -13,6 +13,7 @@ import gemmlab
 from gemmlab import documents, explore, hardware, nvrtc, profile, sitecontrols, tiling
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
+from matplotlib.colors import ListedColormap
 
 STEPS = ["sgemm/01_naive", "sgemm/02_coalesced", "sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling",
          "sgemm/05_2d_blocktiling", "sgemm/06_vectorized", "sgemm/07_warptiling"]
@@ -173,8 +174,6 @@ def ownership(step: str, ax_block=None, ax_warp=None, highlight: int = 0):
     """Who computes what in `step`'s block tile (colour: warp; black: thread `highlight`), and the highlighted
     thread's warp by lane (colour: lane, its number written on each piece; black: the thread). Returns (block axes,
     warp axes). The maps come from tiling.owners, the Python twin of the kernels' index arithmetic."""
-    from matplotlib.colors import ListedColormap
-
     p = gemmlab.instance(step).params
     own = tiling.owners(step, p)
     if ax_block is None or ax_warp is None:

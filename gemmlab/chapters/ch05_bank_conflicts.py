@@ -12,6 +12,8 @@ import gemmlab
 from gemmlab import documents, profile, registry, sitecontrols
 from gemmlab import swizzle as sw
 from gemmlab.chapters.glue import glue
+from gemmlab.chapters import show
+import difflib
 
 STEPS = ["sgemm/05_2d_blocktiling", "sgemm/06_vectorized", "sgemm/07_warptiling"]
 SIZE = 4096
@@ -229,9 +231,6 @@ def fix_store(step: str = "sgemm/07_warptiling") -> None:
 
 def show_variant(layout: str = "swizzled", step: str = "sgemm/07_warptiling"):
     """The lines of step 07 that a variant changes, as a unified diff (a highlighted listing)."""
-    import difflib
-
-    from gemmlab.chapters import show
 
     old, new = variant("plain", step).splitlines(), variant(layout, step).splitlines()
     text = "\n".join(line for line in difflib.unified_diff(old, new, n=0, lineterm="") if not line.startswith(("---", "+++")))

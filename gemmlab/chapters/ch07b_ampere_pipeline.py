@@ -12,6 +12,7 @@ import gemmlab
 from gemmlab import experiments, hardware, nvrtc, profile
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
+from gemmlab.measure.check import compare, make_inputs
 
 NAMES = ["hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swizzled", "hgemm/04_register_prefetch",
          "hgemm/05_tuned_tiles", "hgemm/06_double_buffer", "hgemm/07_cp_async"]
@@ -205,7 +206,6 @@ def tf32(x: np.ndarray) -> np.ndarray:
 
 def tf32_accuracy(k: int = 2048) -> None:
     """Worst error against float64 as a fraction of fp32's bound (below 1 passes): steps 11, 12, and plain TF32."""
-    from gemmlab.measure.check import compare, make_inputs
     a, b = make_inputs("random", 64, 64, k, np.float32, seed=3)
     for name in TF32:
         got = gemmlab.step(name, backend="cpu")(a, b)

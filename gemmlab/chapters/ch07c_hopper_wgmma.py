@@ -12,6 +12,10 @@ import numpy as np
 from ..measure import bench, hardware, profile, results
 from . import pipeline, plots
 from .glue import glue
+import gemmlab
+from ..runtime import nvrtc, registry
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 
 STEPS = ("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma", "hopper/03_tma_ring", "hgemm/08_wgmma")
 NEW = STEPS[1:4]
@@ -63,9 +67,6 @@ def warpgroup_owner(block_n: int = 256) -> np.ndarray:
 def draw_warpgroups(block_n: int = 256, ax=None):
     """The block tile of C owned by two warp groups of four warps, and the A and B tiles they read from shared
     memory (one wgmma per warp group per 16-wide k slice)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 4.2))
     owner = warpgroup_owner(block_n)
@@ -104,8 +105,6 @@ def parity_schedule(k_tiles: int, stages: int = 1) -> list[dict]:
 def draw_phases(k_tiles: int = 4, ax=None):
     """hopper/02's one mbarrier over k_tiles tiles: thread 0 arrives with expect_tx, the bytes land, the phase
     completes and its bit flips; the threads wait for parity t & 1."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 2.6))
     bit = 0
@@ -130,9 +129,6 @@ def draw_phases(k_tiles: int = 4, ax=None):
 def draw_ring(stages: int = 4, k_tiles: int = 10, ax=None):
     """hopper/03's ring: a row per stage, a box per k tile; in each, the parity the warp groups wait for on
     full[s] and the parity thread 0 waits for on empty[s] before it loads that tile."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.7 * stages + 1.2))
     for s in parity_schedule(k_tiles, stages):
@@ -215,9 +211,6 @@ def stall_table() -> str:
 def sass_counts(steps=("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma")) -> str:
     """Instructions of each kernel's SASS that copy (LDG, STS, LDGSTS, UTMALDG), multiply (HMMA, HGMMA) and
     synchronise (BAR, SYNCS): compile-only, the same on any machine with the course's NVRTC."""
-    import gemmlab
-    from ..runtime import nvrtc, registry
-
     ops = ["LDG", "STS", "LDGSTS", "UTMALDG", "HMMA", "HGMMA", "BAR", "SYNCS"]
     lines = []
     for s in steps:

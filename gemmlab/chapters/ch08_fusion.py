@@ -16,11 +16,16 @@ from typing import Sequence
 import numpy as np
 
 from ..measure import hardware, results
-from ..runtime import fusion
+from ..measure import fusion
 from .explore import blocks_per_sm, explorer  # noqa: F401  (explorer: the chapter's live sliders)
 from .glue import glue
 from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
+from .plots import COLOURS, roofline as draw
+from ..measure import experiments
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run", "baseline_table",
            "glue_baseline", "prediction", "roofline", "glue_prediction", "tile_owner", "k_tiles_of",
@@ -124,9 +129,6 @@ def prediction(sizes: Sequence[int] = (512, 4096)) -> None:
 def roofline(recs: list[dict], steps: Sequence[str] = (), sizes: Sequence[int] = (512, 4096)) -> None:
     """The H200's roofline with the fused problem's intensity at a few N, and the run's `a @ b @ c` (and `steps`)
     as points at `sizes` (a point: FLOP/s of the fused problem against its intensity, fused or as two GEMMs)."""
-    import matplotlib.pyplot as plt
-
-    from .plots import COLOURS, roofline as draw
 
     fig, ax = plt.subplots(figsize=(7, 4))
     points = []
@@ -220,15 +222,11 @@ def panel_rows(block: int, rows: int, panel_m: int) -> range:
 
 
 def _colours(k: int):
-    import matplotlib.pyplot as plt
-
     cmap = plt.get_cmap("tab20")
     return [cmap(i % 20) for i in range(k)]
 
 
 def _box(ax, x: float, y: float, w: float, h: float, colour, label: str = "", fontsize: int = 7, **kw) -> None:
-    from matplotlib.patches import Rectangle
-
     ax.add_patch(Rectangle((x, y), w, h, facecolor=colour, edgecolor=kw.pop("edgecolor", "white"),
                            lw=kw.pop("lw", 1), **kw))
     if label:
@@ -242,8 +240,6 @@ def _frame(ax, width: float, height: float) -> None:
 
 def _draw_panels(step: str, p: dict, n: int) -> None:
     """Steps 01 and 02: A x B = T (on chip) and T x C = E, the rows of each block coloured, B and C grey."""
-    import matplotlib.pyplot as plt
-
     panel = p.get("PANEL_M", 1)
     blocks = cdiv(n, panel)
     colours = _colours(blocks)
@@ -276,8 +272,6 @@ def ownership(step: str, n: int | None = None, grid: int | None = None, **params
     """The picture of who computes what in a fused step, drawn from the twins above (default tiles unless
     `params`): 01/02 the rows of T kept on chip; 03 the two phases' tiles by block around the grid barrier;
     04 the K tiles of one output tile by thread group; 05 a tile's warps and their mma tiles, per group."""
-    import matplotlib.pyplot as plt
-
     st = fusion.get(step)
     p = st.resolve(params)
     idea = step.split("/")[1][:2]
@@ -376,8 +370,6 @@ def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
 
 def one_tf32_source() -> str:
     """Step 05's kernel with one TF32 mma per product (big x big only): lab/fusion-tf32x3's "1x" variant."""
-    from ..measure import experiments
-
     return experiments.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), "1x")
 
 
@@ -448,8 +440,6 @@ def speedup_table(recs: list[dict], steps: Sequence[str] = STEPS, sizes: Sequenc
 def plot_run(recs: list[dict], steps: Sequence[str] = STEPS) -> None:
     """The run: device time against N (left), and each step's speed-up over a @ b @ c eager (solid) and over its
     CUDA-graph replay (dotted), all at default tiles, all from the one run (right)."""
-    import matplotlib.pyplot as plt
-
     if not recs:
         print("The figure appears once the GPU lane has run (python -m gemmlab fusion-lane).")
         return
@@ -470,7 +460,6 @@ def plot_run(recs: list[dict], steps: Sequence[str] = STEPS) -> None:
             ax2.plot([m for m, s in sp], [s[2] for m, s in sp], marker=".", ms=3, color=c, ls=":")
     ax.set_ylabel("device time per call (µs)"); ax.set_yscale("log")
     ax2.set_ylabel("times faster than a @ b @ c"); ax2.set_yscale("log", base=2)
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax2.yaxis.set_major_locator(FixedLocator([1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2, 3, 4]))
     ax2.yaxis.set_minor_locator(NullLocator())

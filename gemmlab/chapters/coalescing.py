@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
+import numpy as np
+import matplotlib.pyplot as plt
+from matplotlib.colors import LogNorm
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32
@@ -187,8 +190,6 @@ def describe(block_dim: Sequence[int], shape: Sequence[int] = DEFAULT_SHAPE) -> 
 
 def _owner_grid(mapping: str, block_dim: Sequence[int], size: int):
     """(warp id, lane) of the thread that computes each C element of the top-left size x size."""
-    import numpy as np
-
     bx, by = _check(mapping, block_dim)
     warp_of = np.full((size, size), -1)
     lane_of = np.full((size, size), -1)
@@ -213,9 +214,6 @@ def draw_mapping(mapping: str, block_dim: Sequence[int], *, axes=None, size: int
     loads at k = 0 in red and the 32-byte sectors those loads pull in shaded. Right: the same for
     B's rows 0..7. Returns the figure.
     """
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     bx, by = _check(mapping, block_dim)
     if axes is None:
         fig, axes = plt.subplots(1, 3, figsize=(11, 4.2),
@@ -283,8 +281,6 @@ def draw_mapping(mapping: str, block_dim: Sequence[int], *, axes=None, size: int
 
 def draw_comparison(block_dim: Sequence[int] = (32, 8)):
     """Both mappings, one above the other (six panels); returns the figure."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(2, 3, figsize=(11, 8.4),
                              gridspec_kw={"width_ratios": [32, 16, 32]})
     for row, mapping in zip(axes, MAPPINGS):
@@ -303,10 +299,6 @@ def draw_sector_sweep(choices: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256
     A static summary of what the chapter's slider shows one shape at a time; shapes of more than
     1024 threads are left blank.
     """
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.colors import LogNorm
-
     vals = {mp: np.full((len(choices), len(choices)), np.nan) for mp in MAPPINGS}
     for i, by in enumerate(choices):
         for j, bx in enumerate(choices):

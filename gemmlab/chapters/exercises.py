@@ -38,6 +38,9 @@ from ..runtime import cpu, nvrtc, registry
 from ..runtime.kernel import Kernel, backend as pick_backend, instance, step
 from ..runtime.registry import Launch, Param, cdiv
 from ..runtime.source import KERNELS
+from ..measure import fusion
+from .show import Listing, highlighted_lines
+from ..measure.fusion import check as fcheck
 
 EXERCISES_DIR = KERNELS / "exercises"
 SOLUTIONS_DIR = EXERCISES_DIR / "solutions"
@@ -237,7 +240,6 @@ def step_spec(ex: Exercise):
 def build(ex: Exercise, backend: str, source: str | None = None, **params):
     """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
-        from ..runtime import fusion
         return fusion.step(ex.step, backend=backend, source=source, **params)
     if not ex.variant:
         return step(ex.step, backend=backend, source=source, **params)
@@ -967,8 +969,6 @@ def splice(name: str, code: str) -> str:
 
 def show(name: str):
     """The template, highlighted, its gap marked: a notebook cell's output (plain text outside Jupyter)."""
-    from .show import Listing, highlighted_lines
-
     ex = get(name)
     text = ex.file.read_text().rstrip("\n")
     lines = highlighted_lines(text)
@@ -1216,7 +1216,6 @@ def _relabel(message: str, ex: Exercise, gap_line: int | None) -> str:
 
 def _correctness(ex: Exercise, kern) -> tuple[Item, object]:
     if ex.fused:
-        from ..runtime.fusion import check as fcheck
         report = fcheck(kern, raise_on_fail=False)
         shapes = [f"{c.m}x{c.k}x{c.l}x{c.n}" for c in report.cases]
         what = "E = A B C against float64"
@@ -1300,7 +1299,6 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
         gap_line = gap_of(text)[0].count("\n") + 1
     try:
         if ex.fused:
-            from ..runtime import fusion
             kern = fusion.step(ex.step, backend=where, source=text)
         else:
             kern = build(ex, where, text)

@@ -8,12 +8,13 @@ from __future__ import annotations
 from ..runtime import registry
 from ..runtime.arch import SM_LIMITS, T4_SHARED_LIMIT, blocks_per_sm  # noqa: F401 (explore.SM_LIMITS)
 from ..errors import GemmlabError
+from ..measure import bench, check, fusion
+from ..runtime import kernel
+import ipywidgets as widgets
+
 
 def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
     """The slider's text: can it run (and why not), resources, occupancy, check, and a timing on a GPU."""
-    from ..measure import bench, check
-    from ..runtime import kernel, nvrtc
-
     step = registry.get(name)
     size = kernel.check_size(size)
     try:
@@ -46,15 +47,11 @@ def explorer(name: str, size: int | None = None, **initial):
     """ipywidgets controls for every template parameter of step `name`, a GEMM step or a fused one (ipywidgets 7
     and 8). Under them: report() of the GEMM step at size^3 (default 2048), or, for a fused step, a slider over N
     (default 64) and fusion.slider_report (can it run, does it match float64 at N, what was recorded)."""
-    import ipywidgets as widgets
-
     step = registry.lookup(name)
     controls = {p: widgets.Dropdown(options=list(spec.choices), value=initial.get(p, spec.default), description=p)
                 for p, spec in step.params.items()}
     head = []  # controls above the parameters: the fused steps' N
     if registry.is_fused(step):
-        from ..runtime import fusion
-
         n = widgets.SelectionSlider(options=[17, 33, 64, 100, 130], value=size or 64, description="N",
                                     continuous_update=False)
         head.append(n)

@@ -5,7 +5,9 @@ Each sentence names its GPU and reads the records; none holds a typed number.
 """
 from __future__ import annotations
 
-from ..runtime import fusion
+from ..measure import fusion
+import statistics
+import matplotlib.pyplot as plt
 
 BASELINES = ["torch a@b@c", "cupy a@b@c", "torch graph a@b@c", "cupy graph a@b@c", "torch a@b"]
 
@@ -82,8 +84,6 @@ def verdict(records: list[dict], fused: list[str], gpu_name: str | None) -> str:
 def kernel_time_ratios(kernel_time: dict, gpu: str = "NVIDIA H200") -> tuple[dict[int, float], str]:
     """The seed's own measure (lab fusion-kernel-time, profiler.py): at each N, the faster baseline's kernels' time
     under PyTorch's profiler over the faster of steps 07 and 08, medians of the recorded rounds; and the run's date."""
-    import statistics
-
     pf = kernel_time.get("profiler", {}).get(gpu)
     if not pf:
         return {}, ""
@@ -95,8 +95,6 @@ def kernel_time_ratios(kernel_time: dict, gpu: str = "NVIDIA H200") -> tuple[dic
 
 def plot_lane(records: list[dict], impls: list[str], gpu_name: str | None) -> None:
     """Device time against N (default tiles) and the speed-up at the fastest tiles, for the baselines and `impls`."""
-    import matplotlib.pyplot as plt
-
     if not records:
         print("The timing figure appears once the GPU lane has run (python -m gemmlab fusion-lane).")
         return

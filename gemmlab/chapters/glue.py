@@ -17,6 +17,9 @@ from __future__ import annotations
 import ast
 import re
 from typing import Any
+from ..runtime.source import REPO
+from IPython.display import display as ipy_display
+import json
 
 # The values glued in this kernel so far, by name (a chapter's cells run in order; a re-run replaces).
 VALUES: dict[str, Any] = {}
@@ -29,8 +32,6 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     """Keep `value` under `name` for later prose() cells; show it too if `display`."""
     VALUES[name] = value
     if display:
-        from IPython.display import display as ipy_display
-
         ipy_display(value)
 
 
@@ -72,9 +73,6 @@ def render(text: str, values: dict[str, Any] | None = None) -> tuple[str, dict[s
 def chapter_value(chapter: str, name: str) -> str:
     """The text chapter `chapter` (a notebook's stem in book/, e.g. "02_coalescing") shows for `name`, as stored
     in its prose() outputs: for a page that gathers the chapters' figures (the appendix) without re-running them."""
-    import json
-
-    from ..runtime.source import REPO
 
     path = REPO / "book" / f"{chapter}.ipynb"
     if not path.is_file():
@@ -92,8 +90,6 @@ def chapter_value(chapter: str, name: str) -> str:
 
 def prose(text: str) -> None:
     """Show `text` (Markdown with `{{name}}` placeholders) as the cell's output, the placeholders filled."""
-    from IPython.display import display as ipy_display
-
     markdown, used = render(text.strip("\n"))
     ipy_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
                 metadata={METADATA_KEY: {"values": used}})

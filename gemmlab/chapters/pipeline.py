@@ -7,6 +7,7 @@ compute phase of `compute` units per tile, barriers free. It shows the shape of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import matplotlib.pyplot as plt
 
 STRATEGIES = ("serial", "register_prefetch", "cp_async")
 
@@ -50,8 +51,6 @@ def total_time(strategy: str, **kw) -> float:
 
 def draw_timelines(tiles: int = 4, load: float = 3.0, compute: float = 2.0, stages: int = 3, ax=None):
     """One row pair (load, compute) per strategy; bars labelled with the tile number."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.2))
     colours = {"load": "tab:blue", "compute": "tab:orange"}

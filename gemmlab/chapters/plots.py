@@ -5,6 +5,8 @@ from typing import Iterable, Sequence
 
 from ..measure import hardware
 from ..measure.hardware import GpuSpec
+import numpy as np
+import matplotlib.pyplot as plt
 
 # One colour per ceiling, the same in every chapter.
 COLOURS = {"fp32": "tab:blue", "fp16_tensor": "tab:orange", "dram": "0.3", "point": "tab:red"}
@@ -34,8 +36,6 @@ def roofline(ax, gpu: str | GpuSpec | None = None,
     not the hardware's), the measured bandwidth a device-to-device copy's; the legend says so.
     Log-log axes, so a kernel twice as fast sits the same distance higher anywhere on the plot.
     """
-    import numpy as np
-
     spec = _resolve(gpu)
     points = _finite(points)
     x = np.geomspace(*xlim, 400)
@@ -94,9 +94,6 @@ def ladder(records: Sequence[dict], steps: Sequence[str], ax=None, *, size: int 
     range, and each bar is labelled with its % of cuBLAS. `size` defaults to the largest size in the records.
     The title names the GPU, the size and cuBLAS's own median rate.
     """
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     recs = [r for r in records if r.get("step") in steps]
     if not recs:
         raise ValueError(f"no records of {', '.join(steps)}; benchmark them first (gemmlab.benchmark)")

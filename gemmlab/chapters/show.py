@@ -11,6 +11,8 @@ import html
 from pathlib import Path
 
 from ..runtime.source import KERNELS
+from ..measure import fusion
+from ..runtime import registry
 
 _BOX = ("background:#f7f7f7;color:#1f1f1f;border:1px solid #ddd;border-radius:4px;padding:6px 8px;margin:4px 0;"
         "overflow-x:auto;font-size:12px;line-height:1.35;font-family:SFMono-Regular,Menlo,Consolas,monospace")
@@ -49,7 +51,7 @@ def _label(path: Path) -> str:
 
 def highlighted_lines(text: str) -> list[str]:
     """One HTML string per line of `text`, highlighted as CUDA (plain escaped text if pygments is missing)."""
-    try:
+    try:  # optional: plain text without pygments
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import CudaLexer
@@ -89,8 +91,6 @@ def source(name: str, start_at: str | None = None, end_before: str | None = None
 
 def previous_step(name: str) -> str:
     """The step a step extends, as its registry entry names it (the GEMM registry or the fused steps' list)."""
-    from ..runtime import fusion, registry
-
     step = fusion.get(name) if name.startswith("fused/") else registry.get(name)
     if not step.previous:
         raise ValueError(f"{name} has no previous step: name the file to compare with (against=...)")

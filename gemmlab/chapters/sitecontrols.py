@@ -29,6 +29,11 @@ import json
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+from ..measure import fusion, hardware, results
+from . import coalescing, explore, swizzle, tensorcores, tiling, widgets
+from ..runtime import registry
+from ..errors import GemmlabError
+from ..runtime.kernel import instance
 
 # The vendored copies (site_static/vega/README.txt), which only the site loads.
 VEGA_VERSIONS = {"vega": "5.33.1", "vega-lite": "5.23.0", "vega-embed": "6.29.0"}
@@ -217,8 +222,6 @@ def _recorded_when(records: list[dict]) -> str:
 
 def _timing_note(records: list[dict]) -> list[str]:
     """Title lines that say when records predate the interleaved protocol (results.timing_note), else none."""
-    from ..measure import results
-
     return _wrap(results.timing_note(records))
 
 
@@ -230,8 +233,6 @@ PRECISIONS = {"fp32": ("fp32 FFMA (CUDA cores)", 4), "fp16": ("fp16 tensor cores
 
 def roofline_label(gpu: str, precision: str, log2n: int) -> list[str]:
     """The text of chapter 1's twin: intensity of an N^3 GEMM, the balance point, the attainable rate."""
-    from ..measure import hardware
-
     spec = hardware.SPECS[gpu]
     what, nbytes = PRECISIONS[precision]
     n = 2 ** log2n
@@ -259,8 +260,6 @@ def roofline_twin(log2n: int = 12, log2n_range: tuple[int, int] = (6, 14), gpu: 
                   precision: str = "fp32") -> Chart:
     """Chapter 1: pick a GPU (hardware.SPECS), a precision and N; see where an N^3 GEMM lands on the
     roofline (spec sheet solid, measured ceilings dashed where recorded or published)."""
-    from ..measure import hardware
-
     exps = tuple(range(log2n_range[0], log2n_range[1] + 1))
     controls = [Control("gpu", "GPU", tuple(hardware.SPECS), gpu, labels=tuple(s.name for s in hardware.SPECS.values())),
                 Control("precision", "precision", tuple(PRECISIONS), precision,
@@ -325,8 +324,6 @@ def roofline_twin(log2n: int = 12, log2n_range: tuple[int, int] = (6, 14), gpu: 
 # ------------------------------------------------------------------------------------------------
 def coalescing_label(bx: int, by: int) -> list[str]:
     """The text of chapter 2's twin: the registry's sentence, or sectors per request and bytes per FMA."""
-    from . import coalescing, widgets
-
     problem = widgets.config_problem(bx, by)
     if problem:
         return _wrap(f"block ({bx}, {by}): cannot run: {problem}")
@@ -338,8 +335,6 @@ def coalescing_label(bx: int, by: int) -> list[str]:
 def coalescing_twin(bx: int = 32, by: int = 8) -> Chart:
     """Chapter 2: BLOCK_X and BLOCK_Y (the registry's choices) -> sectors per warp request of the A and B
     loads and the C store for both mappings, and bytes per FMA (gemmlab.coalescing's model)."""
-    from . import coalescing, widgets
-
     xs, ys = widgets.block_choices()
     controls = [Control("BLOCK_X", "BLOCK_X", tuple(xs), bx), Control("BLOCK_Y", "BLOCK_Y", tuple(ys), by)]
     keys = [f"{mp} {op}" for mp in coalescing.MAPPINGS for op in coalescing.OPERANDS]
@@ -399,8 +394,6 @@ SMEM_STEP = "sgemm/03_smem_tiling"
 
 def _gemm_records(step: str, size: int, gpu: str | None = None) -> list[dict]:
     """The recorded records of `step` at size^3, of one GPU (results.one_gpu unless `gpu` names one)."""
-    from ..measure import results
-
     recs = [r for r in results.load(gpu) if r["step"] == step and r["m"] == size]
     return recs if gpu else results.one_gpu(recs)
 
@@ -412,11 +405,6 @@ def _record_line(rec: dict) -> str:
 
 def smem_tiling_label(block: int, size: int = 4096, gpu: str | None = None) -> list[str]:
     """The text of chapter 3's twin for one BLOCK: rule, model, sm_90 resources (NVRTC), the record."""
-    from . import explore, tiling
-    from ..runtime import registry
-    from ..errors import GemmlabError
-    from ..runtime.kernel import instance
-
     head = f"BLOCK = {block}: {block * block} threads per block"
     try:
         inst = instance(SMEM_STEP, BLOCK=block)
@@ -440,10 +428,6 @@ def smem_tiling_twin(block: int = 32, choices: Sequence[int] = (4, 8, 16, 32, 64
                      gpu: str | None = None) -> Chart:
     """Chapter 3: the tile edge BLOCK -> threads, shared memory, FLOP per global byte, global loads per FMA
     (gemmlab.tiling), registers and occupancy on sm_90 (NVRTC), and the recorded sweep at size^3."""
-    from . import tiling
-    from ..errors import GemmlabError
-    from ..runtime.kernel import instance
-
     controls = [Control("BLOCK", "BLOCK", tuple(choices), block)]
     recs = _gemm_records(SMEM_STEP, size, gpu)
     rows = []
@@ -491,8 +475,6 @@ BANK_BITS = (0, 1, 2, 3)
 
 def bank_label(access: str, width: int, elem_bytes: int, pad: int, bits: int) -> list[str]:
     """The text of chapter 5's twin: swizzle.bank_explorer's text (its sentence, or the model's count)."""
-    from . import swizzle
-
     problem = swizzle.config_problem(width, elem_bytes, pad, bits, access)
     if problem:
         return _wrap(f"cannot run: {problem}")
@@ -501,8 +483,6 @@ def bank_label(access: str, width: int, elem_bytes: int, pad: int, bits: int) ->
 
 def _bank_histogram(count) -> list[int]:
     """Distinct 4-byte words per bank in the request's costliest phase (its maximum is that phase's passes)."""
-    from . import swizzle
-
     sw = count.swizzle
     if count.access == "ldmatrix 8x8":
         cells = [(r, 0) for r in range(8)]
@@ -528,8 +508,6 @@ def bank_conflicts_twin(access: str = "ldmatrix 8x8", width: int = 64, elem_byte
                         bits: int = 3) -> Chart:
     """Chapter 5: access, tile width, element size, padding and swizzle bits (as swizzle.bank_explorer) ->
     the words each bank serves in one warp request, and wavefronts against the ideal (the model)."""
-    from . import swizzle
-
     accesses = swizzle.ACCESSES
     controls = [Control("access", "access", tuple(range(len(accesses))), accesses.index(access), labels=accesses),
                 Control("tile_width", "tile width (elements)", BANK_WIDTHS, width),
@@ -589,9 +567,6 @@ WAVEFRONT_KEYS = ("ldmatrix A", "ldmatrix B", "store A", "store B")
 
 
 def _mma_problem(params: dict) -> str | None:
-    from ..runtime import registry
-    from ..errors import GemmlabError
-
     try:
         registry.get(MMA_STEPS[-1]).resolve(params)
     except GemmlabError as e:
@@ -602,8 +577,6 @@ def _mma_problem(params: dict) -> str | None:
 def _mma_wavefronts(params: dict) -> dict:
     """{'ldmatrix A plain': ..., 'store B swizzled': ...}: ldmatrix.x4 and 16-byte store wavefronts per request on
     the plain (steps 01, 02) and the swizzled (03) tiles, over every request of one K tile (swizzle's twins)."""
-    from . import swizzle
-
     out = {}
     for layout in ("plain", "swizzled"):
         for op in ("A", "B"):
@@ -615,9 +588,6 @@ def _mma_wavefronts(params: dict) -> dict:
 
 def tensor_core_tiling_label(params: dict, size: int = 8192, gpu: str | None = None) -> list[str]:
     """The text of chapter 7's twin for one set of tiles of hgemm/01-03."""
-    from ..runtime import registry
-    from . import tensorcores
-
     p = {k: int(params[k]) for k in MMA_CHOICES}
     head = f"BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}, WARP {p['WARP_M']}x{p['WARP_N']}:"
     problem = _mma_problem(p)
@@ -734,8 +704,6 @@ class _Sweep:
 
 
 def _sweep(step: str, axis: str | None, sizes: Sequence[int], gpu: str | None) -> _Sweep:
-    from ..runtime import fusion
-
     if step.startswith("fused/"):
         recs = [r for r in fusion.load(gpu) if r["kind"] == "sweep" and r["step"] == step and r["m"] in sizes]
         kind = "fusion"
@@ -770,18 +738,12 @@ def _sweep(step: str, axis: str | None, sizes: Sequence[int], gpu: str | None) -
 def _shown(rec: dict, missing: float = 0) -> float:
     """What a sweep twin plots of a record: the speed-up over a @ b @ c for a fused step's (fusion.speedup), the % of
     cuBLAS for a GEMM step's; `missing` for a record with no baseline."""
-    from ..runtime import fusion
-    from ..measure import results
-
     if "pct_of_baseline" not in rec:
         return missing
     return fusion.speedup(rec) if results.is_fused(rec) else rec["pct_of_baseline"]
 
 
 def _problem(step: str, params: dict) -> str | None:
-    from ..runtime import fusion, registry
-    from ..errors import GemmlabError
-
     if step.startswith("fused/"):
         return fusion.config_problem(step, **params)
     try:
@@ -794,9 +756,6 @@ def _problem(step: str, params: dict) -> str | None:
 def sweep_label(sw: _Sweep, tile: str, value: int, size: int) -> list[str]:
     """The text of a sweep twin for one cell: the record (its date; the GPU is in the title), or why there
     is none; the model's numbers."""
-    from ..runtime import fusion, registry
-    from . import tiling
-
     p = sw.params(tile, value)
     where = f"N = {size}" if sw.kind == "fusion" else f"{size}^3"
     lines = [f"{config_text(p)}, at {where}:"]

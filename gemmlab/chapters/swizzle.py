@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
+import numpy as np
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+import html
+import ipywidgets as widgets
+from IPython.display import display
 
 BANKS = 32
 WORD = 4  # bytes per bank word
@@ -74,8 +80,6 @@ def column_read(tile_width: int, col: int, rows: int = 32, elem_bytes: int = 4, 
 
 def bank_map(rows: int, width: int, elem_bytes: int = 4, pad: int = 0, swizzle: Swizzle = IDENTITY):
     """The bank of every element of a tile (a rows x width int array)."""
-    import numpy as np
-
     return np.array([[tile_offset(r, c, width, pad, swizzle) * elem_bytes // WORD % BANKS for c in range(width)]
                      for r in range(rows)])
 
@@ -83,9 +87,6 @@ def bank_map(rows: int, width: int, elem_bytes: int = 4, pad: int = 0, swizzle: 
 def draw_bank_map(rows: int, width: int, elem_bytes: int = 4, pad: int = 0, swizzle: Swizzle = IDENTITY,
                   touched: Sequence[tuple[int, int]] = (), ax=None, title: str = ""):
     """Colour = bank; the cells a request touches are outlined and numbered by their bank."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
     banks = bank_map(rows, width, elem_bytes, pad, swizzle)
     if ax is None:
         _, ax = plt.subplots(figsize=(min(12, width / 4 + 1), min(8, rows / 4 + 1)))
@@ -331,8 +332,6 @@ def count_access(access: str, width: int = 64, elem_bytes: int = 2, pad: int = 0
 def draw_access(count: AccessCount, ax=None, max_cols: int = 64):
     """The tile in logical (row, column) order, each element coloured by the bank it is stored in (after
     padding or swizzling); the request's elements outlined. Repeated colours among them = a conflict."""
-    from matplotlib.patches import Rectangle
-
     width = min(count.width, max_cols)
     ax = draw_bank_map(count.rows, count.width, count.elem_bytes, count.pad, count.swizzle, (), ax=ax,
                        title=f"{count.layout}: {count.wavefronts} wavefront(s)")
@@ -346,8 +345,6 @@ def draw_access(count: AccessCount, ax=None, max_cols: int = 64):
 
 def draw_three_layouts(access: str, width: int, elem_bytes: int, pad: int, axes=None):
     """The same request on the plain, padded and (kernel-style) swizzled tile, side by side."""
-    import matplotlib.pyplot as plt
-
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(12, 2.6))
     counts = [count_access(access, width, elem_bytes, 0, 0), count_access(access, width, elem_bytes, pad, 0),
@@ -361,9 +358,6 @@ def draw_three_layouts(access: str, width: int, elem_bytes: int, pad: int, axes=
 def draw_permutation(rows: int, width: int, swizzle: Swizzle, unit: int = 1, ax=None, title: str = ""):
     """Where each logical column (in units of `unit` elements) of each row is stored: cell (r, p) shows
     the logical unit that lands in physical slot p of row r, coloured by that logical unit."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     slots = width // unit
     grid = np.zeros((rows, slots), int)
     for r in range(rows):
@@ -387,12 +381,6 @@ def draw_permutation(rows: int, width: int, swizzle: Swizzle, unit: int = 1, ax=
 def bank_explorer(width: int = 64, elem_bytes: int = 2, pad: int = 0, bits: int = 3, access: str = "ldmatrix 8x8"):
     """Chapter 5's sliders: tile width, element size, padding and swizzle bits redraw the bank map of one
     warp request and its wavefront count. Pure model: works the same with or without a GPU."""
-    import html
-
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
     w_width = widgets.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=width, description="width",
                                       continuous_update=False)
     w_elem = widgets.Dropdown(options=[1, 2, 4, 8], value=elem_bytes, description="elem bytes")

@@ -20,6 +20,15 @@ from . import layouts
 from ..runtime import registry
 from ..errors import ConfigError
 from ..runtime.source import assemble
+from ..runtime.kernel import Kernel
+from ..runtime import cpu, gpu, kernel, nvrtc
+from ..errors import GemmlabError
+from . import explore
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+import html
+import ipywidgets as widgets
+from IPython.display import display
 
 DEMO_FILE = "demo/mma_fragments.cu"
 MMA_K = {"m16n8k8": 8, "m16n8k16": 16}
@@ -33,8 +42,6 @@ F16_ACCUMULATE = dataclasses.replace(
 
 def f16_accumulate(backend: str | None = None, **params):
     """Step hgemm/01 with fp16 accumulators, compiled for the active (or given) backend."""
-    from ..runtime.kernel import Kernel
-
     return Kernel(F16_ACCUMULATE, params, backend)
 
 
@@ -44,12 +51,8 @@ def f16_accumulate(backend: str | None = None, **params):
 
 def demo_backend(min_arch: int = 75, backend: str | None = None) -> str:
     """The backend a demo runs on: the active one, or the CPU where the GPU lacks the instruction."""
-    from ..runtime import kernel
-
     name = kernel.backend(backend)
     if name == "gpu":
-        from ..runtime import gpu
-
         if gpu.device()["cc"] < min_arch:
             return "cpu"
     return name
@@ -57,8 +60,6 @@ def demo_backend(min_arch: int = 75, backend: str | None = None) -> str:
 
 def _launch(expr: str, inputs: list[np.ndarray], outputs: list[np.ndarray], backend: str) -> list[np.ndarray]:
     """One launch of a demo kernel (one warp) on `backend`; returns the output arrays on the host."""
-    from ..runtime import kernel
-
     module = kernel.compiled_module(backend, assemble(DEMO_FILE), expr, f"demo/mma_fragments {expr}")
     if backend == "gpu":
         import cupy
@@ -66,7 +67,6 @@ def _launch(expr: str, inputs: list[np.ndarray], outputs: list[np.ndarray], back
         args = [cupy.asarray(x) for x in inputs + outputs]
         module.launch((1, 1, 1), (32, 1, 1), args)
         return [a.get() for a in args[len(inputs):]]
-    from ..runtime import cpu
 
     args = list(inputs) + [o.copy() for o in outputs]
     cpu.launch(module, (1, 1, 1), (32, 1, 1), args)
@@ -199,9 +199,6 @@ def block_warp_mma_tiles(params: dict) -> dict:
 
 def draw_hierarchy(params: dict, size: int = 512, axes=None):
     """Three panels: C split into block tiles; one block tile into warp tiles; one warp tile into mma tiles."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
     p = registry.get("hgemm/01_mma_tiling").resolve(params)
     tiles = block_warp_mma_tiles(p)
     if axes is None:
@@ -237,9 +234,6 @@ def draw_hierarchy(params: dict, size: int = 512, axes=None):
 
 def draw_mma_fragment(ax, shape: str, operand: str):
     """One operand of mma.`shape`: each element labelled 'T<lane>' and the element index it is in that lane."""
-    from matplotlib.patches import Rectangle
-    import matplotlib.pyplot as plt
-
     frag = layouts.mma_fragment(shape, operand)
     rows, cols = layouts.mma_operand_shape(shape, operand)
     colours = plt.get_cmap("Pastel1")
@@ -260,9 +254,6 @@ def draw_mma_fragment(ax, shape: str, operand: str):
 def draw_ldmatrix(ax, num: int, trans: bool = False):
     """ldmatrix.x`num` (.trans): the matrices as stored; each element labelled with the lane and
     register that receive it; the lane that gives each row's address on the left."""
-    from matplotlib.patches import Rectangle
-    import matplotlib.pyplot as plt
-
     frag = layouts.ldmatrix_fragment(num, trans)
     provider = {v: lane for lane, v in layouts.ldmatrix_row_provider(num).items()}
     colours = plt.get_cmap("Pastel1")
@@ -293,8 +284,6 @@ INTEGER_OPS = ("IMAD", "IADD3", "LOP3", "SHF", "LEA", "ISETP", "IMNMX", "SEL", "
 def sass_summary(inst, arch: str = "sm_75") -> dict:
     """Static SASS counts of a compiled instance: 16-byte and narrower global loads, shared stores,
     LDSM (ldmatrix), HMMA, integer instructions; and registers."""
-    from ..runtime import nvrtc
-
     ops = nvrtc.opcodes(inst.sass(arch))
     ldg = [op for op in ops if op.startswith("LDG")]
     sts = [op for op in ops if op.startswith("STS")]
@@ -314,8 +303,6 @@ TILED_STEPS = ("hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swiz
 
 def tiling_problem(step: str, **params) -> str | None:
     """Why these tiles cannot run (the registry's sentence), or None when they can."""
-    from ..errors import GemmlabError
-
     try:
         registry.get(step).resolve(params)
     except GemmlabError as e:
@@ -326,8 +313,6 @@ def tiling_problem(step: str, **params) -> str | None:
 def tiling_report(step: str, size: int = 2048, time: bool = True, **params) -> str:
     """The text under the chapter 7 sliders: accumulators per lane, mma tiles per warp, then
     `explore.report` (resources, occupancy, the float64 check, and a timing on a GPU)."""
-    from . import explore
-
     problem = tiling_problem(step, **params)
     if problem:
         return f"cannot run: {problem}"
@@ -345,12 +330,6 @@ def _intensity(params: dict) -> float:
 def tiling_explorer(step: str = TILED_STEPS[-1], size: int = 2048):
     """Dropdowns for the step and its block and warp tiles; redraws the tiling picture and the report
     (ipywidgets 7 and 8). An impossible combination gets the registry's sentence, no picture."""
-    import html
-
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
     spec = registry.get(step).params
     which = widgets.Dropdown(options=list(TILED_STEPS), value=step, description="step")
     controls = {p: widgets.Dropdown(options=list(s.choices), value=s.default, description=p)

@@ -7,6 +7,14 @@ per element instead of one.
 from __future__ import annotations
 
 from ..runtime.registry import cdiv
+from ..measure import bench, check
+from ..runtime import kernel, nvrtc
+from ..errors import GemmlabError
+from ..runtime.registry import get
+from ..runtime.source import kernel_path
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+import numpy as np
 
 FLOAT_BYTES = 4
 
@@ -37,9 +45,6 @@ def barriers(k: int, block: int) -> int:
 
 def draw_sliding_window(block: int = 4, step: int = 1, size: int = 16, axes=None):
     """A, B and C of a size x size problem: the block's C tile, and the K window at `step`."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(10, 3.4))
     row0, col0 = block, 2 * block  # the block we follow: tile (1, 2) of C
@@ -73,10 +78,6 @@ def draw_sliding_window(block: int = 4, step: int = 1, size: int = 16, axes=None
 
 def block_report(block: int, size: int = 2048) -> str:
     """What the tile-size slider shows: feasibility, check, model numbers, and a timing on a GPU."""
-    from ..measure import bench, check
-    from ..runtime import kernel
-    from ..errors import GemmlabError
-
     lines = [f"BLOCK = {block}: {block * block} threads per block, {shared_bytes(block)} bytes of shared memory, "
              f"{intensity(size, size, size, block):g} FLOP per global byte requested"]
     try:
@@ -102,9 +103,6 @@ _INDEX_1D = ("    const int tx = threadIdx.x % BLOCK;  // seed 000's indexing: o
 def one_d_indexing(source_text: str | None = None) -> str:
     """Step 03's kernel text with seed 000's 1-D indexing (tx = threadIdx.x % BLOCK, ty = threadIdx.x / BLOCK) in
     place of the 2-D block's: for compile-only SASS (its launch would need a 1-D block of BLOCK^2 threads)."""
-    from ..runtime.registry import get
-    from ..runtime.source import kernel_path
-
     text = source_text if source_text is not None else kernel_path(get("sgemm/03_smem_tiling").file).read_text()
     if _INDEX_2D not in text:
         raise ValueError("step 03's two index lines (tx = threadIdx.x, ty = threadIdx.y) were not found")
@@ -118,8 +116,6 @@ def power_of_two_counts(block: int, indexing: str = "2-D", arch: str = "sm_90") 
     """Step 03's SASS for tile edge `block` (compile-only), counted before its K loop (the set-up each thread runs
     once) and in one iteration of the loop: IMAD (any form), LEA, SHF, IADD3, LOP3 (integer), LDS.128, the other
     LDS and FFMA. `indexing`: '2-D' (the step as written) or '1-D' (seed 000's, see one_d_indexing)."""
-    from ..runtime import kernel, nvrtc
-
     source = one_d_indexing() if indexing == "1-D" else None
     parts = nvrtc.split_at_loop(kernel.instance("sgemm/03_smem_tiling", source=source, BLOCK=block).sass(arch))
 
@@ -149,8 +145,6 @@ def owners(step: str, p: dict):
     THREAD_M x THREAD_N tile; step 07 gives a warp a WARP_M x WARP_N tile and each lane 4x4 pieces,
     one per sub-tile, so that the 32 lanes of a warp sit side by side in every sub-tile.
     """
-    import numpy as np
-
     bm, bn = p["BLOCK_M"], p["BLOCK_N"]
     own = np.full((bm, bn), -1, dtype=int)
     if step.endswith("04_1d_blocktiling"):
@@ -181,9 +175,6 @@ def owners(step: str, p: dict):
 
 def draw_owners(step: str, p: dict, ax=None, highlight: int = 0):
     """The ownership map: colour = warp, grey = the elements thread `highlight` computes."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     own = owners(step, p)
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 4))

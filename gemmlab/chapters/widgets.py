@@ -11,6 +11,10 @@ from typing import Sequence
 from . import coalescing
 from ..runtime import registry
 from ..errors import GemmlabError
+import gemmlab
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from IPython.display import display
 
 CH2_STEPS = ("sgemm/01_naive", "sgemm/02_coalesced")
 
@@ -33,8 +37,6 @@ def config_problem(bx: int, by: int, steps: Sequence[str] = CH2_STEPS) -> str | 
 
 def time_block_shape(bx: int, by: int, size: int = 2048, steps: Sequence[str] = CH2_STEPS) -> str:
     """On a GPU: both steps at this block shape, timed against cuBLAS (one line each)."""
-    import gemmlab
-
     if gemmlab.backend() != "gpu":
         return "No GPU here: the timings above are the recorded ones; sector counts are exact."
     lines = []
@@ -61,11 +63,6 @@ def block_shape_report(bx: int, by: int, *, time: bool = False, size: int = 2048
 def block_shape_explorer(bx: int = 32, by: int = 8, *, size: int = 2048):
     """Chapter 2's widget: sliders over BLOCK_X and BLOCK_Y redraw both mappings' access picture
     and the sectors per request; on a GPU they also re-time both kernels against cuBLAS."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    import gemmlab
 
     xs, ys = block_choices()
     sx = widgets.SelectionSlider(options=list(xs), value=bx, description="BLOCK_X",

@@ -14,16 +14,21 @@ each step.
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
+import statistics
+import time
 
 import numpy as np
 
-from ..runtime import registry
+from ..runtime import gpu, registry
 from ..runtime.arch import FLOP_PER_CLOCK_PER_SM
-from . import results
-from ..errors import ConfigError
-from .check import verify
-from ..runtime.kernel import Instance, Kernel, backend, instance, step as make_step
+from . import hardware, results
+from ..errors import ArchError, ConfigError, GemmlabError, ShapeError, VerificationError
+from .check import FusedCase, check_fused, verify
+from .hardware import abc_flops
+from ..runtime.kernel import (FusedKernel, Instance, Kernel, backend, fused_step, gpu_arch_ok, instance,
+                              step as make_step)
 
 
 def _stats(times: np.ndarray) -> dict:
@@ -104,7 +109,6 @@ def environment() -> dict:
     """GPU name, compute capability, driver, CUDA runtime, CuPy and (if present) PyTorch versions."""
     import cupy
 
-    from ..runtime import gpu
 
     dev = gpu.device()
     env = {"gpu": dev["name"], "cc": dev["cc"], "driver": dev["driver"], "cuda": dev["runtime"],
@@ -143,12 +147,10 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
         if alone:
             raise ConfigError("alone=True times GEMM steps by themselves; a fused step's benchmark times each call "
                               "back to back already.")
-        from ..runtime import fusion
-
         named = [s if isinstance(s, str) else s.name for s in steps]
         tiles = {**(params or {}), **{s.name: s.params for s in steps if not isinstance(s, str)}}
-        return fusion.benchmark(named, sizes=sizes, params=tiles, save_records=save, verbose=verbose,
-                                n_repeat=n_repeat, gpu=gpu)
+        return benchmark_fused(named, sizes=sizes, params=tiles, save_records=save, verbose=verbose,
+                               n_repeat=n_repeat, gpu=gpu)
     n_repeat = 30 if n_repeat is None else n_repeat
     if backend() != "gpu":
         wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
@@ -160,7 +162,6 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
 
     import cupy
 
-    from ..errors import ArchError
 
     kernels = []
     for s in steps:  # a step this GPU cannot run (cp.async on a T4, wgmma off Hopper) is skipped, said once
@@ -236,16 +237,11 @@ def sweep(name: str, grid: dict[str, list[int]], size: int = 4096, fixed: dict |
     so a sweep over the whole tile space can be run in one go. Without a GPU: the recorded records.
     A fused step goes to fusion.sweep at N = `size` (`fixed` as one-value axes of the grid; n_repeat by size).
     """
-    import itertools
-
-    from ..errors import GemmlabError
 
     step = registry.lookup(name)
     if registry.is_fused(step):
-        from ..runtime import fusion
-
-        return fusion.sweep(step.name, {**{k: [v] for k, v in (fixed or {}).items()}, **grid}, sizes=(size,),
-                            save_records=save, verbose=verbose)
+        return sweep_fused(step.name, {**{k: [v] for k, v in (fixed or {}).items()}, **grid}, sizes=(size,),
+                           save_records=save, verbose=verbose)
     if backend() != "gpu":
         return [r for r in results.load() if r["step"] == step.name and r["m"] == size]
     records = []
@@ -280,8 +276,6 @@ def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, g
     their names (a step this GPU cannot run is not timed, so not counted). `gpu`: a name ('Tesla T4') or
     GpuSpec to plan for; default the live GPU. Without a GPU: every size (benchmark() returns records then).
     """
-    from . import hardware
-    from ..errors import ConfigError
 
     if dtype not in FLOP_PER_CLOCK_PER_SM:
         raise ConfigError(f"dtype must be one of {sorted(FLOP_PER_CLOCK_PER_SM)}, not {dtype!r}")
@@ -310,3 +304,290 @@ def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, g
             break
         kept.append(n)
     return [int(s) for s in sizes if int(s) in kept]
+
+
+# ------------------------------------------------------------------------------------------------
+# The fused steps' timing (GPU only): against a @ b @ c eager and as a CUDA graph; their benchmark, sweep and lane
+# ------------------------------------------------------------------------------------------------
+def repeats_for(n: int) -> int:
+    """How many timed launches the fused lane takes at size n (more where a launch is short)."""
+    return 300 if n <= 512 else 100 if n <= 1024 else 40 if n <= 2048 else 15
+
+
+def time_call(fn, n_repeat: int, n_warmup: int = 10) -> dict:
+    """Device time (bench's CUDA-event protocol) plus the wall time of a call and a synchronize."""
+    import cupy
+
+    t = time_back_to_back(fn, n_repeat, n_warmup)
+    walls = []
+    for _ in range(max(10, n_repeat // 3)):
+        start = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        walls.append(time.perf_counter() - start)
+    return {**t, "wall_median_s": float(statistics.median(walls)), "n_repeat": n_repeat}
+
+
+def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
+    """torch and cupy a @ b @ c (two cuBLAS launches, TF32 off), one torch GEMM, and both as CUDA graphs."""
+    import cupy
+
+    out = {}
+    cupy.cuda.Device().synchronize()
+    out["cupy a@b@c"] = time_call(lambda: cupy.matmul(cupy.matmul(a, b), c), n_repeat)
+    s = cupy.cuda.Stream(non_blocking=True)
+    try:  # the same two GEMMs captured once into a CUDA graph and replayed
+        with s:
+            for _ in range(3):
+                cupy.matmul(cupy.matmul(a, b), c)
+            s.synchronize()
+            s.begin_capture()
+            try:
+                cupy.matmul(cupy.matmul(a, b), c)
+            finally:
+                graph = s.end_capture()
+        out["cupy graph a@b@c"] = time_call(lambda: graph.launch(), n_repeat)
+    except Exception as e:  # noqa: BLE001 (a CuPy that cannot capture this): say so, go on
+        print(f"cupy graph capture skipped: {type(e).__name__}: {str(e)[:120]}")
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: the torch baselines are skipped (pip install torch)")
+        return out
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+    out["torch a@b@c"] = time_call(lambda: ta @ tb @ tc, n_repeat)
+    out["torch a@b"] = time_call(lambda: ta @ tb, n_repeat)
+    out["torch graph a@b@c"] = time_call(torch_graph_abc(ta, tb, tc), n_repeat)
+    return out
+
+
+def torch_graph_abc(ta, tb, tc):
+    """`ta @ tb @ tc` captured once in a CUDA graph (after warm-up calls on a side stream): its replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            ta @ tb @ tc
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        _ = ta @ tb @ tc
+    return g.replay
+
+
+def record_fused(step: str, params: dict | None, kind: str, n: int, t: dict, base: dict, env: dict, **extra) -> dict:
+    """A record in the GEMM records' schema (results.py), with the fused lane's fields besides (l, kind, ...)."""
+    rec = {"step": step, "params": params or {}, "dtype": "float32", "kind": kind, "m": n, "k": n, "l": n, "n": n,
+           **t, "tflops": abc_flops(n) / t["median_s"] / 1e12, **extra}
+    # against the fastest cuBLAS call for the same problem, eager (a CUDA graph is compared separately)
+    against = [k for k in results.BASELINES if k in base] or list(base)
+    if against:
+        name = min(against, key=lambda k: base[k]["median_s"])
+        rec.update(baseline=name, baseline_median_s=base[name]["median_s"],
+                   baseline_tflops=abc_flops(n) / base[name]["median_s"] / 1e12,
+                   pct_of_baseline=100.0 * base[name]["median_s"] / t["median_s"],
+                   baselines={k: v["median_s"] for k, v in base.items()})
+    return {**rec, **env, "date": datetime.date.today().isoformat(), "source": "live"}
+
+
+def random_inputs(n: int):
+    """A, B, C: N x N float32 CuPy arrays, uniform in [-1, 1], seeded by N (the benchmark's and sweep's inputs)."""
+    import cupy
+    rng = cupy.random.default_rng(n)
+    return tuple((rng.random((n, n), dtype=cupy.float32) * 2 - 1) for _ in range(3))
+
+
+def reference_gpu(a, b, c):
+    """E = A B C in float64 on the GPU (the full-size guard's reference)."""
+    import cupy
+    return cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
+
+
+def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4, graph: bool = False):
+    """(kern.launcher on a fresh E, max |E - E64| / max |E64|) after one launch at full size: a last guard,
+    so that nothing is timed that does not match float64 there too (`want`: E64, computed if None;
+    graph: the launcher replays a CUDA graph, FusedKernel.launcher)."""
+    import cupy
+    e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
+    launch = kern.launcher(a, b, c, e, graph=graph)
+    want = reference_gpu(a, b, c) if want is None else want
+    rel = float(cupy.abs(e - want).max() / cupy.abs(want).max())
+    if not rel < tol:
+        raise VerificationError(f"{kern.label} at {a.shape[0]}: max error {rel:.3g} of max |E|: not timed")
+    return launch, rel
+
+
+def time_fused(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+    """The step's call launched directly through cuLaunchKernel (the record's median_s, the protocol of every
+    record), and replayed as a one-launch CUDA graph (graph_median_s), which costs less host time per call
+    (gpu.graph_launcher)."""
+    cfg = kern.launch_config((a.shape[0], a.shape[1], b.shape[1], c.shape[1]))
+    want = reference_gpu(a, b, c)
+    direct, rel = checked_launcher(kern, a, b, c, want)
+    replay, _ = checked_launcher(kern, a, b, c, want, graph=True)
+    graph_t = time_back_to_back(replay, n_repeat, 10)
+    return time_call(direct, n_repeat), {"grid": cfg.grid[0], "threads": cfg.threads, "max_rel_error": rel,
+                                     "graph_median_s": graph_t["median_s"]}
+
+
+FUSED_SIZES = (256, 512, 1024, 2048, 4096)
+FUSED_TIMED = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
+                 "fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
+FUSED_MAX_SIZE = {"fused/01_naive_row": 1024}  # its time grows as N^3 (tens of ms a call at 4096): timed up to here
+
+
+def benchmark_fused(names=FUSED_TIMED, sizes=FUSED_SIZES, params: dict | None = None, save_records: bool = True,
+              verbose: bool = True, n_repeat: int | None = None, live: bool | None = None,
+              gpu: str | None = None) -> list[dict]:
+    """Baselines and fused steps at each size (N = M = K = L), all measured in the same run.
+
+    Each step runs with its tiles for that size (FusedStep.tiles_for; `params` maps a step name to
+    parameters that override them). On a GPU every kernel is checked first (check() raises before
+    anything is timed); records are saved to results/<gpu>.fusion.json. Without a GPU, or with
+    live=False: the recorded records for these sizes, of GPU `gpu` (a name or slug; every recorded
+    GPU if None).
+    """
+    if live is False or backend() != "gpu":
+        recs = [r for r in results.load_fused(gpu) if r["kind"] == "benchmark" and r["m"] in sizes]
+        if verbose and not recs:
+            print("No GPU here and no recorded fusion benchmark yet: the figures appear once the GPU lane has run "
+                  "(python -m gemmlab fusion-lane).")
+        return recs
+    chosen = [(nm, registry.lookup(nm, track="fused")) for nm in names]
+    chosen = [(nm, st) for nm, st in chosen if gpu_arch_ok(st)]
+    compiled: dict = {}  # (name, its parameters) -> the checked kernel: one per set of tiles the sizes take
+
+    def kernels_at(n: int) -> list[FusedKernel]:
+        out = []
+        for nm, st in chosen:
+            if n > FUSED_MAX_SIZE.get(st.name, n):
+                continue
+            p = st.resolve({**st.tiles_for((n,) * 4), **(params or {}).get(nm, {})})
+            key = (st.name, tuple(p.items()))
+            if key not in compiled:
+                compiled[key] = fused_step(st.name, **p)
+                check_fused(compiled[key])
+            out.append(compiled[key])
+        return out
+
+    for n in sizes:  # every kernel compiled and checked before anything is timed
+        kernels_at(n)
+    env = environment()
+    records = []
+    for n in sizes:
+        a, b, c = random_inputs(n)
+        reps = n_repeat or repeats_for(n)
+        base = time_baselines(a, b, c, reps)
+        for name, t in base.items():
+            records.append(record_fused(name, None, "benchmark", n, t, base, env))
+        for k in kernels_at(n):
+            try:
+                t, extra = time_fused(k, a, b, c, reps)
+            except (ShapeError, ConfigError) as e:
+                if verbose:
+                    print(f"{k.name:22s} {n:5d}  skipped: {str(e).splitlines()[0][:100]}")
+                continue
+            records.append(record_fused(k.name, k.params, "benchmark", n, t, base, env, **extra))
+        if verbose:
+            for r in records:
+                if r["m"] == n:
+                    sp = f"  {results.speedup(r):5.2f}x vs {r['baseline']}" if "pct_of_baseline" in r else ""
+                    print(f"{r['step']:22s} {n:5d}  {r['median_s'] * 1e6:9.1f} us  wall {r['wall_median_s'] * 1e6:9.1f} us"
+                          f"  {r['tflops']:6.2f} TFLOP/s{sp}")
+    if save_records:
+        results.save_fused(records)
+    return records
+
+
+FUSED_SWEEP_GRIDS = {
+    "fused/03_two_phase": {"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "BLOCK_K": [16, 32],
+                           "THREAD_M": [4, 8], "THREAD_N": [4, 8]},
+    "fused/04_split_k": {"BLOCK_M": [32, 64], "BLOCK_N": [32, 64], "BLOCK_K": [8, 16, 32],
+                         "THREAD_M": [4, 8], "THREAD_N": [4], "SPLIT_K": [2, 4, 8]},
+    "fused/02_row_panel": {"PANEL_M": [2, 4, 8, 16], "BLOCK_N": [64, 128], "THREAD_M": [1, 2, 4],
+                           "THREAD_N": [4]},
+    "fused/05_tf32x3": {"BLOCK_M": [32, 64], "BLOCK_N": [32, 64], "BLOCK_K": [32], "WARP_M": [16, 32],
+                        "WARP_N": [16, 32], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3]},
+    "fused/06_wgmma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [1, 2, 4], "NUM_STAGES": [2, 3, 4]},
+    "fused/07_tma_tf32x3": {"BLOCK_N": [32, 64], "SPLIT_K": [2, 3, 4, 6], "NUM_STAGES": [6, 8, 12]},
+}
+FUSED_SWEEP_GRIDS["fused/08_tile_flags"] = FUSED_SWEEP_GRIDS["fused/07_tma_tf32x3"]
+# Large N wants large tiles: step 05's grid for 2048 and up (one group per tile, deeper pipelines),
+# step 07's 64-column tiles.
+FUSED_SWEEP_GRIDS_LARGE = {
+    "fused/05_tf32x3": {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [16, 32], "WARP_M": [32, 64],
+                        "WARP_N": [32], "SPLIT_K": [1], "NUM_STAGES": [3, 4]},
+    "fused/07_tma_tf32x3": {"BLOCK_N": [64], "SPLIT_K": [2, 3], "NUM_STAGES": [6, 8]},
+}
+FUSED_SWEEP_GRIDS_LARGE["fused/08_tile_flags"] = FUSED_SWEEP_GRIDS_LARGE["fused/07_tma_tf32x3"]
+
+
+def sweep_fused(name: str = "fused/03_two_phase", grid: dict | None = None, sizes=(512, 1024), save_records: bool = True,
+          verbose: bool = True) -> list[dict]:
+    """Every configuration of `grid` (a product of parameter values) at each size, against the baseline.
+
+    Impossible configurations are skipped with the rule's sentence. Without a GPU: the recorded sweep.
+    """
+    st = registry.lookup(name, track="fused")
+    if backend() != "gpu":
+        return [r for r in results.load_fused() if r["kind"] == "sweep" and r["step"] == st.name and r["m"] in sizes]
+    grid = grid or FUSED_SWEEP_GRIDS[st.name]
+    env = environment()
+    records = []
+    for n in sizes:
+        a, b, c = random_inputs(n)
+        reps = max(50, repeats_for(n) // 3)
+        base = {k: v for k, v in time_baselines(a, b, c, reps).items() if k in results.BASELINES}
+        for values in itertools.product(*grid.values()):
+            p = dict(zip(grid, values))
+            try:
+                k = fused_step(st.name, **p)
+                check_fused(k, cases=[FusedCase("identity", *st.fit((33, 34, 35, 36))), FusedCase("random", *st.fit((67, 33, 70, 129)))])
+                t, extra = time_fused(k, a, b, c, reps)
+            except GemmlabError as e:
+                if verbose:
+                    print(f"skip {p}: {str(e).splitlines()[0][:110]}")
+                continue
+            rec = record_fused(st.name, k.params, "sweep", n, t, base, env, **extra)
+            records.append(rec)
+            if verbose:
+                print(f"{n:5d} {p}  {rec['median_s'] * 1e6:8.1f} us  grid {extra['grid']}"
+                      + (f"  {results.speedup(rec):.2f}x" if "pct_of_baseline" in rec else ""))
+    if save_records:
+        results.save_fused(records)
+    return records
+
+
+def fusion_lane(sizes=FUSED_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/08_tile_flags", "fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3", "fused/05_tf32x3",
+         "fused/04_split_k", "fused/03_two_phase", "fused/02_row_panel"), large_sizes=(2048, 4096)) -> list[dict]:
+    """What the GPU lane runs: check every fused step, benchmark (baselines included), sweep the tiles."""
+    if backend() != "gpu":
+        raise GemmlabError("the fusion lane needs a GPU (CuPy sees none here); without one, "
+                           "check() runs the steps in the emulator and benchmark() returns the records")
+    for st in registry.FUSED_STEPS:
+        if gpu_arch_ok(st):
+            print(check_fused(fused_step(st.name)))
+    recs = benchmark_fused(sizes=sizes)
+    for name in sweep_names:
+        st = registry.lookup(name, track="fused")
+        if not gpu_arch_ok(st):
+            print(f"{name} needs {st.arch_label}: not swept on this GPU")
+            continue
+        recs += sweep_fused(name, sizes=sweep_sizes)
+        if name in FUSED_SWEEP_GRIDS_LARGE:
+            recs += sweep_fused(name, FUSED_SWEEP_GRIDS_LARGE[name], sizes=large_sizes)
+    # the best swept configurations of 03 and 04 at 512, benchmarked over every size
+    for name in ("fused/03_two_phase", "fused/04_split_k"):
+        top = results.best([r for r in recs if r["kind"] == "sweep"], name, 512)
+        if top:
+            recs += benchmark_fused([name], sizes=sizes, params={name: top["params"]}, save_records=False, verbose=True)
+            tuned = [dict(r, kind="tuned") for r in recs if r["kind"] == "benchmark" and r["step"] == name
+                     and r["params"] == top["params"]]
+            results.save_fused(tuned)
+    path = results.fusion_path(environment()["gpu"])
+    print(f"records written to {path}")
+    return recs

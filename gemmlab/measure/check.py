@@ -14,9 +14,10 @@ import numpy as np
 
 from ..runtime import registry
 from ..errors import ShapeError, VerificationError
-from ..runtime.kernel import Kernel, step as make_step
+from ..runtime.kernel import FusedKernel, Kernel, step as make_step, to_array
+from ..runtime.bounds import UNIT_ROUNDOFF, compare, compare_abc, special_values  # noqa: F401 (check.X)
+from ..runtime.registry import Dims, product64
 
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "float64": 2.0**-53}
 MAX_LISTED = 8
 
 
@@ -102,42 +103,14 @@ def run_on_inputs(kernel, m: int, n: int, k: int, kind: str = "random", seed: in
     return kernel(a, b), a, b
 
 
-def compare(got: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: str) -> tuple[np.ndarray, np.ndarray]:
-    """(bad mask, error/bound ratio) of `got` against the float64 product of the same inputs."""
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    k = a.shape[1]
-    g = got.astype(np.float64)
-    with np.errstate(invalid="ignore"):  # Inf * 0 and Inf - Inf in the "inf" case
-        want = a64 @ b64
-        bound = 2 * k * UNIT_ROUNDOFF[accumulate] * (np.abs(a64) @ np.abs(b64))
-        # output rounding: relative for normal numbers, one subnormal step near zero
-        bound += UNIT_ROUNDOFF[str(got.dtype)] * np.abs(want) + float(np.finfo(got.dtype).smallest_subnormal)
-        err = np.abs(g - want)
-        ratio = err / bound
-    bad = ~(err <= bound)  # NaN compares False, so NaN and Inf count as bad
-    return special_values(bad, ratio, g, want)
-
-
-def special_values(bad: np.ndarray, ratio: np.ndarray, got: np.ndarray, want: np.ndarray):
-    """(bad, ratio) where float64 gives Inf or NaN (`want`): right only if `got` is the same Inf, or NaN;
-    ratio 0 where right, inf where not (also where a finite `want` got a non-finite answer)."""
-    special = ~np.isfinite(want)
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
-    bad = np.where(special, ~same, bad)
-    ratio = np.where(special, np.where(same, 0.0, np.inf), ratio)
-    return bad, np.where(np.isfinite(ratio), ratio, np.inf)
-
-
 def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True,
            **params) -> VerifyReport:
     """Check a step on several shapes against float64; raise VerificationError listing mismatches.
-    A fused step (its name or its FusedKernel, registry.is_fused) is checked by fusion.check: its Report."""
+    A fused step (its name or its FusedKernel, registry.is_fused) is checked by check_fused: its FusedReport."""
     if isinstance(kernel, str):
         kernel = make_step(kernel, **params)
     if registry.is_fused(kernel):
-        from ..runtime import fusion
-
-        return fusion.check(kernel, cases, raise_on_fail)
+        return check_fused(kernel, cases, raise_on_fail)
     report = VerifyReport(kernel.name, kernel.label)
     if not cases:
         cases = (default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple)
@@ -160,6 +133,113 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
             report.mismatches = [(int(r), int(c), float(got[r, c]), float(want[r, c]))
                                  for r, c in zip(rows[:MAX_LISTED], cols[:MAX_LISTED])]
             report.failed_case = case
+            break
+    if raise_on_fail and not report.passed:
+        raise VerificationError(str(report))
+    return report
+
+
+# ------------------------------------------------------------------------------------------------
+# The fused steps (E = A B C) against float64: their cases, inputs, bound and check
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class FusedCase:
+    kind: str  # "identity", "ones", "random", "nan", "inf"
+    m: int
+    k: int
+    l: int
+    n: int
+    worst: float = 0.0
+
+    @property
+    def dims(self) -> Dims:
+        return (self.m, self.k, self.l, self.n)
+
+
+@dataclass
+class FusedReport:
+    name: str
+    label: str
+    cases: list[FusedCase] = field(default_factory=list)
+    failed: FusedCase | None = None
+    mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.failed is None
+
+    def __str__(self) -> str:
+        if self.failed:
+            c = self.failed
+            listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
+            return (f"FAIL: {self.name} on the {c.kind} input M={c.m} K={c.k} L={c.l} N={c.n}: first mismatches "
+                    f"(row, col, got, want): {listed}")
+        shapes = len({c.dims for c in self.cases if c.kind not in ("nan", "inf")})
+        text = f"PASS: {self.name} matches the float64 reference on {shapes} shapes"
+        if any(c.kind == "nan" for c in self.cases):
+            text += "; a NaN in A fills its row of E with NaN"
+        return text
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def fused_cases(kern: FusedKernel | None = None) -> list[FusedCase]:
+    """Structured inputs first (a failure there is a layout bug), then shapes off the tile grid."""
+    bm, bn = kern.step.tile(kern.params) if kern else (16, 16)
+    t = max(bm, bn, 4)
+    cases = [FusedCase("identity", t, t, t + 1, t + 3), FusedCase("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
+             FusedCase("random", 1, 1, 1, 1), FusedCase("random", 17, 17, 17, 17), FusedCase("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
+             FusedCase("random", 67, 33, 70, 129), FusedCase("nan", t + 2, t + 1, t + 3, t + 2),
+             FusedCase("inf", t + 2, t + 1, t + 3, t + 2)]
+    if kern:  # shapes the step takes (step 07: K, L, N multiples of 4)
+        cases = [FusedCase(c.kind, *kern.step.fit(c.dims)) for c in cases]
+    return cases
+
+
+def abc_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
+    """A, B, C (float32) for one case: identity A with small integers (exact), ones, uniform [-1, 1], a NaN in
+    A, or ("inf") small integers with zeros (exact in TF32: 3xTF32's small parts are 0), +Inf in A and -Inf in C."""
+    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + 31 * k + l)
+    if kind == "identity":
+        a = np.eye(m, k)
+        b, c = rng.integers(-4, 5, size=(k, l)), rng.integers(-4, 5, size=(l, n))
+    elif kind == "ones":
+        a, b, c = np.ones((m, k)), np.ones((k, l)), np.ones((l, n))
+    elif kind == "inf":
+        a, b, c = (rng.integers(-2, 3, size=s).astype(float) for s in ((m, k), (k, l), (l, n)))
+        a[m // 2, k // 2], c[l // 2, n // 3] = np.inf, -np.inf
+    else:
+        a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, l)), rng.uniform(-1, 1, (l, n))
+    a, b, c = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+    if kind == "nan":
+        a[m // 2, k // 2] = np.nan
+    return a, b, c
+
+
+def reference_abc(a, b, c) -> np.ndarray:
+    """E = A B C in float64."""
+    return product64(a, b, c)
+
+
+def check_fused(kern: FusedKernel | str, cases: list[FusedCase] | None = None, raise_on_fail: bool = True, **params) -> FusedReport:
+    """Check a fused step on several shapes against float64; raise VerificationError listing mismatches."""
+    if isinstance(kern, str):
+        kern = make_step(kern, **params)
+    report = FusedReport(kern.name, kern.label)
+    for case in cases or fused_cases(kern):
+        a, b, c = abc_inputs(case.kind, *case.dims)
+        got = np.asarray(to_array(np, kern(a, b, c)))
+        bad, ratio = kern.step.compare(got, a, b, c)
+        case.worst = float(ratio.max()) if ratio.size else 0.0
+        report.cases.append(case)
+        if bad.any():
+            want = reference_abc(a, b, c)
+            rows, cols = np.nonzero(bad)
+            report.mismatches = [(int(r), int(col), float(got[r, col]), float(want[r, col]))
+                                 for r, col in zip(rows[:8], cols[:8])]
+            report.failed = case
             break
     if raise_on_fail and not report.passed:
         raise VerificationError(str(report))

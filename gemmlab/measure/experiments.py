@@ -18,6 +18,10 @@ from pathlib import Path
 from ..runtime import registry, source
 from ..runtime.kernel import Kernel
 from ..runtime.source import apply_patch, kernel_path
+from . import bench
+from ..measure import fusion
+from ..runtime import gpu
+import json
 
 # The lab's code: lab/<name>/ holds an experiment's patches and scripts (its data: results.EXPERIMENTS).
 LAB = source.REPO / "lab"
@@ -300,7 +304,6 @@ def time_against_cublas(kernels: dict, sizes, rounds: int, dtype) -> dict:
     size; returns {(name, size): [% of the faster cuBLAS call, per round]}. GPU only."""
     import cupy
 
-    from . import bench
 
     width = max([40] + [len(name) for name in kernels])
     results: dict = {}
@@ -344,8 +347,6 @@ ROUND_LINE = re.compile(r"^round (\d) n=(\d+) (.+?)\s+([\d.]+) us$")
 def time_rounds(calls: dict, n: int, n_repeat: int, rounds: int = 3, n_warmup: int = 20, prefix: str = "") -> None:
     """Launch `calls` (name -> no-argument launch) in turn (bench.time_interleaved) for `rounds` rounds and
     print one line per call and round, "round R n=N [PREFIX]NAME  US us", which rounds_of() reads back. GPU only."""
-    from . import bench
-
     for rnd in range(rounds):
         for name, t in bench.time_interleaved(calls, n_repeat, n_warmup).items():
             print(f"round {rnd} n={n} {prefix}{name:24s} {t['median_s'] * 1e6:10.2f} us", flush=True)
@@ -373,7 +374,6 @@ def fusion_problem(n: int):
     inputs fusion's benchmark uses at N, and the baseline with TF32 off, ready for time_rounds()."""
     import torch
 
-    from ..runtime import fusion
 
     torch.backends.cuda.matmul.allow_tf32 = False
     a, b, c = fusion.random_inputs(n)
@@ -385,8 +385,6 @@ def add_launchers(calls: dict, name: str, kern, a, b, c, want=None) -> float | N
     """GPU only: calls[name] launches fused kernel `kern` directly and calls[name + " graph"] replays it from a
     CUDA graph (FusedKernel.launcher). With `want` (E in float64) both are checked at full size first
     (fusion.checked_launcher) and the error is returned; without, they write a scratch E and are timed only."""
-    from ..runtime import fusion
-
     if want is not None:
         calls[name], err = fusion.checked_launcher(kern, a, b, c, want)
         calls[name + " graph"], _ = fusion.checked_launcher(kern, a, b, c, want, graph=True)
@@ -400,8 +398,6 @@ def add_launchers(calls: dict, name: str, kern, a, b, c, want=None) -> float | N
 
 def recorded_best_kernel(step: str, n: int):
     """GPU only: `step` at its fastest configuration recorded at N for this GPU (its defaults if none is)."""
-    from ..runtime import fusion, gpu
-
     top = fusion.best([r for r in fusion.load(gpu.device()["name"]) if "pct_of_baseline" in r], step, n)
     return fusion.step(step, **(top["params"] if top else {}))
 
@@ -409,16 +405,12 @@ def recorded_best_kernel(step: str, n: int):
 def recorded_best(step: str, n: int, a, b, c, want):
     """GPU only: (params, launcher) of `step` at its fastest configuration recorded at N for this GPU (its
     defaults if none is), checked against `want` (E in float64) at full size first."""
-    from ..runtime import fusion
-
     kern = recorded_best_kernel(step, n)
     return kern.params, fusion.checked_launcher(kern, a, b, c, want)[0]
 
 
 def save_record(folder: Path, key: str, value) -> None:
     """Set results.json[key] in an experiment folder (the record the chapters read)."""
-    import json
-
     path = Path(folder) / "results.json"
     rec = json.loads(path.read_text())
     rec[key] = value

@@ -13,16 +13,20 @@ import datetime as _dt
 import json
 import re
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..runtime import settings
+import numpy as np
+
+from ..runtime import gpu, settings
+from ..runtime.backends import backend
+from ..runtime.source import assemble
 from ..runtime.arch import SPECS, GpuSpec, balance_point  # noqa: F401 (hardware.SPECS, the spec sheets, live in arch)
 from .results import RESULTS as RESULTS_DIR
 from .results import locked, write_json
 from .results import slug as gpu_slug
-from ..chapters import documents as _documents
+from .document_figures import t4_reference
 
 HARDWARE_SUFFIX = ".hardware.json"
 NO_DATA = "no recorded data for this GPU yet"
@@ -35,7 +39,7 @@ NO_DATA = "no recorded data for this GPU yet"
 # seed's figures), with his HGEMM ladder ("hgemm_ladder": kernel 1's % of cuBLAS, the copies' and the swizzle's
 # gains, kernel 3's %).
 REFERENCE_MEASURED: dict[str, dict[str, Any]] = {
-    "t4": _documents.t4_reference(),
+    "t4": t4_reference(),
 }
 
 
@@ -48,6 +52,32 @@ def gemm_intensity(m: int, n: int, k: int, bytes_per_element: int = 4) -> float:
     """FLOP per byte if A and B are read once and C written once (the best any kernel can do)."""
     traffic = bytes_per_element * (m * k + k * n + m * n)
     return gemm_flops(m, n, k) / traffic
+
+
+# E = A B C (chapter 8): its work, its best-case traffic, its intensity, its roofline time
+def abc_flops(n: int) -> int:
+    """FLOPs of E = A B C for N x N matrices: two products of N^3 multiply-adds each."""
+    return 4 * n ** 3
+
+
+def abc_traffic_bytes(n: int, fused: bool = True) -> int:
+    """DRAM bytes at best: fused reads A, B, C and writes E; two GEMMs also write and re-read T."""
+    return 4 * n * n * (4 if fused else 6)
+
+
+def abc_intensity(n: int, fused: bool = True) -> float:
+    """FLOP per byte of the best-case traffic: N/4 fused, N/6 as two GEMMs."""
+    return abc_flops(n) / abc_traffic_bytes(n, fused)
+
+
+def document_intensity(n: int) -> float:
+    """The seed's count: N^3 + N^2 + N - 2 operations over 4 N^2 floats x 4 bytes, about N/16."""
+    return (n ** 3 + n ** 2 + n - 2) / (16 * n * n)
+
+
+def abc_ideal_time_s(n: int, tflops: float, gbps: float, fused: bool = True) -> float:
+    """The roofline's lower bound on the time: the slower of the arithmetic and the traffic."""
+    return max(abc_flops(n) / (tflops * 1e12), abc_traffic_bytes(n, fused) / (gbps * 1e9))
 
 
 def spec_for(gpu: str | GpuSpec | None) -> GpuSpec | None:
@@ -85,10 +115,9 @@ def spec_table() -> list[dict[str, Any]]:
 
 def _cupy():
     """CuPy if it imports and sees at least one GPU, else None."""
-    from ..runtime.gpu import available
-    if not available():
+    if not gpu.available():
         return None
-    import cupy
+    import cupy  # optional: CuPy, present once a GPU is found
     return cupy
 
 
@@ -96,11 +125,7 @@ def gpu_available() -> bool:
     """True when CuPy sees a GPU and the active gemmlab backend (if set) is the GPU one."""
     if _cupy() is None:
         return False
-    try:
-        import gemmlab
-        return gemmlab.backend() == "gpu"
-    except Exception:   # runtime not importable (yet): the device alone decides
-        return True
+    return backend() == "gpu"
 
 
 def _version(code: int) -> str:
@@ -297,10 +322,6 @@ def measure_peaks(iters: int = 4096, n_repeat: int = 10, *, gpu: str | None = No
     """
     if not gpu_available():
         return _recorded("peaks", gpu, results_dir)
-    import numpy as np
-
-    from ..runtime.gpu import GpuModule, arch
-    from ..runtime.source import assemble
     cupy = _cupy()
     info = device_info()
     sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
@@ -308,12 +329,12 @@ def measure_peaks(iters: int = 4096, n_repeat: int = 10, *, gpu: str | None = No
     out_buf = cupy.zeros(block, dtype=cupy.float32)
     source = assemble(PROBE_FILE)
     out: dict[str, Any] = {"kind": "peaks", "iters": iters, "grid": grid, "block": block, "n_repeat": n_repeat}
-    cc = int(arch()[3:])
+    cc = int(gpu.arch()[3:])
     for name, (expr, flops_per_iter, min_arch) in PROBES.items():
         if cc < min_arch:
             out[name] = None
             continue
-        fn = GpuModule(source, expr, f"probe {expr}").function
+        fn = gpu.GpuModule(source, expr, f"probe {expr}").function
         args = ((np.int32(iters), np.float32(0.999), np.float32(0.001), out_buf) if name == "ffma"
                 else (np.int32(iters), out_buf))
         seconds = _median_seconds(cupy, lambda: fn((grid,), (block,), args), (), n_repeat, 2)

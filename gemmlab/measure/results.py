@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import RecordsError
+from ..runtime import registry
 from ..runtime.source import REPO
 
 RESULTS = REPO / "results"
@@ -234,8 +235,6 @@ def timing_note(records: list[dict]) -> str:
 def default_record(records: list[dict], step: str, size: int) -> dict | None:
     """The record of `step` at size^3 with the step's default parameters (what a chapter's benchmark() shows); the
     last if several, None if there is none."""
-    from ..runtime import registry
-
     defaults = registry.get(step).resolve({})
     found = [r for r in records if r["step"] == step and r["m"] == size and r.get("params", defaults) == defaults]
     return found[-1] if found else None
@@ -263,6 +262,9 @@ def save(records: list[dict], suffix: str = ".json", key_fields=KEY_FIELDS,
     return path
 
 
+BASELINE = "torch a@b@c"                      # the fused steps' baseline, named in the chapter (the seed's)
+BASELINES = ("torch a@b@c", "cupy a@b@c")     # their speed-ups are against the faster of the two, same run
+
 EXPERIMENTS = RESULTS / "experiments"
 
 
@@ -276,3 +278,58 @@ def experiment(name: str) -> dict:
         raise FileNotFoundError(f"no recorded experiment {name!r} in {EXPERIMENTS}; recorded: {', '.join(known)}")
     return read_json(path, "experiment")
 
+
+# ------------------------------------------------------------------------------------------------
+# The fused steps' records: results/<gpu>.fusion.json, in the GEMM records' schema plus their own fields
+# ------------------------------------------------------------------------------------------------
+FUSION_SUFFIX = ".fusion.json"
+FUSION_KEY = ("step", "params", "kind", "m", "k", "l", "n")
+# A record has the GEMM records' fields (results.py: step, params, dtype, m, n, k, median_s, tflops, baseline,
+# baseline_median_s, pct_of_baseline, gpu, date) and the fused lane's own: l, kind, grid, threads, graph_median_s, ...
+
+
+def fusion_path(gpu: str):
+    return path_for(gpu, FUSION_SUFFIX)
+
+
+def load_fused(gpu: str | None = None) -> list[dict]:
+    """Recorded fusion records of one GPU (name or slug), or of every GPU; labelled source='recorded'."""
+    return load(gpu, FUSION_SUFFIX)
+
+
+def fusion_key_fields(r: dict) -> tuple:
+    """A record's key: the benchmark times one configuration per step and size (FusedStep.tiles_for), so its
+    new record replaces the old one whatever the tiles; a sweep keeps one record per configuration."""
+    return tuple(f for f in FUSION_KEY if f != "params") if r["kind"] == "benchmark" else FUSION_KEY
+
+
+def save_fused(records: list[dict]):
+    """Merge records into their GPU's file; a new record replaces one with the same key (_key_fields)."""
+    if records:
+        return save(records, FUSION_SUFFIX, fusion_key_fields, order=("kind", "step", "m", "params"))
+    return None
+
+
+def speedup(record: dict) -> float:
+    """How many times faster than its baseline a record ran: baseline_median_s / median_s (pct_of_baseline / 100)."""
+    return record["baseline_median_s"] / record["median_s"]
+
+
+def lookup_fused(records: list[dict], step: str, n: int, kind: str = "benchmark", params: dict | None = None) -> dict | None:
+    """The record of `step` (a fused step or a baseline, "torch a@b@c") at size n (and `params`, if given), or None."""
+    for r in records:
+        if r["step"] == step and r["m"] == n and r["kind"] == kind and (params is None or r.get("params") == params):
+            return r
+    return None
+
+
+def fused_baseline(records: list[dict], n: int, kind: str = "benchmark") -> dict | None:
+    """The faster of the BASELINES' records at size n (what the speed-ups are against), or None."""
+    rows = [r for r in (lookup_fused(records, b, n, kind) for b in BASELINES) if r]
+    return min(rows, key=lambda r: r["median_s"]) if rows else None
+
+
+def best(records: list[dict], step: str, n: int) -> dict | None:
+    """The fastest record of `step` at size n, benchmark or sweep."""
+    rows = [r for r in records if r["step"] == step and r["m"] == n]
+    return min(rows, key=lambda r: r["median_s"]) if rows else None

@@ -23,6 +23,7 @@ import numpy as np
 from gemmlab.errors import BackendError, CompileError, ConfigError, InputError, KernelError
 from . import settings
 from .arch import arch_limits
+import ctypes
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 SHIM = EMULATOR_DIR / "cuda_shim.h"
@@ -419,8 +420,6 @@ class _ChildFiles:
 def _prctl():
     """libc's prctl (Linux), looked up before any fork; None elsewhere."""
     try:
-        import ctypes
-
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None

@@ -1,11 +1,18 @@
 """GPU backend: CuPy RawModule (NVRTC) compiles a step for the current device and launches it."""
 from __future__ import annotations
 
+import ctypes
 import functools
+import hashlib
+import tempfile
+from pathlib import Path
+
+import numpy as np
 
 from ..errors import ArchError, BackendError, CompileError, ConfigError, KernelError
 from . import settings
 from .arch import STATIC_SMEM
+from . import nvrtc
 from .nvrtc import Resources, raise_for_log
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 
@@ -13,15 +20,12 @@ from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
 @functools.lru_cache(maxsize=1)
 def available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
-    try:
-        import cupy
+    found = nvrtc.cupy_sees_a_gpu()
+    if found and settings.no_pool():
+        import cupy  # optional: present once a GPU is found
 
-        found = cupy.cuda.runtime.getDeviceCount() > 0
-        if found and settings.no_pool():
-            cupy.cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees exact bounds
-        return found
-    except Exception:  # no CuPy, no driver, no device: all mean "no GPU backend"
-        return False
+        cupy.cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees exact bounds
+    return found
 
 
 def _cupy():
@@ -29,8 +33,6 @@ def _cupy():
         raise BackendError("no CUDA GPU is visible to CuPy here; use backend='cpu' (the emulator) "
                            "or run on a machine with an NVIDIA GPU (see the appendix on running the course).")
     import cupy
-
-    from . import nvrtc
 
     nvrtc.load_for_cupy()  # CuPy's CUDA major's NVRTC before its first compile (once; see its docstring)
     return cupy
@@ -71,12 +73,6 @@ class GpuModule:
         includes = with_fp16_header(toolkit_include_dirs() + wheel_include_dirs())
         options = ("-std=c++17", *[f"-I{d}" for d in includes])
         if target:  # an arch CuPy would not pick (sm_90a): our NVRTC call makes the cubin, CuPy loads it
-            from . import nvrtc
-
-            import hashlib
-            import tempfile
-            from pathlib import Path
-
             artifact = nvrtc.compile(source, name_expression, target, label=label)
             path = Path(tempfile.gettempdir()) / f"gemmlab-{hashlib.sha1(artifact.cubin).hexdigest()[:16]}.cubin"
             path.write_bytes(artifact.cubin)
@@ -129,10 +125,7 @@ def packed_launcher(function, label: str, grid, block, args, shared_mem: int = 0
     and each call is one driver call. For timing loops: the arrays must stay alive and unchanged in
     shape, and the launch is not checked (check it once with GpuModule.launch()).
     """
-    import ctypes
-
-    import numpy as np
-    from cupy_backends.cuda.api import driver
+    from cupy_backends.cuda.api import driver  # optional: CuPy's, on a machine with a GPU
 
     cupy = _cupy()
     ctype = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32}

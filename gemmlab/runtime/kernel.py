@@ -1,50 +1,22 @@
 """A step compiled for a backend: call it on arrays, ask it for its resources, PTX and SASS."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from . import nvrtc, registry, settings
-from ..errors import ArchError, BackendError, ConfigError, InputError
-from .registry import Launch, Step
-from .source import assemble
-
-BACKENDS = ("gpu", "cpu")
-_forced: str | None = None  # set_backend's choice; None: GEMMLAB_BACKEND's (settings.backend), else automatic
-
-
-def set_backend(name: str | None) -> None:
-    """Force 'gpu' or 'cpu' for every later step; None goes back to the default: GEMMLAB_BACKEND if it is set, else
-    automatic (a GPU when CuPy sees one)."""
-    global _forced
-    if name is not None and name not in BACKENDS:
-        raise ConfigError(f"backend must be one of {BACKENDS} or None, not {name!r}")
-    _forced = name
-
-
-def backend(requested: str | None = None) -> str:
-    """The backend a step runs on: the requested one, else the forced one (set_backend, else GEMMLAB_BACKEND),
-    else GPU when CuPy sees one."""
-    from . import gpu
-
-    name = requested or _forced or settings.backend()
-    if name is None:
-        return "gpu" if gpu.available() else "cpu"
-    if name not in BACKENDS:
-        raise ConfigError(f"backend must be one of {BACKENDS}, not {name!r}")
-    if name == "gpu" and not gpu.available():
-        if not (requested or _forced):
-            raise BackendError(f"{settings.BACKEND}=gpu asks for the GPU backend, but CuPy sees no CUDA GPU here; set "
-                               f"{settings.BACKEND}=cpu (or unset it) to run on the CPU emulator.")
-        raise BackendError("backend='gpu' was asked for, but CuPy sees no CUDA GPU here; use backend='cpu'.")
-    return name
-
+from . import cpu, gpu, nvrtc, registry
+from .backends import BACKENDS, backend, set_backend  # noqa: F401 (kernel.backend, gemmlab.set_backend)
+from ..errors import ArchError, ConfigError, InputError, ShapeError
+from .arch import SM_LIMITS, blocks_per_sm
+from .registry import (WGMMA_TILE_K, Dims, FusedStep, Launch, Step, cdiv, check_32bit_indices,
+                       limits_of)
+from .source import assemble, kernel_path
 
 def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exact: bool = False) -> None:
     """An ArchError, before anything compiles, if the live GPU is older than compute capability
     min_arch / 10 (the step's instructions do not exist there), or, for an arch-specific step
     (`exact`: sm_90a's wgmma), any other architecture."""
-    from . import gpu
-
     cc = gpu.device()["cc"]
     if exact and cc != min_arch:
         raise ArchError(f"{name} is compiled for sm_{min_arch}a: its instructions (wgmma, setmaxnreg) exist on "
@@ -56,12 +28,10 @@ def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exa
                         f"Use {instead}, or backend='cpu' to run it in the emulator.")
 
 
-def gpu_target(step, lookup=registry.get) -> str | None:
+def gpu_target(step, lookup=registry.lookup) -> str | None:
     """For a launch on the live GPU: an ArchError if it cannot run `step` (see require_arch), naming the
     latest earlier step that does run here (`lookup`: the step of a name, to follow `previous`), else the
     NVRTC target to compile for when CuPy's own choice will not do (sm_90a for an arch-specific step)."""
-    from . import gpu
-
     instead = step.previous
     if not step.runs_on(gpu.device()["cc"]):
         while instead and not lookup(instead).runs_on(gpu.device()["cc"]):  # 07 -> 06 (Hopper only too) -> 05
@@ -72,10 +42,7 @@ def gpu_target(step, lookup=registry.get) -> str | None:
 
 def _compile(backend_name: str, source: str, expr: str, label: str, target: str | None = None):
     if backend_name == "gpu":
-        from .gpu import GpuModule
-
-        return GpuModule(source, expr, label, target)
-    from . import cpu
+        return gpu.GpuModule(source, expr, label, target)
 
     return cpu.compile_kernel(source, expr, label=label)
 
@@ -212,8 +179,6 @@ class Kernel(Instance):
         if self.backend == "gpu":
             self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
         else:
-            from . import cpu
-
             cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
                        timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout, inputs=(3, 4))
 
@@ -229,8 +194,6 @@ class Kernel(Instance):
         first `max_blocks` blocks run (None: all). On the GPU backend a CPU twin of the same step
         and parameters does the counting (it needs g++, not a GPU).
         """
-        from . import cpu
-
         module = (self.module if self.backend == "cpu"
                   else compiled_module("cpu", self.source, self.name_expression, self.label))
         registry.check_shape(self.step, m, n, k)
@@ -309,11 +272,256 @@ def to_array(xp, x):
     return y.copy() if y.data.ptr % 16 else y
 
 
+# ------------------------------------------------------------------------------------------------
+# The fused steps (E = A B C): residency, how many blocks of a persistent kernel can be on the GPU at once
+# ------------------------------------------------------------------------------------------------
+def cpu_workers() -> int:
+    """Blocks the emulator runs at once: one OS thread each (cpu.cpu_threads, which the child is told)."""
+    return cpu.cpu_threads()
+
+
+def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, str]:
+    """(blocks that can be resident at once, how that was found) for this kernel on its backend."""
+    threads = kern.step.threads(kern.params)
+    if kern.backend == "cpu":
+        return cpu_workers(), "one block per emulator worker thread"
+    dev = gpu.device()
+    kern.module.allow_dynamic_shared(dynamic_smem)  # before the occupancy query counts it
+    f = kern.module.function
+    per_sm = None
+    try:
+        from cupy_backends.cuda.api import driver  # optional: CuPy's, on a machine with a GPU
+        per_sm = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(f, "kernel", f).ptr, threads,
+                                                                      dynamic_smem))
+        how = "occupancy API"
+    except Exception:  # an older CuPy: the same count from registers, threads and shared memory
+        cc = dev["cc"] if dev["cc"] in SM_LIMITS else 90
+        per_sm, _ = blocks_per_sm(f.num_regs, threads, f.shared_size_bytes + dynamic_smem, cc)
+        how = "registers, threads and shared memory"
+    return per_sm * dev["sms"], f"{per_sm} per SM x {dev['sms']} SMs ({how})"
+
+
+# ------------------------------------------------------------------------------------------------
+# A compiled fused step
+# ------------------------------------------------------------------------------------------------
+class FusedKernel:
+    """One fused step with fixed template parameters, compiled for one backend.
+
+    `FusedKernel(A, B, C)` returns E = A B C. Inputs are checked (dtype, 2-D, contiguity, matching
+    shapes, shapes the step cannot run) before anything launches.
+    """
+
+    def __init__(self, step: FusedStep, params: dict, backend_name: str | None = None, source: str | None = None):
+        self.step = step
+        self.backend = backend(backend_name)
+        target = gpu_target(step) if self.backend == "gpu" else None  # ArchError first
+        self.params = step.resolve(params, self.backend)  # the rules of the backend asked for, not the live GPU's
+        self.source = assemble(step.file, source)
+        self.name_expression = step.name_expression(self.params)
+        self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
+        self.module = compiled_module(self.backend, self.source, self.name_expression, self.label, target)
+        self._scratch: dict = {}
+        self._checked: set = set()  # run()'s layout keys already checked
+
+    def __repr__(self) -> str:
+        return f"FusedKernel({self.label}, backend={self.backend!r})"
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    def check_inputs(self, a, b, c) -> Dims:
+        """(M, K, L, N) of valid inputs; an InputError (or ShapeError) saying what to fix otherwise."""
+        check_matrices(self.name, np.dtype(np.float32), {"A": a, "B": b, "C": c})
+        (m, k), (k2, l), (l2, n) = a.shape, b.shape, c.shape
+        if k != k2 or l != l2:
+            raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
+                             f"equal B's rows and B's columns must equal C's rows")
+        dims = (m, k, l, n)
+        with limits_of(self.backend):
+            problems = self.step.shape_rules(self.params, dims)
+        if problems:
+            raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
+        check_32bit_indices(self.name, {"A": (m, k), "B": (k, l), "C": (l, n), "T = A B": (m, l), "E": (m, n)})
+        return dims
+
+    def check_output(self, a, b, c, e) -> None:
+        """check_inputs, and E (what run() writes) of the backend's array type, float32, C-contiguous and
+        M x N: an InputError saying what to fix otherwise."""
+        m, _, _, n = self.check_inputs(a, b, c)
+        check_matrices(self.name, np.dtype(np.float32), {"E": e})
+        check_backend_arrays(self.name, self.backend, {"A": a, "B": b, "C": c, "E": e})
+        check_writable({"E": e})
+        if tuple(e.shape) != (m, n):
+            raise InputError(f"E is {e.shape[0]}x{e.shape[1]} but A B C is {m}x{n}; pass an output of shape ({m}, {n})")
+
+    def __call__(self, a, b, c, timeout: float | None = None):
+        """E = A B C. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
+        dims = self.check_inputs(a, b, c)
+        m, k, l, n = dims
+        is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
+        xp = __import__("cupy") if self.backend == "gpu" else np
+        a, b, c = (to_array(xp, x) for x in (a, b, c))
+        if self.step.tensor_maps and xp is not np:  # TMA reads from 16-byte boundaries: copy an offset view
+            a, b, c = (x.copy() if x.data.ptr % 16 else x for x in (a, b, c))
+        e = xp.zeros((m, n), dtype=np.float32)
+        if m and n and k and l:
+            self.run(a, b, c, e, timeout=timeout)
+        return to_array(__import__("cupy") if is_cupy else np, e)
+
+    # --- launch ---
+    def tiles(self, dims: Dims) -> int:
+        """Output tiles of the larger phase: the most blocks that have work."""
+        m, k, l, n = dims
+        bm, bn = self.step.tile(self.params)
+        return cdiv(m, bm) * cdiv(max(l, n), bn)
+
+    def grid_for(self, dims: Dims, grid: int | None = None) -> int:
+        """Blocks to launch. Persistent step: min(tiles, resident blocks), or `grid` if it fits."""
+        m = dims[0]
+        if not self.step.persistent:
+            if grid is not None:
+                raise ConfigError(f"grid={grid!r} applies to a persistent step only (fused/03_two_phase and later, "
+                                  f"whose blocks stay resident); {self.name} sets its own grid, one block per "
+                                  f"{self.step.tile(self.params)[0]}-row tile of A: leave grid out")
+            return cdiv(m, self.step.tile(self.params)[0])
+        resident, how = resident_blocks(self, self.step.smem(self.params, dims))
+        if resident < 1:
+            raise ConfigError(f"{self.label}: not even one block fits on an SM ({how}); choose smaller tiles")
+        if grid is None:
+            return max(1, min(self.tiles(dims), resident))
+        if not isinstance(grid, (int, np.integer)) or grid < 1:
+            raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
+        if grid > resident:
+            raise ConfigError(f"{self.label}: a grid of {grid} blocks cannot all be resident at once (at most "
+                              f"{resident}: {how}); a block waiting for one that never starts would wait forever. Launch at most {resident}.")
+        return int(grid)
+
+    def launch_config(self, dims: Dims, grid: int | None = None) -> Launch:
+        return Launch((self.grid_for(dims, grid), 1, 1), (self.step.threads(self.params), 1, 1),
+                      self.step.smem(self.params, dims))
+
+    def workspace(self, xp, m: int, l: int):
+        """Scratch T (M x L) and the sync words, zeroed once: the grid barrier's word (it resets itself), or
+        a counter per 32 x 32 piece of T, enough for step 08's tiles and for the experiments' (results/experiments/
+        fusion-tma: tiles of 32 rows x 64 columns); each launch leaves them at zero."""
+        words = max(2, cdiv(m, WGMMA_TILE_K) * cdiv(l, WGMMA_TILE_K))
+        if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
+            return np.empty((m, l), np.float32), np.zeros(words, np.uint32)
+        key = (m, l)
+        if key not in self._scratch:
+            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(words, np.uint32))}
+        return self._scratch[key]
+
+    def launch_args(self, a, b, c, e, grid: int | None = None) -> tuple[Launch, list]:
+        """The launch configuration and the kernel's arguments for arrays on the backend's device
+        (the sizes, the four matrices, and for a persistent step its scratch T and barrier word)."""
+        m, k = a.shape
+        l, n = c.shape
+        args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
+        if self.step.persistent:
+            xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+            t, sync = self.workspace(xp, m, l)
+            args += [t, sync]
+            if self.step.tensor_maps:  # step 07: TMA reads A, B, C and T through maps
+                args += self.step.tensor_maps(self.backend, a, b, c, t, self.step.tile(self.params))
+        return self.launch_config((m, k, l, n), grid), args
+
+    def run(self, a, b, c, e, grid: int | None = None, stream=None, timeout: float | None = None) -> None:
+        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
+        (check_output) once per distinct shape, dtype and layout, as Kernel.run does.
+        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
+        key = layout_key(a, b, c, e)
+        if key not in self._checked:
+            self.check_output(a, b, c, e)
+            self._checked.add(key)
+        cfg, args = self.launch_args(a, b, c, e, grid)
+        if self.backend == "gpu":
+            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
+        else:
+            (m, k), (l, n) = a.shape, c.shape
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
+                       timeout=cpu.timeout_for(m * l * (k + n)) if timeout is None else timeout, inputs=(4, 5, 6))
+
+    def launcher(self, a, b, c, e, graph: bool = False):
+        """A no-argument function that launches on these device arrays: for timing (GPU only).
+
+        The first launch goes through run() and its checks; the returned function reuses that
+        launch's grid, arguments and workspace, so the time measured is the kernel's, not the
+        Python around it (the occupancy query and the launch checks cost microseconds, as much as
+        the whole kernel at N = 256). It calls cuLaunchKernel with arguments packed once
+        (gpu.GpuModule.packed_launcher): CuPy's own call re-converts them each time, which at 512
+        costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
+        graph=True: it replays a CUDA graph of that launch instead (gpu.graph_launcher), which costs
+        less host time per call than cuLaunchKernel.
+        """
+        self.run(a, b, c, e)
+        cfg, args = self.launch_args(a, b, c, e)
+        if graph:
+            return gpu.graph_launcher(self.module.function, self.label, cfg.grid, cfg.block, args, cfg.shared_bytes)
+        return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
+
+    def resources(self, arch: str = "sm_90"):
+        """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""
+        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label).resources
+
+
+def compiled(name: str, arch: str = "sm_90", source: str | None = None, **params):
+    """Compile-only (no backend, no GPU): fused step `name` compiled for `arch` (nvrtc.Artifact: PTX, cubin,
+    ptxas' report), its parameters judged by that arch's limits, not the live GPU's (by the emulator's where the
+    step's instructions do not exist on `arch`: the compile's ArchError then says why)."""
+    st = registry.lookup(name, track="fused")
+    cc = int(arch[3:].rstrip("a")) if re.fullmatch(r"sm_\d{2,3}a?", arch) else 0  # nvrtc.compile names a bad one
+    p = st.resolve(params, arch if st.runs_on(cc) else "cpu")
+    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name)
+
+
+def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
+    """What ptxas reports for fused step `name` on `arch` (compile-only: compiled)."""
+    return compiled(name, arch, source, **params).resources
+
+
+class FusedInstance(Instance):
+    """A fused step with fixed template parameters, for compile-only analysis with no backend (gemmlab.instance of a
+    fused name), as kernel.Instance is for a GEMM step (resources, ptx, sass; sm_90 unless an arch is given): its
+    parameters are judged by each arch's limits when it compiles (compiled)."""
+    ARCH = "sm_90"
+
+    def __init__(self, step: FusedStep, params: dict, source: str | None = None):
+        self.step = step
+        self.params = step.resolve(params, "cpu")  # the emulator's limits, an H100's; compiled() re-judges per arch
+        self.source_text = source
+        self.label = f"{step.name}{self._param_text()}"
+
+    def __repr__(self) -> str:
+        return f"FusedInstance({self.label})"
+
+    def compiled(self, arch: str | None = None):
+        return compiled(self.name, self.ARCH if arch is None else arch, self.source_text, **self.params)
+
+    def fit(self, arch: str | None = None, size: int = 1024) -> nvrtc.Fit:
+        """Whether one block fits `arch` (sm_90 by default): ptxas' report plus the step's threads and its dynamic
+        shared memory for an N x N x N x N problem, against the arch's limits (nvrtc.fit), as kernel.Instance.fit."""
+        dims = self.step.fit((size, size, size, size))
+        return nvrtc.fit(self.resources(self.ARCH if arch is None else arch), self.step.threads(self.params),
+                         self.step.smem(self.params, dims), compiler=nvrtc.version())
+
+
+def fused_step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
+    """Compile fused step `name` with template parameters `params` for the active (or given) backend (step() of a
+    fused name)."""
+    return FusedKernel(registry.lookup(name, track="fused"), params, backend, source)
+
+
+
+def gpu_arch_ok(st: FusedStep) -> bool:
+    """Whether the live GPU has the instructions step `st` needs (FusedStep.runs_on)."""
+    return st.runs_on(gpu.device()["cc"])
+
+
 def edited(name: str, old: str, new: str, backend: str | None = None, **params):
     """Step `name` with the text `old` of its kernel file replaced by `new` (a reader's experiment, a test's
     mutant), compiled as step() does; a ConfigError if the file has no `old`."""
-    from .source import kernel_path
-
     text = kernel_path(registry.lookup(name).file).read_text()
     if old not in text:
         raise ConfigError(f"{name}'s kernel file has no {old!r} to replace; copy the text from the file itself")
@@ -328,9 +536,7 @@ def step(name: str, backend: str | None = None, source: str | None = None, **par
     """
     s = registry.lookup(name)
     if registry.is_fused(s):
-        from . import fusion
-
-        return fusion.step(s.name, backend, source, **params)
+        return FusedKernel(s, params, backend, source)
     return Kernel(s, params, backend, source)
 
 
@@ -339,7 +545,5 @@ def instance(name: str, source: str | None = None, **params) -> Instance:
     name gives its fusion.FusedInstance (resources, ptx, sass for an arch, sm_90 by default)."""
     s = registry.lookup(name)
     if registry.is_fused(s):
-        from . import fusion
-
-        return fusion.FusedInstance(s, params, source)
+        return FusedInstance(s, params, source)
     return Instance(s, params, source)

@@ -34,6 +34,9 @@ from ..errors import ArchError, BackendError, CompileError, ConfigError
 from . import settings
 from .arch import ARCH_LIMITS, T4_SHARED_LIMIT, ArchLimits, arch_limits, register_allocation  # noqa: F401 (nvrtc.X)
 from .source import toolkit_include_dirs, wheel_include_dirs, with_fp16_header
+from .source import REPO
+import importlib
+from importlib import metadata
 
 
 
@@ -193,18 +196,25 @@ def load_for_cupy() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def cupy_sees_a_gpu() -> bool:
+    """True when CuPy imports and sees at least one CUDA device (gpu.available, which also sets the allocator)."""
+    try:
+        import cupy  # optional: absent on a machine without a GPU
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device: all mean "no GPU"
+        return False
+
+
 def _let_cupy_choose_first() -> None:
     """On a machine with a GPU, have CuPy load its NVRTC now (load_for_cupy, then CuPy's own loader, as on
     its first compile): its loader takes a libnvrtc already in the process, so loading ours first would
     hand CuPy our release (13.5 to a CUDA 12 CuPy) instead of its own."""
-    from . import gpu
-
-    if not gpu.available():
+    if not cupy_sees_a_gpu():
         return
     load_for_cupy()
     try:
-        import importlib
-
         importlib.import_module("cupy_backends.cuda.libs.nvrtc").getVersion()
     except Exception:  # noqa: BLE001 (CuPy finds no NVRTC: its own compile will say so, not ours)
         pass
@@ -254,14 +264,10 @@ def pinned_version() -> str | None:
     """The NVRTC release the course pins ("13.5"), which its T4 claims are checked with: requirements.txt's
     pin in a checkout, the same pin from the installed package's `analysis` extra elsewhere (a test holds
     the two equal)."""
-    from .source import REPO
-
     try:
         lines = (REPO / "requirements.txt").read_text().splitlines()
     except OSError:
         try:
-            from importlib import metadata
-
             lines = [r.split(";")[0].strip() for r in metadata.requires("gemmlab") or []]
         except Exception:  # noqa: BLE001 (not installed as a package either)
             return None

@@ -6,13 +6,20 @@ defaults and allowed values, and its launch geometry live next to it here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import contextlib
+import contextvars
+import json
+import re
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
 from ..errors import ConfigError, ShapeError
-from .arch import HOPPER_SMEM, STATIC_SMEM
+from . import bounds, clusters, gpu, tma
+from .arch import CPU_SMEM_LIMIT, HOPPER_SMEM, STATIC_SMEM, arch_limits
+from .backends import backend
+from .source import REPO
 
 MAX_PARAM = 1 << 16  # no tile, thread count or stage count comes near it; C++'s int template arguments stay safe
 MAX_ELEMENTS = 2**31 - 1  # the kernels index with 32-bit ints
@@ -161,10 +168,8 @@ class Step(StepSpec):
         return self.path or f"kernels/{self.name}.cu"
 
     def compare(self, got: np.ndarray, *operands) -> tuple[np.ndarray, np.ndarray]:
-        """C = A B against float64, the bound of `accumulate`'s rounding over K (check.compare)."""
-        from ..measure import check
-
-        return check.compare(got, *operands, self.accumulate)
+        """C = A B against float64, the bound of `accumulate`'s rounding over K (bounds.compare)."""
+        return bounds.compare(got, *operands, self.accumulate)
 
     def resolve(self, overrides: dict) -> dict:
         """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
@@ -421,8 +426,6 @@ def _wgmma_rules(p):
 
 def _persistent_grid(m, n, p) -> int:
     """One block per SM (of the live GPU; an H100's 132 without one), at most one per tile."""
-    from . import gpu
-
     sms = gpu.device()["sms"] if gpu.available() else 132
     return max(1, min(sms, cdiv(m, 128) * cdiv(n, p["BLOCK_N"])))
 
@@ -430,13 +433,10 @@ def _persistent_grid(m, n, p) -> int:
 def _cluster_grid(m, n, p, shared=None) -> int:
     """The clusters lab kernels: whole clusters of CLUSTER_M blocks, one block per SM, at most one per cluster tile;
     `shared(p)`: the block's shared memory (default _wgmma_bytes), which decides how many clusters fit."""
-    from . import gpu
-
     sms = gpu.device()["sms"] if gpu.available() else 132
     c = p["CLUSTER_M"]
     resident = sms // c
     if gpu.available():  # fewer when a GPC's SMs do not divide into whole clusters (gemmlab/runtime/clusters.py)
-        from . import clusters
 
         resident = min(resident, clusters.max_active(c, 384, (shared or _wgmma_bytes)(p)) or resident)
     return c * max(1, min(resident, cdiv(m, 128 * c) * cdiv(n, p["BLOCK_N"])))
@@ -468,8 +468,6 @@ def _tma_shape_rule(m, n, k):
 
 
 def _wgmma_tensor_maps(backend, a, b, c, p):
-    from . import tma
-
     return [tma.tensor_map(backend, a, 3, 128, 64), tma.tensor_map(backend, b, 4, 64, 64)]
 
 
@@ -511,8 +509,6 @@ def _tma_store_rules(p):
 
 
 def _tma_store_tensor_maps(backend, a, b, c, p):
-    from . import tma
-
     return _wgmma_tensor_maps(backend, a, b, c, p) + [tma.tensor_map(backend, c, 5, 64, 64)]
 
 
@@ -574,8 +570,6 @@ def _stream_k_cases(p: dict, backend: str) -> list:
     MIN_GAIN (random, then with an Inf), so that the last wave is shared out, each tile among up to MAX_SPLIT
     blocks. None on the CPU backend, whose grid is an H100's 132 blocks: tests/test_stream_k.py runs it there
     as a GPU with a few SMs."""
-    from . import gpu
-
     if backend != "gpu":
         return []
     sms = gpu.device()["sms"]
@@ -755,6 +749,345 @@ LAB_STEPS: list[Step] = [
 
 
 
+# ------------------------------------------------------------------------------------------------
+# The fused steps, E = A B C (chapters 8 and 9): three operands, their own rules and launch
+# ------------------------------------------------------------------------------------------------
+Dims = tuple[int, int, int, int]  # (M, K, L, N)
+
+
+@dataclass(frozen=True)
+class FusedStep(StepSpec):
+    name: str                     # "fused/NN_idea", also kernels/fused/NN_idea.cu
+    symbol: str                   # the __global__ template's name
+    params: dict[str, Param]      # in template-argument order
+    threads: Callable[[dict], int]
+    summary: str
+    rules: Callable[[dict], list[str]]                    # why a configuration cannot run
+    shape_rules: Callable[[dict, Dims], list[str]] = lambda p, d: []  # why a shape cannot run
+    smem: Callable[[dict, Dims], int] = lambda p, d: 0  # dynamic shared memory, bytes
+    persistent: bool = False      # grid = resident blocks; needs scratch T and a barrier word pair
+    previous: str | None = None
+    min_arch: int = 0             # compute capability x 10 that the step's instructions need
+    arch_specific: bool = False   # compiled for sm_{min_arch}a (wgmma): runs on that architecture only
+    fixed: dict = field(default_factory=dict)  # tile sizes the kernel fixes (not template parameters)
+    shape_multiple: int = 1       # K, L and N must be multiples of this (TMA's 16-byte row strides)
+    tensor_maps: Callable | None = None  # (backend, A, B, C, T, tile) -> the TMA maps that follow the arguments
+    # Tiles by problem size: ((from_n, {param: value}), ...) in increasing from_n; the last entry whose from_n
+    # is at most the larger output side applies (FusedStep.tiles_for). Empty: the defaults at every size.
+    sized_tiles: tuple = ()
+    chapter: int = 8
+
+    inputs = ("A", "B", "C")  # E = A B C (StepSpec)
+
+    @property
+    def file(self) -> str:
+        return f"kernels/{self.name}.cu"
+
+    def compare(self, got: np.ndarray, *operands) -> tuple[np.ndarray, np.ndarray]:
+        """E = A B C against float64, within the bound of both products' rounding (bounds.compare_abc)."""
+        return bounds.compare_abc(got, *operands)
+
+    @property
+    def dtype(self) -> str:
+        """The element type of A, B, C and E: float32 for every fused step."""
+        return "float32"
+
+    def resolve(self, overrides: dict, target: str | None = None) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError.
+        `target` ('gpu', 'cpu' or an arch such as 'sm_75') is whose limits the rules apply (smem_limit)."""
+        params = resolve_params(self.name, self.params, overrides)
+        with limits_of(target):
+            problems = self.rules(params)
+        if problems:
+            raise ConfigError(f"{self.name} cannot run with {params}: " + "; ".join(problems) + ".")
+        return params
+
+    def tiles_for(self, dims: Dims) -> dict:
+        """The tile parameters this step takes by default for a problem of `dims` (M, K, L, N): those of
+        `sized_tiles` for its larger output side, else none (the parameters' defaults)."""
+        side = max(dims[0], dims[2], dims[3])
+        return next((dict(p) for from_n, p in reversed(self.sized_tiles) if side >= from_n), {})
+
+    def fit(self, dims: Dims) -> Dims:
+        """(M, K, L, N) with K, L and N rounded up to shape_multiple: a shape this step takes."""
+        up = lambda x: cdiv(x, self.shape_multiple) * self.shape_multiple  # noqa: E731
+        m, k, l, n = dims
+        return (m, up(k), up(l), up(n))
+
+    def tile(self, params: dict) -> tuple[int, int]:
+        """The (rows, columns) of output one block computes at a time."""
+        p = {**self.fixed, **params}
+        return (p.get("BLOCK_M", p.get("PANEL_M", 1)), p.get("BLOCK_N", 1))
+
+
+def _rules(*checks):
+    return lambda p: [msg for c in checks for msg in c(p)]
+
+
+def _fused_divides(a, b):
+    return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]} (whole thread tiles)"]
+
+
+def _max_threads(threads):
+    def rule(p):
+        t = threads(p)
+        if t > 1024:
+            return [f"a block of {t} threads exceeds the hardware limit of 1024"]
+        return [] if t >= 1 else ["a block needs at least one thread"]
+    return rule
+
+
+def _fused_multiple_of_4(*names):
+    return lambda p: [f"{x}={p[x]} must be a multiple of 4 (float4 accesses)" for x in names if p[x] % 4]
+
+
+def _accumulators(p):
+    acc = p["THREAD_M"] * p["THREAD_N"]
+    return [] if acc <= 128 else [f"{acc} accumulators per thread would spill out of the 255 registers (limit 128)"]
+
+
+def _static_smem(bytes_of, what):
+    def rule(p):
+        need = bytes_of(p)
+        return [] if need <= STATIC_SMEM else [f"{what} need {need} bytes, over the 48 KB of static shared memory"]
+    return rule
+
+
+def _panel_threads(p):
+    return (p["PANEL_M"] // max(p["THREAD_M"], 1)) * (p["BLOCK_N"] // max(p["THREAD_N"], 1))
+
+
+def _tile_threads(p):
+    return (p["BLOCK_M"] // max(p["THREAD_M"], 1)) * (p["BLOCK_N"] // max(p["THREAD_N"], 1))
+
+
+def _naive_shape(p, d):
+    m, k, l, n = d
+    if 4 * l > STATIC_SMEM:
+        return [f"a row of T = A B has L={l} floats = {4 * l} bytes of shared memory, over 48 KB "
+                f"(step 01 allows L <= {STATIC_SMEM // 4}); use step 02 or 03"]
+    return []
+
+
+def _panel_width(p, l):
+    return cdiv(l, p["BLOCK_K"]) * p["BLOCK_K"]
+
+
+def _panel_bytes(p, d):
+    return 4 * p["PANEL_M"] * _panel_width(p, d[2])
+
+
+_target: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusion_target", default=None)
+
+
+@contextlib.contextmanager
+def limits_of(target: str | None):
+    """Within it, smem_limit() (so every rule) judges by `target`'s limits: a backend='cpu' step on a T4
+    is judged by what the emulator models, not by the T4 (None: leave the choice as it is)."""
+    token = _target.set(target or _target.get())
+    try:
+        yield
+    finally:
+        _target.reset(token)
+
+
+def smem_limit(target: str | None = None) -> int:
+    """Shared memory one block may have on `target`: 'gpu' the live GPU's opt-in limit, 'cpu' what the
+    emulator models (an H100 block's 227 KB, whatever GPU is present), an arch such as 'sm_75' that
+    arch's (a T4's 64 KB). Default: the target being judged (limits_of), else the active backend."""
+    target = target or _target.get() or backend()
+    if target == "gpu":
+        return int(gpu.device()["shared_per_block_optin"])
+    if target == "cpu":
+        return CPU_SMEM_LIMIT
+    return arch_limits(target).shared_optin
+
+
+def _panel_shape(p, d):
+    need = _panel_bytes(p, d) + 4 * p["BLOCK_K"] * (p["PANEL_M"] + p["BLOCK_N"])
+    limit = smem_limit()
+    if need > limit:
+        return [f"a panel of PANEL_M={p['PANEL_M']} rows of T with L={d[2]} needs {need} bytes of shared memory, "
+                f"over the {limit} a block may have here; use a smaller PANEL_M, or step 03 (T in global memory)"]
+    return []
+
+
+def _warp_threads(p):
+    return p["SPLIT_K"] * (p["BLOCK_M"] // max(p["WARP_M"], 1)) * (p["BLOCK_N"] // max(p["WARP_N"], 1)) * 32
+
+
+def _tf32x3_smem(p, d=None):
+    """Step 05's dynamic shared memory: every group's stages, or the partial sums if larger."""
+    stage = 4 * (p["BLOCK_M"] * (p["BLOCK_K"] + 4) + p["BLOCK_K"] * (p["BLOCK_N"] + 8))
+    return max(p["SPLIT_K"] * p["NUM_STAGES"] * stage, 4 * (p["SPLIT_K"] - 1) * p["BLOCK_M"] * p["BLOCK_N"])
+
+
+def _tf32x3_rules(p):
+    out = tf32x3_tile_rules(p)
+    if p["SPLIT_K"] < 1 or p["NUM_STAGES"] < 2:
+        out.append("SPLIT_K must be at least 1 and NUM_STAGES at least 2")
+    if not out:
+        out += _max_threads(_warp_threads)(p)
+        need = _tf32x3_smem(p)
+        if need > smem_limit():
+            out.append(f"{need} bytes of shared memory (SPLIT_K x NUM_STAGES stages of both tiles), over the "
+                       f"{smem_limit()} a block may have here; use fewer stages, a smaller BLOCK_K or SPLIT_K")
+    return out
+
+
+WGMMA_TILE_M, WGMMA_TILE_K = 64, 32  # step 06: a warpgroup's rows; one 128-byte swizzled row of K
+
+
+def _wgmma_smem(p, d=None):
+    """Step 06's dynamic shared memory: alignment, each group's split B tile, then every group's
+    stages or the partial sums if larger."""
+    stage = 4 * (WGMMA_TILE_M * (WGMMA_TILE_K + 4) + WGMMA_TILE_K * (p["BLOCK_N"] + 8))
+    split = 2 * 4 * p["BLOCK_N"] * WGMMA_TILE_K
+    return 1024 + p["SPLIT_K"] * split + max(p["SPLIT_K"] * p["NUM_STAGES"] * stage,
+                                              4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"])
+
+
+def _warpgroup_tile_rules(p, max_split_k: int, why: str) -> list[str]:
+    """Steps 06 and 07: one wgmma's width, SPLIT_K warpgroups per block."""
+    out = []
+    if p["BLOCK_N"] not in (32, 64):
+        out.append(f"BLOCK_N={p['BLOCK_N']} must be 32 or 64 (one wgmma of that width)")
+    if not 1 <= p["SPLIT_K"] <= max_split_k:
+        out.append(f"SPLIT_K={p['SPLIT_K']} must be 1 to {max_split_k} ({why})")
+    return out
+
+
+def _fused_smem_rule(need: int, what: str) -> list[str]:
+    """The Hopper fused steps' shared-memory check: `need` bytes (made of `what`) against what a block may have."""
+    if need <= smem_limit():
+        return []
+    return [f"{need} bytes of shared memory ({what}), over the {smem_limit()} a block may have here; use fewer "
+            "stages, a smaller BLOCK_N or SPLIT_K"]
+
+
+def _fused_wgmma_rules(p):
+    out = _warpgroup_tile_rules(p, 8, "a warpgroup of 128 threads each, at most 1024")
+    if p["NUM_STAGES"] < 2:
+        out.append("NUM_STAGES must be at least 2")
+    return out or _fused_smem_rule(_wgmma_smem(p), "SPLIT_K x (the split tile + NUM_STAGES stages)")
+
+
+def tma_smem(p, d=None, splits_per_group=1):
+    """Step 07's dynamic shared memory: alignment, the ring of stages, each group's split B tile (or
+    `splits_per_group` of them: results/experiments/fusion-tma, `overlap`), the partial sums of groups
+    1 .. SPLIT_K - 1, two mbarriers per stage."""
+    stage = 4 * (WGMMA_TILE_M * WGMMA_TILE_K + WGMMA_TILE_K * p["BLOCK_N"])
+    split = 2 * 4 * p["BLOCK_N"] * WGMMA_TILE_K
+    return (1024 + p["NUM_STAGES"] * stage + p["SPLIT_K"] * splits_per_group * split
+            + 4 * (p["SPLIT_K"] - 1) * WGMMA_TILE_M * p["BLOCK_N"] + 16 * p["NUM_STAGES"])
+
+
+def tma_rules(p, smem=tma_smem):
+    """Why a configuration of step 07 (or 08) cannot run; `smem(p)`: its shared memory (a lab variant's own)."""
+    out = _warpgroup_tile_rules(p, 7, "a warpgroup of 128 threads each, plus the producer warp: at most 1024 threads")
+    if p["NUM_STAGES"] < max(2, p["SPLIT_K"]):
+        out.append(f"NUM_STAGES={p['NUM_STAGES']} must be at least 2 and at least SPLIT_K={p['SPLIT_K']}: a warpgroup "
+                   "waits for a stage by the parity of its fill, which is ambiguous once the ring is two fills ahead")
+    return out or _fused_smem_rule(smem(p), "NUM_STAGES stages, the groups' split tiles and partial sums")
+
+
+def _tma_shape(p, d):
+    m, k, l, n = d
+    if k % 4 or l % 4 or n % 4:
+        return [f"K={k}, L={l} and N={n} must be multiples of 4: TMA reads rows whose stride is a multiple of "
+                "16 bytes (4 floats). Pad the matrices with zeros, or use fused/06_wgmma_tf32x3, which takes any shape"]
+    return []
+
+
+def tma_maps(backend, a, b, c, t, tile):
+    """Step 07's tensor maps, after its ten arguments: A and T in boxes of a tile's rows (`tile`: its rows and
+    columns) x 32, the left operand's tile; B and C in 32 x 32 boxes, a 128-byte-wide piece of the right one's."""
+    rows = tile[0]
+    return [tma.tensor_map(backend, a, 4, rows, WGMMA_TILE_K), tma.tensor_map(backend, b, 5, WGMMA_TILE_K, 32),
+            tma.tensor_map(backend, t, 8, rows, WGMMA_TILE_K), tma.tensor_map(backend, c, 6, WGMMA_TILE_K, 32)]
+
+
+FUSED_STEPS: list[FusedStep] = [
+    FusedStep("fused/01_naive_row", "fused_naive_row",
+              {"THREADS": Param(256, (32, 64, 128, 256, 512, 1024), "threads per block (one block per row)")},
+              threads=lambda p: p["THREADS"],
+              summary="one block per row of E; the row of A B waits in shared memory (the seed's kernel)",
+              rules=lambda p: [] if p["THREADS"] % 32 == 0 and 32 <= p["THREADS"] <= 1024 else
+              [f"THREADS={p['THREADS']} must be a whole number of warps between 32 and 1024"],
+              # the row of T, rounded up to whole float4s: ptxas reads the tail of phase 2's loop over
+              # sT as one vector load (compute-sanitizer saw 12-byte reads past 4 * L when L % 4 != 0)
+              shape_rules=_naive_shape, smem=lambda p, d: 16 * cdiv(d[2], 4)),
+    FusedStep("fused/02_row_panel", "fused_row_panel",
+              {"PANEL_M": Param(8, (1, 2, 4, 8, 16, 32), "rows of T kept on chip per block"),
+               "BLOCK_N": Param(128, (16, 32, 64, 128, 256)), "BLOCK_K": Param(16, (4, 8, 16, 32)),
+               "THREAD_M": Param(2, (1, 2, 4, 8)), "THREAD_N": Param(4, (1, 2, 4, 8))},
+              threads=_panel_threads, previous="fused/01_naive_row",
+              summary="PANEL_M rows of A B in shared memory, register tiles for both products",
+              rules=_rules(_fused_divides("THREAD_M", "PANEL_M"), _fused_divides("THREAD_N", "BLOCK_N"),
+                           _max_threads(_panel_threads), _accumulators,
+                           _static_smem(lambda p: 4 * p["BLOCK_K"] * (p["PANEL_M"] + p["BLOCK_N"]),
+                                        "the A and B slices")),
+              shape_rules=_panel_shape, smem=_panel_bytes),
+    FusedStep("fused/03_two_phase", "fused_two_phase",
+              {"BLOCK_M": Param(64, (16, 32, 64, 128)), "BLOCK_N": Param(32, (16, 32, 64, 128)),
+               "BLOCK_K": Param(16, (8, 16, 32, 64)), "THREAD_M": Param(4, (4, 8)),
+               "THREAD_N": Param(4, (4, 8))},
+              threads=_tile_threads, previous="fused/02_row_panel", persistent=True,
+              summary="persistent grid: T = A B into global scratch, a grid barrier, E = T C; one launch",
+              rules=_rules(_fused_divides("THREAD_M", "BLOCK_M"), _fused_divides("THREAD_N", "BLOCK_N"),
+                           _fused_multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"), _max_threads(_tile_threads),
+                           _accumulators,
+                           _static_smem(lambda p: 2 * 4 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"]),
+                                        "two buffers of the operand tiles"))),
+    FusedStep("fused/04_split_k", "fused_split_k",
+              {"BLOCK_M": Param(32, (16, 32, 64, 128)), "BLOCK_N": Param(32, (16, 32, 64, 128)),
+               "BLOCK_K": Param(16, (8, 16, 32, 64)), "THREAD_M": Param(4, (4, 8)),
+               "THREAD_N": Param(4, (4, 8)), "SPLIT_K": Param(4, (1, 2, 4, 8))},
+              threads=lambda p: p["SPLIT_K"] * _tile_threads(p), previous="fused/03_two_phase", persistent=True,
+              summary="03 with SPLIT_K thread groups per tile, each summing part of K: more warps when N is small",
+              rules=_rules(_fused_divides("THREAD_M", "BLOCK_M"), _fused_divides("THREAD_N", "BLOCK_N"),
+                           _fused_multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"),
+                           _max_threads(lambda p: p["SPLIT_K"] * _tile_threads(p)), _accumulators,
+                           lambda p: [] if p["SPLIT_K"] >= 1 else ["SPLIT_K must be at least 1"],
+                           _static_smem(lambda p: 4 * max(p["SPLIT_K"] * 2 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"]),
+                                                          (p["SPLIT_K"] - 1) * p["BLOCK_M"] * p["BLOCK_N"]),
+                                        "SPLIT_K groups' two buffers of the operand tiles"))),
+    FusedStep("fused/05_tf32x3", "fused_tf32x3",
+              {"BLOCK_M": Param(32, (16, 32, 64, 128)), "BLOCK_N": Param(32, (16, 32, 64, 128)),
+               "BLOCK_K": Param(32, (8, 16, 32, 64)), "WARP_M": Param(16, (16, 32, 64)),
+               "WARP_N": Param(16, (8, 16, 32, 64)), "SPLIT_K": Param(2, (1, 2, 4)),
+               "NUM_STAGES": Param(2, (2, 3, 4))},
+              threads=_warp_threads, previous="fused/04_split_k", persistent=True, min_arch=80,
+              summary="04 on the tensor cores: each fp32 product as three TF32 mmas (3xTF32), cp.async stages",
+              rules=_tf32x3_rules, smem=_tf32x3_smem),
+    FusedStep("fused/06_wgmma_tf32x3", "fused_wgmma_tf32x3",
+              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 4, 8), "warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(3, (2, 3, 4), "K tiles of 32 in flight per warpgroup")},
+              threads=lambda p: 128 * p["SPLIT_K"], previous="fused/05_tf32x3", persistent=True, min_arch=90,
+              arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
+              summary="05 with B split once per element into shared memory and multiplied by wgmma (sm_90a)",
+              rules=_fused_wgmma_rules, smem=_wgmma_smem),
+    FusedStep("fused/07_tma_tf32x3", "fused_tma_tf32x3",
+              {"BLOCK_N": Param(32, (32, 64), "columns of a tile (the wgmma's N); its rows are a warpgroup's 64"),
+               "SPLIT_K": Param(4, (1, 2, 3, 4, 5, 6, 7), "consumer warpgroups per tile, each summing its share of K"),
+               "NUM_STAGES": Param(8, (2, 4, 6, 8, 10, 12), "K tiles of 32 in the ring the producer fills")},
+              threads=lambda p: 128 * p["SPLIT_K"] + 32, previous="fused/06_wgmma_tf32x3", persistent=True,
+              min_arch=90, arch_specific=True, fixed={"BLOCK_M": WGMMA_TILE_M, "BLOCK_K": WGMMA_TILE_K},
+              summary="06 with the tiles brought in by TMA: a producer warp fills a ring the warpgroups share (sm_90a)",
+              rules=tma_rules, smem=tma_smem, shape_rules=_tma_shape, shape_multiple=4, tensor_maps=tma_maps,
+              # the fastest tiles of the H200 sweeps (results/nvidia-h200.fusion.json; a test keeps them so): 32
+              # columns and three groups while 64 x 64 tiles would leave SMs idle (64 tiles at 512), then 64 x 64
+              sized_tiles=((512, {"BLOCK_N": 32, "SPLIT_K": 3, "NUM_STAGES": 12}),
+                           (1024, {"BLOCK_N": 64, "SPLIT_K": 2, "NUM_STAGES": 8}))),
+]
+# Step 08 is step 07 (same tiles, ring, rules and maps) with what phase 2 waits for changed
+FUSED_STEPS.append(replace(
+    FUSED_STEPS[-1], name="fused/08_tile_flags", symbol="fused_tile_flags", previous="fused/07_tma_tf32x3",
+    summary="07 with a counter per tile of T in place of the grid barrier: a tile of phase 2 waits only for its "
+            "row panel of T (sm_90a)"))
+
+
 def get(name: str) -> Step:
     """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique), or a lab kernel's."""
     return find_step(name, STEPS + LAB_STEPS, "step")
@@ -811,38 +1144,37 @@ def parse_params(pairs: list[str] | None) -> dict:
     return out
 
 
-# --- every step, GEMM and fused (issue 42: one runtime) ------------------------------------------------------------
-# The fused A B C steps live in fusion.py (FUSED_STEPS), which imports this module; the functions below are the one
-# place that decides whether a name is a fused step, for gemmlab.step / instance / verify / benchmark, bench.sweep and
-# the command line alike.
-def all_steps() -> list:
-    """Every step in reading order, the GEMM steps (STEPS) and then the fused ones (fusion.FUSED_STEPS); steps()
-    lists the GEMM steps only, as the chapters print them."""
-    from . import fusion
-
-    return STEPS + fusion.FUSED_STEPS
+# --- every step, GEMM and fused (issue 54: one lookup) --------------------------------------------------------------
+# The GEMM steps (STEPS), the lab's kernels (LAB_STEPS) and the fused A B C steps (FUSED_STEPS) are tables of this
+# module; lookup is the one place that finds a step by name, for gemmlab.step / instance / verify / benchmark,
+# bench.sweep, the chapters and the command line alike.
+def all_steps(track: str | None = None) -> list:
+    """Every step in reading order, the GEMM steps (STEPS) and then the fused ones (FUSED_STEPS), or those of one
+    track ('sgemm', 'hgemm', 'hopper', 'fused'); steps() lists the GEMM steps only, as the chapters print them."""
+    return [s for s in STEPS + FUSED_STEPS if track is None or s.track == track]
 
 
-def all_step_names() -> list[str]:
-    """The names of all_steps(): every step gemmlab.step() takes (and the lab's kernels, LAB_STEPS, besides)."""
-    return [s.name for s in all_steps()]
+def all_step_names(track: str | None = None) -> list[str]:
+    """The names of all_steps(track): every step gemmlab.step() takes (and the lab's kernels, LAB_STEPS, besides)."""
+    return [s.name for s in all_steps(track)]
 
 
-def lookup(name: str):
-    """The GEMM step (STEPS, LAB_STEPS) or the fused step (fusion.FUSED_STEPS) called `name`, by its full or short
-    name; a ConfigError naming the candidates when it fits several or none."""
-    from . import fusion
-
-    return find_step(name, STEPS + LAB_STEPS + fusion.FUSED_STEPS, "step")
+def lookup(name: str, track: str | None = None):
+    """The step called `name`, by its full or short name: a GEMM step (STEPS), a lab kernel (LAB_STEPS) or a fused
+    step (FUSED_STEPS); `track` ('sgemm', 'hgemm', 'hopper', 'fused', or a lab kernel's) looks in that track only.
+    A ConfigError naming the candidates when it fits several or none."""
+    every = STEPS + LAB_STEPS + FUSED_STEPS
+    pool = [s for s in every if track is None or s.track == track]
+    if not pool:
+        raise ConfigError(f"no track called {track!r}; the tracks are {', '.join(dict.fromkeys(s.track for s in every))}")
+    return find_step(name, pool, f"{'fused ' if track == 'fused' else ''}step")
 
 
 def is_fused(step) -> bool:
-    """Whether `step` is a fused A B C step (fusion.py): a step, a kernel or instance of one, or a name (lookup)."""
-    from . import fusion
-
+    """Whether `step` is a fused A B C step: a step, a kernel or instance of one, or a name (lookup)."""
     if isinstance(step, str):
         step = lookup(step)
-    return isinstance(getattr(step, "step", step), fusion.FusedStep)
+    return isinstance(getattr(step, "step", step), FusedStep)
 
 
 def all_fused(steps: list, command: str) -> bool:
@@ -866,10 +1198,6 @@ def chapter_labels() -> dict[str, str]:
     global _CHAPTER_LABELS
     if _CHAPTER_LABELS is not None:
         return _CHAPTER_LABELS
-    import json
-    import re
-
-    from .source import REPO
 
     shown = re.compile(r"""show\.(source|diff)\(\s*["']([^"']+)["']([^\n]*)""")
     whole: dict[str, str] = {}

@@ -9,6 +9,7 @@ import glob
 import os
 import re
 from pathlib import Path
+from . import settings
 
 PACKAGE = Path(__file__).resolve().parent.parent  # gemmlab/
 
@@ -65,8 +66,6 @@ def wheel_include_dirs() -> list[str]:
 
 def toolkit_include_dirs() -> list[str]:
     """Header folders of an installed CUDA toolkit (CUDA_PATH, CUDA_HOME, /usr/local/cuda)."""
-    from . import settings
-
     return [os.path.join(r, "include") for r in settings.cuda_roots()]
 
 

@@ -290,7 +290,7 @@ def max_active_clusters(kern, smem: int) -> int:
 def multicast_kernel(cluster: int, cta_scope: bool = False, **params):
     """multicast.patch as a FusedKernel on the GPU, its grid a whole number of clusters that fit at once."""
     from gemmlab import fusion
-    from gemmlab.runtime.fusion import cdiv
+    from gemmlab.runtime.registry import cdiv
 
     class Clustered(fusion.FusedKernel):
         def grid_for(self, dims, grid=None):
@@ -776,7 +776,7 @@ def presplit_kernel(backend: str | None = None, split_b: bool = False, source: s
     past L and N stay zero, what TMA reads for a tile's missing columns), two words that count the blocks past the
     split, and the copies' maps."""
     from gemmlab import fusion, tma
-    from gemmlab.runtime.fusion import cdiv
+    from gemmlab.runtime.registry import cdiv
 
     def smem(p, d=None):  # 08's, with each stage's right-operand tile twice as large
         return fusion.tma_smem(p, d) + p["NUM_STAGES"] * 4 * fusion.WGMMA_TILE_K * p["BLOCK_N"]

@@ -22,7 +22,8 @@ run() {  # run NAME TIMEOUT CMD...
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader >> "$summary"
 run verify-12 90 python3 -m gemmlab verify sgemm/12_tf32x3 --backend gpu
-run fused-check 150 python3 -m gemmlab.runtime.fusion check --backend gpu
+run fused-check 150 python3 -m gemmlab verify fused/01_naive_row fused/02_row_panel fused/03_two_phase fused/04_split_k \
+  fused/05_tf32x3 fused/06_wgmma_tf32x3 fused/07_tma_tf32x3 fused/08_tile_flags --backend gpu
 run ab 200 bash -c "python3 lab/inf-clamp/ab.py 3 > $work/ab.json"
 run bench-12 120 python3 -m gemmlab bench sgemm/12_tf32x3 --size 1024 --size 2048 --size 4096 --size 8192
 run exercises 150 bash -c 'for e in $(python3 -m gemmlab exercise list | cut -d" " -f1); do
