@@ -265,3 +265,22 @@ def test_run_launches_a_step_on_its_declared_operands(monkeypatch):
     for name, count, dtype in (("hgemm/11_mma_in_flight", 3, np.float16), ("fused/03_two_phase", 4, np.float32)):
         assert cli.launch_once(gemmlab.registry.lookup(name), 16, {}) == "ran recorded once at 16^3"
         assert launched[-1] == [((16, 16), np.dtype(dtype))] * count
+
+
+def test_one_lookup_finds_every_step_by_name_with_a_track_filter():
+    """Issue 54: registry.lookup is the one lookup of a step by name; get and fusion.get are it (fusion.get in the fused
+    track), and a track filter narrows it."""
+    import pytest
+
+    from gemmlab import fusion, registry
+    from gemmlab.errors import ConfigError
+
+    assert registry.get is registry.lookup
+    assert registry.lookup("two_phase") is fusion.get("two_phase") is registry.lookup("two_phase", track="fused")
+    assert registry.lookup("03_smem_tiling", track="sgemm").name == "sgemm/03_smem_tiling"
+    with pytest.raises(ConfigError, match="no fused step called 'smem_tiling'"):
+        registry.lookup("smem_tiling", track="fused")
+    with pytest.raises(ConfigError, match="no track called 'dgemm'"):
+        registry.lookup("naive", track="dgemm")
+    assert fusion.steps() == registry.all_steps("fused") == registry.FUSED_STEPS
+    assert registry.all_step_names() == [s.name for s in registry.STEPS + registry.FUSED_STEPS]

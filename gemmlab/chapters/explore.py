@@ -15,7 +15,7 @@ import ipywidgets as widgets
 
 def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
     """The slider's text: can it run (and why not), resources, occupancy, check, and a timing on a GPU."""
-    step = registry.get(name)
+    step = registry.lookup(name)
     size = kernel.check_size(size)
     try:
         inst = kernel.instance(name, **params)

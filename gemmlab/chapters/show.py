@@ -11,7 +11,6 @@ import html
 from pathlib import Path
 
 from ..runtime.source import KERNELS
-from ..measure import fusion
 from ..runtime import registry
 
 _BOX = ("background:#f7f7f7;color:#1f1f1f;border:1px solid #ddd;border-radius:4px;padding:6px 8px;margin:4px 0;"
@@ -91,7 +90,7 @@ def source(name: str, start_at: str | None = None, end_before: str | None = None
 
 def previous_step(name: str) -> str:
     """The step a step extends, as its registry entry names it (the GEMM registry or the fused steps' list)."""
-    step = fusion.get(name) if name.startswith("fused/") else registry.get(name)
+    step = registry.lookup(name)
     if not step.previous:
         raise ValueError(f"{name} has no previous step: name the file to compare with (against=...)")
     return step.previous

@@ -21,7 +21,7 @@ CH2_STEPS = ("sgemm/01_naive", "sgemm/02_coalesced")
 
 def block_choices(step: str = CH2_STEPS[0]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The BLOCK_X and BLOCK_Y values the registry offers for `step`."""
-    params = registry.get(step).params
+    params = registry.lookup(step).params
     return params["BLOCK_X"].choices, params["BLOCK_Y"].choices
 
 
@@ -29,7 +29,7 @@ def config_problem(bx: int, by: int, steps: Sequence[str] = CH2_STEPS) -> str | 
     """Why (BLOCK_X, BLOCK_Y) cannot run, in the registry's words; None when it can."""
     for name in steps:
         try:
-            registry.get(name).resolve({"BLOCK_X": bx, "BLOCK_Y": by})
+            registry.lookup(name).resolve({"BLOCK_X": bx, "BLOCK_Y": by})
         except GemmlabError as exc:
             return str(exc)
     return None

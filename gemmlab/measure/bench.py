@@ -295,7 +295,7 @@ def live_sizes(sizes, steps=1, dtype: str = "float16", budget_s: float = 60.0, g
     else:  # not in the table: the architecture's rate per SM at the reported clock
         per_sm = FLOP_PER_CLOCK_PER_SM[dtype].get(cc, min(FLOP_PER_CLOCK_PER_SM[dtype].values()))
         peak_tflops = info["sms"] * (info["clock_mhz"] or 1000) * 1e6 * per_sm / 1e12
-    count = steps if isinstance(steps, int) else sum(registry.get(name).runs_on(cc) for name in steps)
+    count = steps if isinstance(steps, int) else sum(registry.lookup(name).runs_on(cc) for name in steps)
     rate = peak_tflops * 1e12 * efficiency
     kept, total = [], 0.0
     for n in sorted(set(int(s) for s in sizes)):

@@ -329,7 +329,7 @@ def step_of(exp: dict, name: str):
     prefix = next((p for p in steps if name.startswith(p)), None)
     if prefix is None:
         raise KeyError(f"{name!r} matches none of the experiment's step prefixes {sorted(steps)}")
-    return registry.get(steps[prefix])
+    return registry.lookup(steps[prefix])
 
 
 def tf32x3_rows(exp: dict, log: str, n: int, config: str) -> dict[str, dict]:

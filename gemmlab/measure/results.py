@@ -235,7 +235,7 @@ def timing_note(records: list[dict]) -> str:
 def default_record(records: list[dict], step: str, size: int) -> dict | None:
     """The record of `step` at size^3 with the step's default parameters (what a chapter's benchmark() shows); the
     last if several, None if there is none."""
-    defaults = registry.get(step).resolve({})
+    defaults = registry.lookup(step).resolve({})
     found = [r for r in records if r["step"] == step and r["m"] == size and r.get("params", defaults) == defaults]
     return found[-1] if found else None
 

@@ -1088,12 +1088,7 @@ FUSED_STEPS.append(replace(
             "row panel of T (sm_90a)"))
 
 
-def get(name: str) -> Step:
-    """The step called `name` ("sgemm/03_smem_tiling"; "03_smem_tiling" also works if unique), or a lab kernel's."""
-    return find_step(name, STEPS + LAB_STEPS, "step")
-
-
-def find_step(name: str, steps: list, what: str):
+def _find_step(name: str, steps: list, what: str):
     """The step of `steps` called `name`, its full name or its short one ("03_smem_tiling", "smem_tiling");
     a ConfigError naming the candidates when a short name fits several, or listing `what`s otherwise."""
     if not isinstance(name, str):
@@ -1108,7 +1103,8 @@ def find_step(name: str, steps: list, what: str):
 
 
 def steps(track: str | None = None) -> list[Step]:
-    """All steps in reading order, or those of one track ('sgemm', 'hgemm', 'fused')."""
+    """The GEMM steps (C = A B) in reading order, or those of one track ('sgemm', 'hgemm', 'hopper'); all_steps adds
+    the fused ones."""
     return [s for s in STEPS if track is None or s.track == track]
 
 
@@ -1167,7 +1163,10 @@ def lookup(name: str, track: str | None = None):
     pool = [s for s in every if track is None or s.track == track]
     if not pool:
         raise ConfigError(f"no track called {track!r}; the tracks are {', '.join(dict.fromkeys(s.track for s in every))}")
-    return find_step(name, pool, f"{'fused ' if track == 'fused' else ''}step")
+    return _find_step(name, pool, f"{'fused ' if track == 'fused' else ''}step")
+
+
+get = lookup  # the name the chapters and the lab use: the same lookup
 
 
 def is_fused(step) -> bool:
