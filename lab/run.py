@@ -21,7 +21,8 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the checkout's gemmlab
 
-from gemmlab import experiments, registry  # noqa: E402
+from gemmlab import registry  # noqa: E402
+from lab import experiments
 
 folder = pathlib.Path(__file__).resolve().parent / sys.argv[1]
 mode = sys.argv[2]
@@ -35,7 +36,7 @@ if mode == "stamp":
 import cupy  # noqa: E402  (bench and run need a GPU)
 
 from gemmlab.measure.check import verify  # noqa: E402
-from gemmlab.measure.experiments import variant_kernel  # noqa: E402
+from lab.experiments import variant_kernel  # noqa: E402
 
 step = registry.get(sys.argv[3])
 if mode == "run":

@@ -9,7 +9,9 @@ import statistics
 
 import pytest
 
-from gemmlab import errors, experiments, fusion, kernel, registry, results
+from gemmlab import errors, fusion, kernel, registry, results
+from gemmlab.runtime import variants
+from lab import experiments
 from gemmlab.measure.check import verify
 
 pytestmark = pytest.mark.lab
@@ -363,8 +365,8 @@ def _kernel_changed(tmp_path, monkeypatch, file):
     edited = tmp_path / real.name
     edited.write_text("// edited after the experiment ran\n" + "".join(
         line + "  // edited\n" for line in real.read_text().splitlines()))
-    monkeypatch.setattr(experiments, "kernel_path", lambda f: edited if kernel_path(f) == real else kernel_path(f))
-    assert experiments.kernel_path(file) == edited
+    monkeypatch.setattr(variants, "kernel_path", lambda f: edited if kernel_path(f) == real else kernel_path(f))
+    assert variants.kernel_path(file) == edited
     return edited
 
 
@@ -402,13 +404,13 @@ def test_without_history_a_patch_applies_to_the_current_kernel_or_says_why_not(t
     def no_history(commit, kernel):
         raise LookupError("no history here")
 
-    monkeypatch.setattr(experiments, "kernel_at", no_history)
+    monkeypatch.setattr(variants, "kernel_at", no_history)
     real = kernel_path(step.file)
-    monkeypatch.setattr(experiments, "kernel_path", lambda f: as_measured if kernel_path(f) == real else kernel_path(f))
+    monkeypatch.setattr(variants, "kernel_path", lambda f: as_measured if kernel_path(f) == real else kernel_path(f))
     current = experiments.variant_source("sgemm-vs-cublas", step, "xor")  # the step is as measured: it applies
     assert current == experiments.without_moved_helpers(experiments.apply_patch(as_measured.read_text(), patch))
     monkeypatch.undo()
-    monkeypatch.setattr(experiments, "kernel_at", no_history)
+    monkeypatch.setattr(variants, "kernel_at", no_history)
     _kernel_changed(tmp_path, monkeypatch, step.file)
     with pytest.raises(ValueError, match=r"measured against kernels/sgemm/11_fragment_prefetch.cu at commit [0-9a-f]{12}, "
                                          r"which cannot be read here \(no history here\).*not --depth 1"):
@@ -421,7 +423,7 @@ def test_stamp_records_the_latest_kernel_commit_a_new_patch_applies_to(tmp_path)
     patch = LAB / "sgemm-vs-cublas" / "xor.patch"
     rec = experiments.measured_against(patch.read_text())
     _history(rec)
-    if experiments._git("log", "--format=%H", "-1", "--", rec.kernel).strip() != rec.commit or experiments._git(
+    if experiments.git("log", "--format=%H", "-1", "--", rec.kernel).strip() != rec.commit or experiments.git(
             "status", "--porcelain", "--", rec.kernel).strip():
         pytest.skip(f"{rec.kernel} changed since {rec.commit[:12]}")
     new = tmp_path / "xor.patch"

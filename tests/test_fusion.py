@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab import bench, experiments, fusion, gpu, registry
+from gemmlab import bench, fusion, gpu, registry
+from lab import experiments
 from gemmlab.measure import results
 from gemmlab.runtime import backends
 from gemmlab.__main__ import main as cli

@@ -158,7 +158,7 @@ def test_pip_install_gives_a_working_package(tmp_path):
     code = ("import gemmlab, gemmlab.runtime.source as s, gemmlab.measure.results as r; "
             "assert str(s.REPO).startswith(%r), s.REPO; "
             "assert (s.KERNELS / 'common.cuh').is_file() and any(r.RESULTS.glob('*.json')); "
-            "from gemmlab import experiments as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "
+            "from gemmlab import variants as x, fusion as f; assert str(x.LAB).startswith(%r), x.LAB; "
             "assert x.variant_source('fusion-tf32x3', f.get('fused/05_tf32x3'), '1x'); "
             "assert gemmlab.glue.chapter_value('02_coalescing', 'ch2_speedup'); "  # the appendix quotes the chapters
             "assert gemmlab.nvrtc.pinned_version() == %r, gemmlab.nvrtc.pinned_version(); "  # from the package's metadata

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
-from gemmlab import experiments, hardware, nvrtc, profile
+from gemmlab import hardware, nvrtc, profile
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
 from gemmlab.measure.check import compare, make_inputs
@@ -157,7 +157,7 @@ def why_it_stops() -> None:
         return tile_flops / (tflops * 1e12 / sms / clock)
 
     def tf(group, spec):
-        return experiments.tflops(experiments.group(diag, group), spec, 8192)
+        return gemmlab.results.tflops(gemmlab.results.group(diag, group), spec, 8192)
     copy, math = tf("decomposition 2", "s07_copyonly"), tf("decomposition", "s07_nocopy")
     whole = tf("decomposition 2", "s07_pipe")
     print(f"{diag['gpu']}, step 07 at 8192, cycles per block tile (from TFLOP/s at the profiled clock):")

@@ -22,7 +22,7 @@ from .glue import glue
 from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
 from .plots import COLOURS, roofline as draw
-from ..measure import experiments
+from ..runtime import variants
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -370,7 +370,7 @@ def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
 
 def one_tf32_source() -> str:
     """Step 05's kernel with one TF32 mma per product (big x big only): lab/fusion-tf32x3's "1x" variant."""
-    return experiments.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), "1x")
+    return variants.variant_source("fusion-tf32x3", fusion.get("fused/05_tf32x3"), "1x")
 
 
 def glue_tf32x3_bound(n: int = 512) -> None:

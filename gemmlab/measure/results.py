@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import statistics
 import uuid
 from pathlib import Path
 
@@ -333,3 +334,29 @@ def best(records: list[dict], step: str, n: int) -> dict | None:
     """The fastest record of `step` at size n, benchmark or sweep."""
     rows = [r for r in records if r["step"] == step and r["m"] == n]
     return min(rows, key=lambda r: r["median_s"]) if rows else None
+
+
+# --- reading an experiment's record (results/experiments/<name>/results.json, experiment()) ---
+def group(exp: dict, name: str) -> dict:
+    """The experiment group called `name` in a multi-part experiment (hgemm-diagnosis)."""
+    for e in exp["experiments"]:
+        if e["name"] == name:
+            return e
+    raise KeyError(f"no group {name!r}: {[e['name'] for e in exp['experiments']]}")
+
+
+def _runs(exp_group: dict, spec: str, size: int | None) -> list[dict]:
+    runs = [r for r in exp_group["runs"][spec] if size is None or r["size"] == size]
+    if not runs:
+        raise ValueError(f"no recorded runs of {spec}" + (f" at size {size}" if size else ""))
+    return runs
+
+
+def pct(exp_group: dict, spec: str, size: int | None = None) -> float:
+    """Median recorded % of cuBLAS of one variant in a group (cuBLAS measured in the same round)."""
+    return statistics.median(r["pct"] for r in _runs(exp_group, spec, size))
+
+
+def tflops(exp_group: dict, spec: str, size: int | None = None) -> float:
+    """Median recorded TFLOP/s of one variant in a group."""
+    return statistics.median(r["tflops"] for r in _runs(exp_group, spec, size))

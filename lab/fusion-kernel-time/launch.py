@@ -41,7 +41,7 @@ CONFIGS = {
 
 def record() -> dict:
     """results.json["launch"][gpu]: per N and call, the median event time of each round (us)."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out = {}
     for gpu, log, text in experiments.gpu_logs(DATA, "launch-*.log"):
@@ -67,7 +67,8 @@ def main(sizes: list[int]) -> None:
     import cupy
     import torch
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     torch.backends.cuda.matmul.allow_tf32 = False
     st = fusion.get(STEP)
@@ -111,7 +112,7 @@ def main(sizes: list[int]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        from gemmlab import experiments
+        from lab import experiments
 
         launch_record = record()
         experiments.save_record(DATA, "launch", launch_record)

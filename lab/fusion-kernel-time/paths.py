@@ -31,7 +31,8 @@ def main(n: int = 512) -> None:
     import cupy
     import torch
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}\ndate: {datetime.date.today().isoformat()}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -60,7 +61,7 @@ def main(n: int = 512) -> None:
 
 def record() -> dict:
     """results.json["paths"][gpu]: host us per call, and per call the event time of each round (us)."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out = {}
     for gpu, log, text in experiments.gpu_logs(DATA, "paths-*.log"):
@@ -73,7 +74,7 @@ def record() -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["record"]:
-        from gemmlab import experiments
+        from lab import experiments
 
         rec = record()
         experiments.save_record(DATA, "paths", rec)

@@ -76,7 +76,8 @@ def main(sizes: list[int]) -> None:
     import cupy
     import torch
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}\ndate: {datetime.date.today().isoformat()}\ntorch: {torch.__version__}")
     for n in sizes:
@@ -109,7 +110,7 @@ def main(sizes: list[int]) -> None:
 def record() -> dict:
     """results.json["profiler"][gpu]: the tiles and errors of the steps, the kernels of each call (names,
     how many, their summed durations and span per round, us) and the event times per round (us), by N."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out = {}
     for gpu, log, text in experiments.gpu_logs(DATA, "profiler-*.log"):
@@ -135,7 +136,7 @@ def record() -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["record"]:
-        from gemmlab import experiments
+        from lab import experiments
 
         rec = record()
         experiments.save_record(DATA, "profiler", rec)

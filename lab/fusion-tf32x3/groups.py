@@ -33,7 +33,7 @@ CONFIGS = {
 
 def record() -> dict:
     """results.json["groups"]: per GPU, the newest log's event times per configuration and round (us)."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out = {}
     for gpu, log, text in experiments.gpu_logs(DATA, "groups-*.log"):
@@ -43,7 +43,8 @@ def record() -> dict:
 
 
 def main(n: int = 512) -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -58,7 +59,7 @@ def main(n: int = 512) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        from gemmlab import experiments
+        from lab import experiments
 
         groups_record = record()
         experiments.save_record(DATA, "groups", groups_record)

@@ -49,7 +49,7 @@ LABELS_FIRST = {"step": "before", "ldsm_a": "ldmatrix A only", "group_bar": "gro
 
 def record() -> dict:
     """results.json["loop"]: per GPU, one entry per log: {log, us: {"N config": {label: [us per round]}}}."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out = {}
     for gpu, log, text in experiments.gpu_logs(DATA, "loop-*.log"):
@@ -65,7 +65,8 @@ def record() -> dict:
 def main(sizes: list[int]) -> None:
     import torch
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     torch.backends.cuda.matmul.allow_tf32 = False
     st = fusion.get("fused/05_tf32x3")
@@ -86,7 +87,7 @@ def main(sizes: list[int]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "record":
-        from gemmlab import experiments
+        from lab import experiments
 
         loop_record = record()
         experiments.save_record(DATA, "loop", loop_record)

@@ -74,7 +74,8 @@ LOGS = {  # log -> the source its variants were applied to
 
 def source(variant: str) -> str | None:
     """The variant's kernel source (None: the step itself)."""
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
     return experiments.variant_source(HERE, fusion.get("fused/05_tf32x3"), variant.lstrip("!"))
 
 

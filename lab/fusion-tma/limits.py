@@ -308,7 +308,8 @@ def multicast_kernel(cluster: int, cta_scope: bool = False, **params):
 def calls() -> None:
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for n, tiles in ((512, TILES_512), (2048, TILES_2048)):
@@ -534,7 +535,8 @@ def ring_stagger(variant: str, k, a, b, c, runs: int = 20) -> None:
 def ring_at_512(sources: dict) -> None:
     """GPU only: for each name -> (source with the ring's marks, checked?) at step 08's 512 tiles, steps.ring_parts()
     (checking it first if asked) and ring_stagger()."""
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     a, b, c, want, _ = experiments.fusion_problem(512)
     for name, (source, checked) in sources.items():
@@ -546,7 +548,8 @@ def ring_at_512(sources: dict) -> None:
 def step08_at_512(variants: dict):
     """GPU only: the problem at 512, torch `a @ b @ c` and step 08 at TILES_512 (checked), and step 08 with each
     of `variants` (name -> source, timed only), each launched directly and from a graph: (a, b, c, want, calls)."""
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, launch = experiments.fusion_problem(512)
@@ -563,7 +566,8 @@ def against_08(label: str, make, configs: dict) -> None:
     """GPU only: for each N and tiles (BLOCK_N, SPLIT_K, NUM_STAGES) in `configs`, step 08 and make(**tiles) (a
     FusedKernel on the GPU), both checked at full size and launched directly and from a CUDA graph, in turn with torch
     `a @ b @ c`, three rounds; the variant's calls are named LABEL TILES."""
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     for n, tilings in configs.items():
         a, b, c, want, launch = experiments.fusion_problem(n)
@@ -579,7 +583,8 @@ def against_08(label: str, make, configs: dict) -> None:
 
 
 def handover() -> None:
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     n = 512
     a, b, c, want, launch = step08_at_512(handover_sources())
@@ -595,7 +600,8 @@ def handover() -> None:
 def fp16() -> None:
     import cupy
 
-    from gemmlab import experiments, gpu
+    from gemmlab import gpu
+    from lab import experiments
 
     a, b, c, want, launch = step08_at_512({**fp16_sources(), "returns at once": variant_source("returns at once")})
     empty = cupy.RawKernel(EMPTY_KERNEL, "empty_kernel")
@@ -660,7 +666,8 @@ def ring_waits(variant: str, k, a, b, c, runs: int = 20) -> None:
 
 
 def waits() -> None:
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     a, b, c, want, launch = step08_at_512({name: variant_source(name) for name in WAITED_VARIANTS[1:]})
     for name in WAITED_VARIANTS:
@@ -677,7 +684,8 @@ def waits() -> None:
 
 
 def producers() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     print(f"producers: {fusion.check(producers_kernel('gpu', **TILES_512))}")
@@ -731,7 +739,8 @@ def phase1_source(name: str) -> str:
 def wide() -> None:
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
     from gemmlab.errors import VerificationError
 
     print(f"gpu: {gpu.device()['name']}")
@@ -825,7 +834,8 @@ PRESPLIT_VARIANTS = [
 
 
 def presplit() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for split_b in (False, True):
@@ -903,7 +913,8 @@ def readsplit_source(subs) -> str:
 
 
 def readsplit() -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     def step08(extra, marked: bool):  # step 08 at its 12 stages, with the substitutions `extra`
         return fusion.step("fused/08_tile_flags", source=variant_source("08", waits=marked, extra=extra), **TILES_512)

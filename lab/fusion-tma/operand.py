@@ -99,7 +99,8 @@ def tag(name: str, p: dict) -> str:
 def main() -> None:
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     p08, p_reg = CONFIGS[512]

@@ -91,7 +91,8 @@ def once(variant: str) -> None:
     sys.path.insert(0, str(HERE))
     import limits
 
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     a, b, c, want, _ = experiments.fusion_problem(512)
     source = None if variant == "08" else limits.variant_source(variant)

@@ -126,7 +126,8 @@ def against(before: str, before_source: str, timed_only: dict | None = None) -> 
     `timed_only`: {label: source} of variants whose results are wrong, timed next to them, never checked."""
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for n, configs in SERIALIZED_CONFIGS.items():
@@ -266,7 +267,8 @@ def patched(step: str, patch: Path) -> str:
     """`step`'s source with the patch file `patch` applied: to the step's text at the commit the patch records
     (gemmlab.experiments.patched; without git history, to the current file, a ValueError if it changed where the
     patch touches it)."""
-    from gemmlab import experiments, fusion
+    from gemmlab import fusion
+    from lab import experiments
 
     return experiments.patched(patch, fusion.get(step).file)
 
@@ -316,7 +318,8 @@ def ring(n: int = 512, runs: int = 20) -> None:
     """Per K tile of step 07, how long each part of the consumer group's work takes (RING_MARKS), as it is
     and with the split element by element: the median over blocks and launches, of every K tile but each
     phase's first SPLIT_K (those start together); both variants checked first."""
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, _ = experiments.fusion_problem(n)
@@ -421,7 +424,8 @@ def transposed_kernel(backend: str | None = None, subs=(), **params):
 
 def transposed() -> None:
     """The transposed variant against step 07 (checked, same run), and both rings at 512 for 1, 2, 3 groups."""
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     print(fusion.check(transposed_kernel("gpu")))
@@ -468,7 +472,8 @@ def timeline(n: int = 512, runs: int = 40) -> None:
     """Step 07's marks per block over `runs` launches, then the event time of the call and of an empty one."""
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -502,7 +507,8 @@ def flags() -> None:
     """Step 08 (a counter per tile of T, each tile of E waiting for its row panel) against step 07 (the grid
     barrier) and against 08 as first tried (perktile.patch), same tiles, all checked, launched in turn with
     torch a @ b @ c, three rounds per size."""
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for n, confs in FLAGS_CONFIGS.items():
@@ -561,7 +567,8 @@ def overlap() -> None:
     Launched in turn with torch a @ b @ c, three rounds per size."""
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     src08, src_overlap = substituted("fused/08_tile_flags", []), overlap_source()
@@ -594,7 +601,8 @@ def part_source(name: str) -> str:
 def parts(n: int = 512) -> None:
     import cupy
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -608,7 +616,8 @@ def parts(n: int = 512) -> None:
 
 
 def main(sizes) -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
@@ -639,7 +648,7 @@ CLUSTERS_LINE = re.compile(r"CLUSTER=(\d+)>: at most (\d+) clusters resident$", 
 
 def record() -> dict:
     """results.json[KIND] for each of KINDS: per GPU, the newest log of that kind, {N: {call: [us per round]}}."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out: dict = {key: {} for key in KINDS}
     for key in KINDS:
@@ -684,7 +693,7 @@ if __name__ == "__main__":
     elif sys.argv[1] in ("timeline", "serialized", "loads", "ring", "transposed", "flags", "overlap"):
         globals()[sys.argv[1]]()
     elif sys.argv[1] == "record":
-        from gemmlab import experiments
+        from lab import experiments
 
         rec = record()
         for key, value in rec.items():

@@ -36,7 +36,7 @@ REPEATS = {512: 300, 1024: 200, 2048: 50, 4096: 10}
 
 def record() -> dict:
     """results.json["steps"] / ["timeline"] / ["variants"]: per GPU, the newest log of each kind (us)."""
-    from gemmlab import experiments
+    from lab import experiments
 
     out: dict = {"steps": {}, "timeline": {}, "variants": {}}
     for gpu, log, text in experiments.gpu_logs(DATA, "steps-*.log"):
@@ -61,7 +61,8 @@ TIMELINE_LINE = re.compile(r"^timeline (\d+) (n\d+ k\d+ s\d+) phase (\d) (.+?)\s
 
 
 def main(sizes) -> None:
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     for n in sizes:
@@ -87,7 +88,8 @@ def timeline(n: int = 512, launches: int = 20) -> None:
     import cupy
     import numpy as np
 
-    from gemmlab import experiments, fusion, gpu
+    from gemmlab import fusion, gpu
+    from lab import experiments
 
     clock_hz = cupy.cuda.runtime.getDeviceProperties(0)["clockRate"] * 1e3
     print(f"gpu: {gpu.device()['name']}")
@@ -114,7 +116,8 @@ VARIANTS = ("loads_before_split", "!nofence")  # patches in this folder; '!': a 
 def variants(n: int = 512, configs=("n32 k4 s3", "n32 k4 s2")) -> None:
     """The step against each patch of VARIANTS at the configurations named, launched in turn with torch
     `a @ b @ c`, three rounds (a '!' variant is timed only if it still matches float64 at full size)."""
-    from gemmlab import errors, experiments, fusion, gpu
+    from gemmlab import errors, fusion, gpu
+    from lab import experiments
 
     print(f"gpu: {gpu.device()['name']}")
     a, b, c, want, calls = experiments.fusion_problem(n)
@@ -136,7 +139,7 @@ if __name__ == "__main__":
     if sys.argv[1] in ("timeline", "variants"):
         {"timeline": timeline, "variants": variants}[sys.argv[1]](*[int(x) for x in sys.argv[2:]])
     elif sys.argv[1] == "record":
-        from gemmlab import experiments
+        from lab import experiments
 
         rec = record()
         for key, value in rec.items():

@@ -13,7 +13,7 @@ import time
 import cupy
 
 from gemmlab import registry
-from gemmlab.measure.experiments import variant_kernel
+from lab.experiments import variant_kernel
 
 STEP = registry.get("hgemm/07_cp_async")
 VARIANTS = ["s07_base", "s07_noldsm", "s07_copyonly", "s07_copymma", "s07_nocopy"]

@@ -15,8 +15,9 @@ import sys
 
 import cupy
 
-from gemmlab import experiments, registry
-from gemmlab.measure.experiments import variant_source
+from gemmlab import registry
+from lab import experiments
+from lab.experiments import variant_source
 from gemmlab.runtime.kernel import Kernel
 
 FOLDER = pathlib.Path(__file__).parent

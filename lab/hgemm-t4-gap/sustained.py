@@ -24,7 +24,7 @@ import pathlib
 import cupy
 
 from gemmlab import bench, registry
-from gemmlab.measure.experiments import variant_kernel
+from lab.experiments import variant_kernel
 from gemmlab.runtime.kernel import Kernel
 
 HERE = pathlib.Path(__file__).parent

@@ -1,4 +1,6 @@
-"""Recorded experiments: variants of a step, what each changed, what we expected, what happened.
+"""The lab's library (lab/, not the package): recorded experiments, variants of a step, what each changed, what we
+expected, what happened. The package keeps what a chapter reads: an experiment's record (gemmlab.results.experiment,
+group, pct, tflops) and a variant's source (gemmlab.runtime.variants).
 
 An experiment's code lives in lab/<name>/ (its variants as patches against the step they change, each
 patch's first line naming the commit of the kernel it was measured against; its scripts; its README
@@ -9,22 +11,19 @@ the tables here only read the record, so they are the same with or without a GPU
 from __future__ import annotations
 
 import dataclasses
-import functools
+import json
 import re
-import statistics
-import subprocess
 from pathlib import Path
 
-from ..runtime import registry, source
-from ..runtime.kernel import Kernel
-from ..runtime.source import apply_patch, kernel_path
-from . import bench
-from ..measure import fusion
-from ..runtime import gpu
-import json
+from gemmlab.measure import bench, fusion
+from gemmlab.measure.results import group, pct, tflops  # noqa: F401 (experiments.X: an experiment's record, read)
+from gemmlab.runtime import gpu, registry
+from gemmlab.runtime.kernel import Kernel
+from gemmlab.runtime.source import apply_patch
+from gemmlab.runtime.variants import (LAB, MEASURED, Measured, git, kernel_at, lab_folder,  # noqa: F401 (experiments.X)
+                                      measured_against, patched, relative, variant_source, without_moved_helpers)
 
 # The lab's code: lab/<name>/ holds an experiment's patches and scripts (its data: results.EXPERIMENTS).
-LAB = source.REPO / "lab"
 
 # (label, how to show it) for the side-by-side table of two Nsight Compute records
 COUNTERS = (
@@ -68,31 +67,6 @@ def variants(exp: dict) -> str:
     return "\n".join(lines)
 
 
-def group(exp: dict, name: str) -> dict:
-    """The experiment group called `name` in a multi-part experiment (hgemm-diagnosis)."""
-    for e in exp["experiments"]:
-        if e["name"] == name:
-            return e
-    raise KeyError(f"no group {name!r}: {[e['name'] for e in exp['experiments']]}")
-
-
-def _runs(exp_group: dict, spec: str, size: int | None) -> list[dict]:
-    runs = [r for r in exp_group["runs"][spec] if size is None or r["size"] == size]
-    if not runs:
-        raise ValueError(f"no recorded runs of {spec}" + (f" at size {size}" if size else ""))
-    return runs
-
-
-def pct(exp_group: dict, spec: str, size: int | None = None) -> float:
-    """Median recorded % of cuBLAS of one variant in a group (cuBLAS measured in the same round)."""
-    return statistics.median(r["pct"] for r in _runs(exp_group, spec, size))
-
-
-def tflops(exp_group: dict, spec: str, size: int | None = None) -> float:
-    """Median recorded TFLOP/s of one variant in a group."""
-    return statistics.median(r["tflops"] for r in _runs(exp_group, spec, size))
-
-
 def runs_table(exp_group: dict, size: int | None = None) -> str:
     """Each variant of one group: % of cuBLAS and TFLOP/s of every round ('/' between rounds)."""
     lines = []
@@ -133,114 +107,6 @@ def fusion_kernel_times(kt: dict, n: int) -> tuple[float, list[dict]]:
     return kernels[last]["duration_ns"], [k for k in kernels[last + 1:] if "gemm" in k["kernel"]]
 
 
-# ------------------------------------------------------------------------------------------------
-# Variants as patches, each applied to the kernel's text at the commit it was measured against
-# ------------------------------------------------------------------------------------------------
-# A patch's first line: "# measured against <commit> (<kernel file, from the repository root>)". Unified-diff
-# readers (git apply, patch, source.apply_patch) skip lines before the "---" header.
-MEASURED = re.compile(r"^# measured against ([0-9a-f]{7,40}) \((\S+)\)[ \t]*$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Measured:
-    """The kernel a patch was measured against: its commit and its path (relative to the repository)."""
-    commit: str
-    kernel: str
-
-
-def measured_against(patch_text: str) -> Measured | None:
-    """The commit and kernel file a patch records on its first line, or None if it records none."""
-    m = MEASURED.match(patch_text.split("\n", 1)[0])
-    return Measured(m.group(1), m.group(2)) if m else None
-
-
-def _git(*args: str) -> str:
-    """`git -C <the checkout> ARGS`'s output; a LookupError saying why if there is no history to ask (no git,
-    an installed package rather than a checkout, or a shallow clone that lacks the commit)."""
-    try:
-        top = subprocess.run(["git", "-C", str(source.REPO), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LookupError(f"git cannot run here ({type(e).__name__}: {e})") from None
-    if top.returncode or Path(top.stdout.strip()).resolve() != source.REPO.resolve():
-        raise LookupError(f"{source.REPO} is not a git checkout (an installed package has no history)")
-    out = subprocess.run(["git", "-C", str(source.REPO), *args], capture_output=True, text=True, timeout=60)
-    if out.returncode:
-        why = (out.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise LookupError(f"git {' '.join(args)}: {why} (a shallow clone lacks older commits: git fetch --unshallow)")
-    return out.stdout
-
-
-@functools.lru_cache(maxsize=64)
-def kernel_at(commit: str, kernel: str) -> str:
-    """The text of `kernel` (a path from the repository root) at `commit`, from git; a LookupError if the
-    history is not there."""
-    return _git("show", f"{commit}:{kernel}")
-
-
-def _relative(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(source.REPO.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def patched(patch: str | Path, kernel: str | None = None) -> str:
-    """The source of the variant a patch file describes: the patch applied to the text of the kernel at the
-    commit its first line records (`git show COMMIT:KERNEL`), so that editing the kernel since does not
-    break it. Without git history (an installed package, a shallow clone) it is applied to the current
-    kernel file instead; a ValueError says so if the kernel changed where the patch touches it. A patch that
-    records no commit yet (a new variant, before `python lab/run.py FOLDER stamp`) is applied to the current
-    kernel file. `kernel`: the current kernel file (relative to kernels/ or the repository) to fall back
-    to; by default the one the patch records."""
-    patch = Path(patch)
-    text = patch.read_text()
-    label = _relative(patch)
-    rec = measured_against(text)
-    if rec is None and kernel is None:
-        raise ValueError(f"{label} records no '# measured against COMMIT (KERNEL)' line and no kernel was given")
-    current = kernel_path(kernel or rec.kernel)
-    if rec is None:
-        return without_moved_helpers(apply_patch(current.read_text(), text, label=label))
-    try:
-        base = kernel_at(rec.commit, rec.kernel)
-    except LookupError as why:
-        try:
-            return without_moved_helpers(apply_patch(current.read_text(), text, label=label))
-        except ValueError as e:
-            raise ValueError(
-                f"{label} was measured against {rec.kernel} at commit {rec.commit[:12]}, which cannot be read here "
-                f"({why}), so it was applied to the current {_relative(current)} instead, and it does not apply "
-                f"to that ({e}). Run it from a git clone with the history (not --depth 1).") from None
-    return without_moved_helpers(apply_patch(base, text, label=f"{label} (against {rec.kernel} at {rec.commit[:12]})"))
-
-
-def without_moved_helpers(text: str) -> str:
-    """`text` (a kernel at an older commit, or a patch's variant) without the helper definitions that common.cuh
-    now holds, the same code (the FP32 steps' edge helpers, the cluster wrappers): kept, they would be defined
-    twice. Their comments stay; only the definitions, matched on their code, go."""
-    header = kernel_path("common.cuh").read_text()
-    for block in re.findall(r"^__device__ __forceinline__[^{;]*\{.*?^\}\n", header, re.M | re.S):
-        text = text.replace(block, "")
-    return text
-
-
-def lab_folder(folder: str | Path) -> Path:
-    """An experiment's folder of patches and scripts: a path, or a name under lab/."""
-    folder = Path(folder)
-    return folder if folder.is_absolute() or folder.exists() else LAB / folder
-
-
-def variant_source(folder: str | Path, step, name: str) -> str | None:
-    """A variant's kernel source: <folder>/<name>.patch (a unified diff; the variant keeps the step's kernel
-    name and template parameters) applied to the step's kernel as it was at the commit the patch records
-    (patched()). None for the step itself (`name` 'step' or '*_base'). `folder` is a path, or a name under
-    lab/."""
-    if name == "step" or name.endswith("_base"):
-        return None
-    return patched(lab_folder(folder) / f"{name}.patch", step.file)
-
-
 def _kernel_named(text: str) -> str | None:
     """The kernel file a patch changes: the one its first line records, else its "--- " line's (no a/)."""
     rec = measured_against(text)
@@ -257,7 +123,7 @@ def find_commit(patch: str | Path, before: str = "HEAD") -> Measured:
     kernel = _kernel_named(text)
     if not kernel:
         raise LookupError(f"{patch}: no '--- kernels/...' line names the kernel it changes")
-    for commit in _git("log", "--format=%H", before, "--", kernel).split():
+    for commit in git("log", "--format=%H", before, "--", kernel).split():
         try:
             apply_patch(kernel_at(commit, kernel), text)
         except (ValueError, LookupError):
@@ -273,7 +139,7 @@ def stamp(patch: str | Path) -> Measured:
     patch = Path(patch)
     text = patch.read_text()
     kernel = _kernel_named(text)
-    if kernel and _git("status", "--porcelain", "--", kernel).strip():
+    if kernel and git("status", "--porcelain", "--", kernel).strip():
         raise LookupError(f"{kernel} has changes not committed: commit the kernel the variant was measured "
                           f"against, then stamp {patch.name}")
     rec = find_commit(patch)
