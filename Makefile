@@ -42,10 +42,10 @@ site: $(BOOK_STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax book/ tests/
 
-# Issue 40: every chapter top to bottom in Colab's environment (tests/colab/lane.py; it makes .venv-colab itself).
+# Issue 40: every chapter top to bottom in Colab's environment (tools/colab/lane.py; it makes .venv-colab itself).
 .PHONY: colab-lane
 colab-lane:
-	$(PYTHON) tests/colab/lane.py
+	$(PYTHON) tools/colab/lane.py
 
 clean:
 	rm -rf _build

@@ -12,7 +12,7 @@ This file adds what a reader does next:
   the records as committed: on a reader's GPU, `make test` runs the chapters first and they save that
   GPU's records, which the chapters then read. So where git says a record file under results/ differs
   from the commit, the glued values are not compared (a warning names the files); CI's clean clone and
-  the GPU lane (tests/gpu_lane.sh runs tests/ before book/) always compare them.
+  the GPU lane (tools/gpu_lane.sh runs tests/ before book/) always compare them.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 # Usage (repository root on the GPU machine): bash lab/hgemm-past-cublas/recheck.sh OUT_DIR
 source lab/hgemm-past-cublas/lib.sh
 setup "${1:-}" recheck-out
-source tests/wheels.sh
+source tools/wheels.sh
 NEW="hgemm/12_stream_k"
 run verify 90 python3 -m gemmlab verify $NEW --backend gpu
 run verify-gain1-n128 60 python3 -m gemmlab verify $NEW --backend gpu --param MIN_GAIN=1 --param BLOCK_N=128

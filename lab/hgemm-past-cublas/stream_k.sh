@@ -39,7 +39,7 @@ if [[ $PART == 1 ]]; then
     cat "$work"/timeline.log
   } >> "$summary"
 elif [[ $PART == 3 ]]; then
-  source tests/wheels.sh
+  source tools/wheels.sh
   profile $NEW $OLD
   run pytest-gpu 330 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_agreement.py tests/test_stream_k.py \
     tests/test_mma_in_flight.py tests/test_tma_store.py tests/test_runtime.py tests/test_reliability.py

@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts (tests/gpu_lane.sh, lab/hgemm-past-cublas/stream_k.sh) on a machine without a package
+# Sourced by the GPU scripts (tools/gpu_lane.sh, lab/hgemm-past-cublas/stream_k.sh) on a machine without a package
 # registry: the wheels in .whl/ (downloaded elsewhere, as the README says) installed into /tmp/site and put on
 # PYTHONPATH and PATH. Nothing happens without .whl/; a failed install returns 1.
 if [ -d .whl ]; then

@@ -1,10 +1,10 @@
 """The Colab lane (issue 40): every chapter in book/, top to bottom, in an environment pinned to a Colab runtime.
 
-    python3 tests/colab/lane.py [NOTEBOOK ...] [--jobs N] [--keep] [--warm-cache] [--python PY]   (make colab-lane)
+    python3 tools/colab/lane.py [NOTEBOOK ...] [--jobs N] [--keep] [--warm-cache] [--python PY]   (make colab-lane)
 
 What it does, in order:
 1. `.venv-colab` at the repository root, made with Python 3.12 (Colab's) where one is found, holds
-   tests/colab/requirements-colab.txt: Colab's NumPy, matplotlib, ipywidgets, CuPy and the kernel machinery
+   tools/colab/requirements-colab.txt: Colab's NumPy, matplotlib, ipywidgets, CuPy and the kernel machinery
    (IPython 7, ipykernel 6, jupyter_client 7, nbclient), and no myst-nb, no jupyter-book and no gemmlab. It is
    reused while the requirements and the interpreter are unchanged; gemmlab is uninstalled from it every run.
 2. A git repository snapshot of the working tree as it is on disk (uncommitted and untracked files included,
@@ -12,7 +12,7 @@ What it does, in order:
    cell clones and pip-installs what is on disk, as it clones the course from GitHub on Colab.
 3. Each notebook runs with nbclient on a kernel that is `.venv-colab/bin/python -m ipykernel_launcher`, in a
    fresh folder of its own (Colab's /content: no checkout beside it), with a stand-in `google.colab` on its path
-   (tests/colab/stub), GEMMLAB_BACKEND=cpu and GEMMLAB_COURSE_DIR=<that folder>/gemmlab-course. Chapters run
+   (tools/colab/stub), GEMMLAB_BACKEND=cpu and GEMMLAB_COURSE_DIR=<that folder>/gemmlab-course. Chapters run
    --jobs at a time (default 2); the set-up cells run one at a time, so the first one installs the course into
    the venv and the others import that copy. A fresh emulator cache (GEMMLAB_CACHE), as on a new runtime,
    unless --warm-cache. The kernel's replies are polled a second at a time (polled_in_slices: with Colab's

@@ -1,6 +1,6 @@
 """Execute chapter notebooks in place, so that they store this machine's outputs (the GPU run the site shows).
 
-    python tests/execute_notebooks.py book/07b_tensor_core_ladder.ipynb [...] [--log-dir DIR]
+    python tools/execute_notebooks.py book/07b_tensor_core_ladder.ipynb [...] [--log-dir DIR]
 
 Same job as `jupyter execute --inplace`, written out because that command's kernel did not start on a
 GPU machine whose packages come from wheels installed with `--target` (see ../shared/GPU.md): here the

@@ -5,7 +5,7 @@
 #   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over every step (and the first
 #      three over chapter 8's fused steps),
 #   4. Nsight Compute warp-state counters of the FP32 latency-hiding steps (results/<gpu>.ncu.json).
-# Usage: bash tests/gpu_lane.sh [OUT_DIR] [--execute-notebooks] [--part tests|book|measure]
+# Usage: bash tools/gpu_lane.sh [OUT_DIR] [--execute-notebooks] [--part tests|book|measure]
 # --part runs one third, for device calls of 10 minutes: tests = 1 (tests/ and the agreement), book = 1 (nbval
 # over book/), measure = 2 to 4 (benchmark, sanitizers, ncu). Without it, all three in turn. (An H200 on 2026-11-28
 # ran 39% of tests/ in 280 s: tests alone may need most of a call.)
@@ -20,7 +20,7 @@ for i in "${!args[@]}"; do [[ "${args[$i]}" == "--part" ]] && part=${args[$((i +
 case "$part" in ""|tests|book|measure) ;; *) echo "--part must be tests, book or measure, not '$part'" >&2; exit 2;; esac
 runs() { [[ -z "$part" || "$part" == "$1" ]]; }  # runs PART: whether this call runs that part
 mkdir -p "$out" results/gpu-lane/sanitizer results/gpu-lane/ncu
-source tests/wheels.sh || exit 1
+source tools/wheels.sh || exit 1
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 summary="$out/summary.txt"
 : > "$summary"
@@ -29,7 +29,7 @@ steps=$(python3 -m gemmlab steps --names | grep -v "^fused/")  # the GEMM steps;
 fused=$(python3 -m gemmlab steps --names | grep "^fused/")
 
 if [[ " $* " == *" --execute-notebooks "* ]]; then  # store the GPU run's outputs (the site shows them)
-  python3 tests/execute_notebooks.py book/*.ipynb --log-dir "$out/execute" | tee -a "$summary"
+  python3 tools/execute_notebooks.py book/*.ipynb --log-dir "$out/execute" | tee -a "$summary"
 fi
 
 if runs tests; then
