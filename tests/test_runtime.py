@@ -214,6 +214,11 @@ def test_each_tracks_roadmap_lists_every_step():
         header = first[:first.index("\n\n")] if "\n\n" in first else first
         listed = re.findall(r"^//   (\d\d_[a-z0-9_]+)\s", header, re.M)
         assert [f"{track}/{n}" for n in listed] == names, (track, listed)
+        for name in names[1:]:  # issue 54: the roadmap lives in the first file only, never copied (copies went stale)
+            text = (gemmlab.source.KERNELS / f"{name}.cu").read_text()
+            head = text[:text.index("\n//\n")] if "\n//\n" in text else text.split("\n", 1)[0]
+            assert not re.search(r"^//   \d\d_", head, re.M), f"{name} copies its track's roadmap"
+            assert f"roadmap (every step, one line each) opens kernels/{names[0]}.cu" in head, name
 
 
 def test_every_step_declares_its_operands_reference_and_bound():

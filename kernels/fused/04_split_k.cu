@@ -1,10 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 8).
-//   01_naive_row   one block per row of E; the row of T = A * B waits in shared memory
-//   02_row_panel   PANEL_M rows of T in shared memory, register tiles as in sgemm/05
-//   03_two_phase   a persistent grid: T tile by tile into global scratch, a grid-wide barrier,
-//                  then E = T * C; float4 loads and register tiles as in sgemm/06
-//   04_split_k     03 with SPLIT_K groups of threads per tile, each summing its share of the K
-//                  tiles, added up in shared memory: more warps per SM when N is small
+// fused track, step 04_split_k; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
 //
 // Extends 03 for small N. At N = 512 there are only 256 output tiles of 32 x 32 for 132 SMs: with
 // 64 threads per tile, 4 warps per SM are all the latency hiding there is: too few warps, and

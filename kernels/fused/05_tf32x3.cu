@@ -1,12 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 8).
-//   01_naive_row   one block per row of E; the row of T = A * B waits in shared memory
-//   02_row_panel   PANEL_M rows of T in shared memory, register tiles as in sgemm/05
-//   03_two_phase   a persistent grid: T tile by tile into global scratch, a grid-wide barrier,
-//                  then E = T * C; float4 loads and register tiles as in sgemm/06
-//   04_split_k     03 with SPLIT_K groups of threads per tile, each summing its share of the K
-//                  tiles, added up in shared memory: more warps per SM when N is small
-//   05_tf32x3      04 with both products on the tensor cores, fp32-accurate (3xTF32), operand
-//                  tiles brought in by a NUM_STAGES-deep cp.async pipeline (sm_80 and newer)
+// fused track, step 05_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
 //
 // Extends 04 by moving the multiply-adds from the FMA pipe to the tensor cores. 04 is bounded by
 // FFMA: its phases reach a fraction of the fp32 peak, and at N = 512 the chain of two GEMMs is too

@@ -1,7 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 9).
-//   01_naive_row .. 05_tf32x3: see 05_tf32x3.cu
-//   06_wgmma_tf32x3  05 with the right operand split once per element into shared memory and
-//                    multiplied by wgmma, a warpgroup at a time (Hopper only: compiled for sm_90a)
+// fused track, step 06_wgmma_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
 //
 // Extends 05. At N = 512, 05's K loop keeps its tensor cores under half busy: for every 12
 // mma.sync a warp issues some 45 other instructions, the loads and the splits of its fragments,

@@ -1,7 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 9).
-//   01_naive_row .. 05_tf32x3: see 05_tf32x3.cu; 06_wgmma_tf32x3: see 06_wgmma_tf32x3.cu
-//   07_tma_tf32x3    06 with the operand tiles brought in by TMA: a producer warp fills a ring of
-//                    stages that the consumer warpgroups share (Hopper only: compiled for sm_90a)
+// fused track, step 07_tma_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
 //
 // Extends 06. At N = 512, taking the copies out of 06 (its tiles left stale) shortens its call more
 // than taking out the split of B or the wgmmas does (results/experiments/fusion-tma): each thread

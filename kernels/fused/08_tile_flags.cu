@@ -1,7 +1,4 @@
-// fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 9).
-//   01_naive_row .. 06_wgmma_tf32x3: see 06_wgmma_tf32x3.cu; 07_tma_tf32x3: see 07_tma_tf32x3.cu
-//   08_tile_flags    07 with a counter per tile of T in place of the grid barrier: a tile of phase 2
-//                    waits only for its row panel of T (Hopper only: compiled for sm_90a)
+// fused track, step 08_tile_flags; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
 //
 // Extends 07. At N = 512, 07's blocks wait 1.1 us at the grid barrier and 1.1 us more for their first
 // K tile of T after it (results/experiments/fusion-tma, `timeline`): every block waits for the slowest

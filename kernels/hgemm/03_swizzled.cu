@@ -1,12 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4.
-//   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
-//   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
-//   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
-//   04_register_prefetch  the next block tile's global loads are issued before this tile's mmas
-//   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
-//   06_double_buffer    two shared buffers: one barrier per K tile instead of two
-//   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
+// hgemm track, step 03_swizzled; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2

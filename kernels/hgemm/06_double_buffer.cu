@@ -1,12 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4.
-//   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
-//   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
-//   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
-//   04_register_prefetch  the next block tile's global loads are issued before this tile's mmas
-//   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
-//   06_double_buffer    two shared buffers: one barrier per K tile instead of two
-//   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
+// hgemm track, step 06_double_buffer; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 05 by double-buffering shared memory (the sgemm track's step 09, in fp16). In 05 the
 // store of tile t + 1 must wait at a barrier until every warp has finished reading tile t from

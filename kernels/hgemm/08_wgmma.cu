@@ -1,8 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4, and past it.
-//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory;
-//                       a producer warpgroup and two consumers (after kernels/hopper/01-03)
+// hgemm track, step 08_wgmma; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.
 // Chapter 7c builds it in steps, the hopper track (kernels/hopper/): wgmma from tiles the threads

@@ -1,9 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4, and past it.
-//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
-//   09_persistent       sm_90a: one block per SM walks over the tiles; the next tile's loads run
-//                       under this tile's epilogue
+// hgemm track, step 09_persistent; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 08 by making the grid persistent. In 08 every block computes one tile: its first loads
 // start only when the block starts, and while its consumers store their accumulators to C the

@@ -1,11 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4, and past it.
-//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
-//   09_persistent       sm_90a: one block per SM walks over the tiles; the next tile's loads run
-//                       under this tile's epilogue
-//   10_tma_store        sm_90a: the epilogue writes C through shared memory and a TMA store, so the
-//                       consumers start the next tile while the store runs
+// hgemm track, step 10_tma_store; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 09 by its epilogue. In 09 each consumer thread stores its 64 x BLOCK_N / 128 results to C
 // itself, BLOCK_N / 4 four-byte global stores per thread per tile (64 at BLOCK_N = 256): they queue

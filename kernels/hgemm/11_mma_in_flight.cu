@@ -1,12 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4, and past it.
-//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
-//   09_persistent       sm_90a: one block per SM walks over the tiles; the next tile's loads run
-//                       under this tile's epilogue
-//   10_tma_store        sm_90a: the epilogue writes C through shared memory and a TMA store, so the
-//                       consumers start the next tile while the store runs
-//   11_mma_in_flight    sm_90a: each consumer keeps one k tile's wgmmas queued behind the running ones
+// hgemm track, step 11_mma_in_flight; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 10 by its k loop. In 10 a consumer warpgroup issues a k tile's four wgmmas, commits them as
 // a group and waits for that group to finish (wgmma_wait<0>) before it releases the stage and waits for

@@ -1,13 +1,4 @@
-// hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
-// ladder for the T4, and past it.
-//   01_mma_tiling ... 07_cp_async: mma.sync, fed by ldmatrix from tiles the warps copy (see 07)
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
-//   09_persistent       sm_90a: one block per SM walks over the tiles; the next tile's loads run
-//                       under this tile's epilogue
-//   10_tma_store        sm_90a: the epilogue writes C through shared memory and a TMA store, so the
-//                       consumers start the next tile while the store runs
-//   11_mma_in_flight    sm_90a: each consumer keeps one k tile's wgmmas queued behind the running ones
-//   12_stream_k         sm_90a: the last wave's tiles are shared out by k tiles when that pays
+// hgemm track, step 12_stream_k; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
 // Extends 11 by its schedule. A persistent grid of G blocks deals out `tiles` tiles wave by wave;
 // when G does not divide them, the last wave has tiles % G tiles and the other blocks wait for it

@@ -1,8 +1,4 @@
-// hopper track: fp16 C = A * B with Hopper's instructions, one at a time (chapter 7c; Hopper only:
-// compiled for sm_90a). hgemm/08_wgmma is where it ends.
-//   01_wgmma      wgmma multiplies tiles that the threads copy into shared memory, 128-byte swizzled
-//   02_tma        TMA copies the tiles; one mbarrier says when they have landed (its phase bit)
-//   03_tma_ring   a ring of NUM_STAGES stages, a full and an empty mbarrier each: loads run ahead
+// hopper track, step 02_tma; the track's roadmap (every step, one line each) opens kernels/hopper/01_wgmma.cu.
 //
 // Extends 01 by TMA. In 01 all 256 threads compute addresses, guard the edges, swizzle and store 16
 // bytes at a time, 12 copies each per k tile for BLOCK_N = 256. Here one thread asks the copy engine

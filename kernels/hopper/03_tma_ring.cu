@@ -1,8 +1,4 @@
-// hopper track: fp16 C = A * B with Hopper's instructions, one at a time (chapter 7c; Hopper only:
-// compiled for sm_90a). hgemm/08_wgmma is where it ends.
-//   01_wgmma      wgmma multiplies tiles that the threads copy into shared memory, 128-byte swizzled
-//   02_tma        TMA copies the tiles; one mbarrier says when they have landed (its phase bit)
-//   03_tma_ring   a ring of NUM_STAGES stages, a full and an empty mbarrier each: loads run ahead
+// hopper track, step 03_tma_ring; the track's roadmap (every step, one line each) opens kernels/hopper/01_wgmma.cu.
 //
 // Extends 02 by a ring. In 02 the block waits for each tile's TMA, multiplies it, then waits at
 // __syncthreads() before the next TMA may start: the copy and the math take turns. Here the shared

@@ -1,6 +1,4 @@
-// sgemm track: fp32 C = A * B.
-//   01_naive ... 11_fragment_prefetch: on CUDA cores, one FFMA per multiply-add (see 11)
-//   12_tf32x3             sm_80+: on the tensor cores, at fp32 accuracy (3xTF32), cp.async pipeline
+// sgemm track, step 12_tf32x3; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
 //
 // Past the FFMA ladder. Step 11 keeps the FMA pipe busy most of the time and still stops short of
 // cuBLAS; the FMA pipe itself is the ceiling. An H100's tensor cores run TF32 mma.sync at several
