@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .runtime import optional
 from .measure import fusion
 from .runtime import nvrtc, registry
 from .errors import BackendError, ConfigError, GemmlabError
@@ -172,7 +173,7 @@ def launch_once(s, size: int, params: dict) -> str:
             raise
         raise BackendError(f"run launches {s.name} once on a GPU (to profile it) and CuPy sees none here; on the CPU "
                            f"emulator, check it with: python -m gemmlab verify {s.name} --backend cpu") from None
-    import cupy
+    cupy = optional.module("cupy")
 
     rng = cupy.random.default_rng(0)
     operands = [rng.random((size, size), dtype=cupy.float32).astype(s.dtype) for _ in s.inputs]

@@ -1236,7 +1236,7 @@ def _correctness(ex: Exercise, kern) -> tuple[Item, object]:
 
 def _timing(ex: Exercise, kern, size: int) -> float:
     """Median milliseconds of one launch at size^3 (GPU)."""
-    import cupy
+    import cupy  # optional: a GPU only
     rng = cupy.random.default_rng(0)
     dtype = np.float16 if ex.step.startswith("hgemm/") else np.float32
     a = rng.random((size, size), dtype=np.float32).astype(dtype)

@@ -51,9 +51,9 @@ def _label(path: Path) -> str:
 def highlighted_lines(text: str) -> list[str]:
     """One HTML string per line of `text`, highlighted as CUDA (plain escaped text if pygments is missing)."""
     try:  # optional: plain text without pygments
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import CudaLexer
+        from pygments import highlight  # optional (pyproject lists it; a bare install may lack it)
+        from pygments.formatters import HtmlFormatter  # optional, as above
+        from pygments.lexers import CudaLexer  # optional, as above
     except ImportError:
         return [html.escape(line) for line in text.split("\n")]
     out = highlight(text, CudaLexer(stripnl=False, ensurenl=False), HtmlFormatter(nowrap=True, noclasses=True,

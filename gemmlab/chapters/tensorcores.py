@@ -62,7 +62,7 @@ def _launch(expr: str, inputs: list[np.ndarray], outputs: list[np.ndarray], back
     """One launch of a demo kernel (one warp) on `backend`; returns the output arrays on the host."""
     module = kernel.compiled_module(backend, assemble(DEMO_FILE), expr, f"demo/mma_fragments {expr}")
     if backend == "gpu":
-        import cupy
+        import cupy  # optional: a GPU only
 
         args = [cupy.asarray(x) for x in inputs + outputs]
         module.launch((1, 1, 1), (32, 1, 1), args)

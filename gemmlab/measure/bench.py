@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from ..runtime import optional
 from ..runtime import gpu, registry
 from ..runtime.arch import FLOP_PER_CLOCK_PER_SM
 from . import hardware, results
@@ -38,7 +39,7 @@ def _stats(times: np.ndarray) -> dict:
 
 def time_back_to_back(fn, n_repeat: int, n_warmup: int) -> dict:
     """Device time of `fn` called n_repeat times back to back (CUDA events, after n_warmup calls): median, p10, p90."""
-    from cupyx.profiler import benchmark as cupy_benchmark
+    cupy_benchmark = optional.module("cupyx.profiler").benchmark
 
     run = cupy_benchmark(fn, (), n_repeat=n_repeat, n_warmup=n_warmup)
     return _stats(run.gpu_times[0])
@@ -46,11 +47,11 @@ def time_back_to_back(fn, n_repeat: int, n_warmup: int) -> dict:
 
 def baseline_calls(a, b) -> dict:
     """cuBLAS through CuPy and, where installed, PyTorch, on the same inputs: name -> call."""
-    import cupy
+    cupy = optional.module("cupy")
 
     out = {"cupy.matmul": lambda: cupy.matmul(a, b)}
     try:
-        import torch
+        torch = optional.module("torch")
 
         torch.backends.cuda.matmul.allow_tf32 = False
         ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
@@ -78,7 +79,7 @@ def time_interleaved(calls: dict, n_repeat: int, n_warmup: int, between=None, ro
     launch, on the current stream, which PyTorch's default stream shares): name -> median and percentiles
     in seconds. `between`, if given, runs untimed before every timed launch (e.g. to flush the L2);
     rotate=False keeps the order of `calls` every turn (the protocol of 2026-11-24 to 11-27)."""
-    import cupy
+    cupy = optional.module("cupy")
 
     for _ in range(n_warmup):
         for fn in calls.values():
@@ -107,14 +108,14 @@ def against_cublas(fn, a, b, n_repeat: int = 50, n_warmup: int = 5) -> tuple[flo
 
 def environment() -> dict:
     """GPU name, compute capability, driver, CUDA runtime, CuPy and (if present) PyTorch versions."""
-    import cupy
+    cupy = optional.module("cupy")
 
 
     dev = gpu.device()
     env = {"gpu": dev["name"], "cc": dev["cc"], "driver": dev["driver"], "cuda": dev["runtime"],
            "cupy": cupy.__version__}
     try:
-        import torch
+        torch = optional.module("torch")
 
         env["torch"] = torch.__version__
     except ImportError:
@@ -160,7 +161,7 @@ def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_rep
             print("No GPU here and no recorded results for these steps yet.")
         return recs
 
-    import cupy
+    cupy = optional.module("cupy")
 
 
     kernels = []
@@ -316,7 +317,7 @@ def repeats_for(n: int) -> int:
 
 def time_call(fn, n_repeat: int, n_warmup: int = 10) -> dict:
     """Device time (bench's CUDA-event protocol) plus the wall time of a call and a synchronize."""
-    import cupy
+    cupy = optional.module("cupy")
 
     t = time_back_to_back(fn, n_repeat, n_warmup)
     walls = []
@@ -330,7 +331,7 @@ def time_call(fn, n_repeat: int, n_warmup: int = 10) -> dict:
 
 def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
     """torch and cupy a @ b @ c (two cuBLAS launches, TF32 off), one torch GEMM, and both as CUDA graphs."""
-    import cupy
+    cupy = optional.module("cupy")
 
     out = {}
     cupy.cuda.Device().synchronize()
@@ -350,7 +351,7 @@ def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
     except Exception as e:  # noqa: BLE001 (a CuPy that cannot capture this): say so, go on
         print(f"cupy graph capture skipped: {type(e).__name__}: {str(e)[:120]}")
     try:
-        import torch
+        torch = optional.module("torch")
     except ImportError:
         print("PyTorch is not installed: the torch baselines are skipped (pip install torch)")
         return out
@@ -365,7 +366,7 @@ def time_baselines(a, b, c, n_repeat: int) -> dict[str, dict]:
 
 def torch_graph_abc(ta, tb, tc):
     """`ta @ tb @ tc` captured once in a CUDA graph (after warm-up calls on a side stream): its replay."""
-    import torch
+    torch = optional.module("torch")
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -396,14 +397,14 @@ def record_fused(step: str, params: dict | None, kind: str, n: int, t: dict, bas
 
 def random_inputs(n: int):
     """A, B, C: N x N float32 CuPy arrays, uniform in [-1, 1], seeded by N (the benchmark's and sweep's inputs)."""
-    import cupy
+    cupy = optional.module("cupy")
     rng = cupy.random.default_rng(n)
     return tuple((rng.random((n, n), dtype=cupy.float32) * 2 - 1) for _ in range(3))
 
 
 def reference_gpu(a, b, c):
     """E = A B C in float64 on the GPU (the full-size guard's reference)."""
-    import cupy
+    cupy = optional.module("cupy")
     return cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
 
 
@@ -411,7 +412,7 @@ def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4, g
     """(kern.launcher on a fresh E, max |E - E64| / max |E64|) after one launch at full size: a last guard,
     so that nothing is timed that does not match float64 there too (`want`: E64, computed if None;
     graph: the launcher replays a CUDA graph, FusedKernel.launcher)."""
-    import cupy
+    cupy = optional.module("cupy")
     e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
     launch = kern.launcher(a, b, c, e, graph=graph)
     want = reference_gpu(a, b, c) if want is None else want

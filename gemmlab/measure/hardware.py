@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime import optional
 from ..runtime import gpu, settings
 from ..runtime.backends import backend
 from ..runtime.source import assemble
@@ -117,7 +118,7 @@ def _cupy():
     """CuPy if it imports and sees at least one GPU, else None."""
     if not gpu.available():
         return None
-    import cupy  # optional: CuPy, present once a GPU is found
+    cupy = optional.module("cupy")  # optional: CuPy, present once a GPU is found
     return cupy
 
 
@@ -253,7 +254,7 @@ def _recorded(kind: str, gpu: str | None, results_dir: Path | None) -> dict:
 
 def _median_seconds(cupy, func, args: tuple, n_repeat: int, n_warmup: int) -> float:
     """Median GPU time of func(*args) in seconds, timed with cupyx.profiler.benchmark."""
-    from cupyx.profiler import benchmark
+    benchmark = optional.module("cupyx.profiler").benchmark
     result = benchmark(func, args, n_repeat=n_repeat, n_warmup=n_warmup)
     return float(statistics.median(result.gpu_times[0]))
 

@@ -98,7 +98,7 @@ def locked(folder: Path):
     merges and replaces a file, so that two processes saving at once both keep their records."""
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        import fcntl
+        import fcntl  # optional: POSIX only
     except ImportError:  # not POSIX: no lock
         yield
         return

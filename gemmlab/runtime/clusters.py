@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from . import optional
 from .arch import STATIC_SMEM
 
 
@@ -39,7 +40,7 @@ def max_active(cluster: int, threads: int, shared_bytes: int) -> int | None:
     """Clusters of `cluster` blocks (each `threads` threads and `shared_bytes` of dynamic shared memory) that
     the current GPU runs at once; None when it cannot be asked (no GPU, an old driver)."""
     try:
-        import cupy
+        cupy = optional.module("cupy")
 
         code = (f'extern "C" __global__ void __cluster_dims__({cluster}, 1, 1) __launch_bounds__({threads}, 1) '
                 'stand_in(int* p) { extern __shared__ int s[]; if (p) p[threadIdx.x] = s[threadIdx.x]; }')

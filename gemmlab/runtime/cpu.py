@@ -351,7 +351,7 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import resource
+        import resource  # optional: POSIX only
 
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         if limit != resource.RLIM_INFINITY:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import optional
 from ..errors import ArchError, BackendError, CompileError, ConfigError, KernelError
 from . import settings
 from .arch import STATIC_SMEM
@@ -22,7 +23,7 @@ def available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
     found = nvrtc.cupy_sees_a_gpu()
     if found and settings.no_pool():
-        import cupy  # optional: present once a GPU is found
+        cupy = optional.module("cupy")  # optional: present once a GPU is found
 
         cupy.cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees exact bounds
     return found
@@ -32,7 +33,7 @@ def _cupy():
     if not available():
         raise BackendError("no CUDA GPU is visible to CuPy here; use backend='cpu' (the emulator) "
                            "or run on a machine with an NVIDIA GPU (see the appendix on running the course).")
-    import cupy
+    cupy = optional.module("cupy")
 
     nvrtc.load_for_cupy()  # CuPy's CUDA major's NVRTC before its first compile (once; see its docstring)
     return cupy
@@ -125,7 +126,7 @@ def packed_launcher(function, label: str, grid, block, args, shared_mem: int = 0
     and each call is one driver call. For timing loops: the arrays must stay alive and unchanged in
     shape, and the launch is not checked (check it once with GpuModule.launch()).
     """
-    from cupy_backends.cuda.api import driver  # optional: CuPy's, on a machine with a GPU
+    driver = optional.module("cupy_backends.cuda.api.driver")  # optional: CuPy's, on a machine with a GPU
 
     cupy = _cupy()
     ctype = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32}

@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 
+from . import optional
 from . import cpu, gpu, nvrtc, registry
 from .backends import BACKENDS, backend, set_backend  # noqa: F401 (kernel.backend, gemmlab.set_backend)
 from ..errors import ArchError, ConfigError, InputError, ShapeError
@@ -155,7 +156,7 @@ class Kernel(Instance):
         m, n, k = self.check_inputs(a, b)
         is_cupy = type(a).__module__.startswith("cupy") or type(b).__module__.startswith("cupy")
         if self.backend == "gpu":
-            import cupy as xp
+            xp = optional.module("cupy")
         else:
             xp = np
         a_dev, b_dev = to_array(xp, a), to_array(xp, b)
@@ -290,7 +291,7 @@ def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, st
     f = kern.module.function
     per_sm = None
     try:
-        from cupy_backends.cuda.api import driver  # optional: CuPy's, on a machine with a GPU
+        driver = optional.module("cupy_backends.cuda.api.driver")  # optional: CuPy's, on a machine with a GPU
         per_sm = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(f, "kernel", f).ptr, threads,
                                                                       dynamic_smem))
         how = "occupancy API"

@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import optional
 from ..errors import ArchError, BackendError, CompileError, ConfigError
 from . import settings
 from .arch import ARCH_LIMITS, T4_SHARED_LIMIT, ArchLimits, arch_limits, register_allocation  # noqa: F401 (nvrtc.X)
@@ -145,7 +146,7 @@ def _wheel_libraries() -> list[str]:
     """The libnvrtc files of NVIDIA's pip wheels, newest release first (nvidia/cu13/lib holds 13.x,
     nvidia/cuda_nvrtc/lib 12.x): sorted by release, not by folder name."""
     try:
-        import nvidia
+        nvidia = optional.module("nvidia")
     except ImportError:
         return []
     libs = [lib for root in nvidia.__path__
@@ -174,7 +175,7 @@ def _library_candidates() -> list[tuple[str, list[str]]]:
 def cupy_cuda_major() -> int | None:
     """The CUDA major release CuPy was built for (12 for cupy-cuda12x), or None without CuPy."""
     try:
-        import cupy
+        cupy = optional.module("cupy")
 
         return int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
     except Exception:  # noqa: BLE001 (no CuPy, or no CUDA runtime for it)
@@ -200,7 +201,7 @@ def load_for_cupy() -> str | None:
 def cupy_sees_a_gpu() -> bool:
     """True when CuPy imports and sees at least one CUDA device (gpu.available, which also sets the allocator)."""
     try:
-        import cupy  # optional: absent on a machine without a GPU
+        cupy = optional.module("cupy")  # optional: absent on a machine without a GPU
 
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # no CuPy, no driver, no device: all mean "no GPU"
@@ -401,7 +402,7 @@ def parse_ptxas_log(log: str, lowered_name: str, arch: str) -> Resources:
 def nvdisasm_path() -> str | None:
     """The nvdisasm binary: the pip wheel's, else one on PATH or in a toolkit."""
     try:
-        import nvidia
+        nvidia = optional.module("nvidia")
 
         for root in nvidia.__path__:
             for p in sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm")), reverse=True):

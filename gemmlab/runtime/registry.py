@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import optional
 from ..errors import ConfigError, ShapeError
 from . import bounds, clusters, gpu, tma
 from .arch import CPU_SMEM_LIMIT, HOPPER_SMEM, STATIC_SMEM, arch_limits
@@ -555,7 +556,7 @@ def stream_k_workspace(backend: str, m: int, n: int, p: dict):
     shapes = ((grid * 128 * p["BLOCK_N"],), (2 * grid,))
     if backend != "gpu":  # the emulator copies arrays per launch: fresh ones cost nothing
         return np.zeros(shapes[0], np.float32), np.zeros(shapes[1], np.uint32)
-    import cupy
+    cupy = optional.module("cupy")
 
     key = (cupy.cuda.Device().id, shapes)
     if key not in _stream_k_workspaces:

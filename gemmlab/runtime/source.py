@@ -9,6 +9,7 @@ import glob
 import os
 import re
 from pathlib import Path
+from . import optional
 from . import settings
 
 PACKAGE = Path(__file__).resolve().parent.parent  # gemmlab/
@@ -54,7 +55,7 @@ def assemble(file: str | os.PathLike, text: str | None = None) -> str:
 def wheel_include_dirs() -> list[str]:
     """Header folders of NVIDIA's pip wheels (nvidia-cuda-runtime), newest CUDA first."""
     try:
-        import nvidia  # namespace package of NVIDIA's wheels
+        nvidia = optional.module("nvidia")  # namespace package of NVIDIA's wheels
     except ImportError:
         return []
     found = []

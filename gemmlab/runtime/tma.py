@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from . import optional
 from ..errors import BackendError, InputError
 
 MAP_BYTES = 128
@@ -70,7 +71,7 @@ _device_maps: dict[tuple, object] = {}
 def device_map(array, box_rows: int, box_cols: int):
     """A CuPy array holding the driver's tensor map of `array` (a CuPy matrix). Cached by address,
     shape and box: encoding and copying a map per launch would show in the timings."""
-    import cupy
+    cupy = optional.module("cupy")
 
     _check(array, box_rows, box_cols)
     key = (cupy.cuda.Device().id, array.data.ptr, array.shape, array.dtype.str, box_rows, box_cols)

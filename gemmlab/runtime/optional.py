@@ -1,0 +1,13 @@
+"""The package's optional dependencies, imported where they are first needed and through this one door: CuPy (and
+its cupyx, cupy_backends) on a machine with a GPU, PyTorch for the baselines that time torch's a @ b @ c, the NVIDIA
+wheels (nvidia) that bring NVRTC and its headers. `import gemmlab` stays light and works without any of them; a
+function that needs one asks for it here and gets an ImportError if it is absent."""
+from __future__ import annotations
+
+import importlib
+
+
+def module(name: str):
+    """The module called `name` ('cupy', 'torch', 'cupyx.profiler', 'cupy_backends.cuda.api.driver', 'nvidia'),
+    imported on first use (a dotted name gives the submodule); ImportError when it is not installed."""
+    return importlib.import_module(name)
