@@ -886,7 +886,8 @@ def _ch5_placement(fn, block_k: int) -> str:
                         "16-byte load, so its 4 floats must stay side by side")
             if m % 4 == 0 and off % 4:
                 return (f"sa_offset({k}, {m}, {block_k}) = {off}: a float4 read from there is not 16-byte aligned "
-                        "(a padded row must be a multiple of 4 floats long)")
+                        "(the first float of each aligned float4 must land on a multiple of 4: a pad of a multiple of 4 "
+                        "floats, an XOR on bit 2 of m or above)")
     return ""
 
 
@@ -1198,6 +1199,8 @@ _PY_TASKS = {  # what a Python exercise's notebook cell says the check does (ch1
                          "launch after launch, through the counter's wrap at 2^32, with a bounded poll: a condition "
                          "that never comes true is a FAIL, not a hang.",
 }
+_PY_TASKS = {name: f"{text} `exercises.show(\"{name}\")` prints the whole task (the function's docstring "
+              "says what it gets and returns)." for name, text in _PY_TASKS.items()}
 
 
 _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
@@ -1411,7 +1414,7 @@ def show(name: str):
             inside = False
         marked.append(f'<span style="background:#fff3b0;display:inline-block;min-width:100%">{hl}</span>'
                       if inside or _END.match(src) else hl)
-    return Listing(f"kernels/exercises/{ex.stem}.cu: {ex.summary} (the gap is marked)", marked, text)
+    return Listing(f"kernels/exercises/{ex.file.name}: {ex.summary} (the gap is marked)", marked, text)
 
 
 def start(name: str, directory: str | Path = "exercises", force: bool = False) -> Path:
