@@ -247,12 +247,26 @@ def test_exercises_are_their_steps_with_a_gap(tmp_path):
 # --- chapters 5, 7b, 7d and 9: plausible wrong answers fail for the chapter's reason ---------------------------
 def test_ch5_deep_tile_swizzle_a_pad_or_an_unaligned_row_fails():
     v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 132 + m")
-    (item,) = v.failures
+    (item,) = _failed(v, "bank conflicts")
     assert "BLOCK_K = 8: store 1" in item.detail and "BLOCK_K = 16: store 2" in item.detail  # a pad fixes 8 only
+    (emulated,) = _failed(v, "emulator")  # the same count from the kernel itself, spliced and run
+    assert "C right against float64" in emulated.detail and "sA stores 2," in emulated.detail
     v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 130 + m")
     assert "not 16-byte aligned" in v.failures[0].detail
     v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 128 + (m ^ k)")
     assert "not 16-byte aligned" in v.failures[0].detail and "bit 2" in v.failures[0].detail  # XOR below bit 2
+
+
+def test_ch5_deep_tile_swizzle_solution_is_spliced_into_step_07_and_counted():
+    v = exercises.check("ch5/deep_tile_swizzle", solution=True)
+    assert "sA stores 1, sA float4 loads 4 wavefronts per request" in str(v)
+    v = exercises.check("ch5/deep_tile_swizzle", """
+def sa_offset(k, m, block_k):
+    if block_k == 8:
+        return k * 128 + (m ^ ((k & 4) << 2))
+    return k * 128 + (m ^ ((k // 4) * (128 // block_k)))
+""")
+    assert v.passed and "not run: sa_offset is not one `return`" in str(v)  # a note, not a partial verdict
 
 
 def test_ch7b_ring_wait_a_wait_for_everything_fails_on_overlap():

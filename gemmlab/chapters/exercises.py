@@ -891,6 +891,86 @@ def _ch5_placement(fn, block_k: int) -> str:
     return ""
 
 
+_PY_TO_C = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%", ast.BitXor: "^",
+            ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>"}
+
+
+def _py_expr_to_c(node, names: dict) -> str | None:
+    """An integer expression of Python (names, int constants, + - * // % ^ & | << >>, unary -) as C, fully
+    parenthesized; None for anything else (a call, a conditional, a float)."""
+    if isinstance(node, ast.Constant) and _is_int(node.value) and abs(node.value) < 2**31:
+        return str(node.value)
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c(node.left, names), _py_expr_to_c(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    return None
+
+
+def _ch5_c_offset(source: str) -> str | None:
+    """The reader's sa_offset as C, if its body is one `return` of an integer expression of k, m and block_k."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "sa_offset" and len(fn.args.args) == 3:
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                k, m, bk = (a.arg for a in fn.args.args)
+                return _py_expr_to_c(body[0].value, {k: "k", m: "m", bk: "BLOCK_K"})
+    return None
+
+
+def _ch5_step07_with(offset_c: str) -> str:
+    """Step 07's kernel with sA flat (twice the tile, the most sa_offset may use) and every access of sA[k][m]
+    through the reader's offset."""
+    text = (KERNELS / "sgemm" / "07_warptiling.cu").read_text()
+    edits = [("__shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];",
+              "__shared__ __align__(16) float sA[2 * BLOCK_K * BLOCK_M];"),
+             ("&sA[k][thread_row + i * WARP_SUB_M]", "&sA[sa_offset_<BLOCK_K>(k, thread_row + i * WARP_SUB_M)]"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int THREAD_M, int THREAD_N>\n"
+              "__global__",
+              "template <int BLOCK_K>\n__device__ __forceinline__ int sa_offset_(int k, int m) { return "
+              f"{offset_c}; }}\n\ntemplate <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, "
+              "int THREAD_M, int THREAD_N>\n__global__")]
+    edits += [(f"sA[c + {j}][r] =", f"sA[sa_offset_<BLOCK_K>(c + {j}, r)] =") for j in range(4)]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch5/deep_tile_swizzle's emulator check needs "
+                              "updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch5_emulated(ctx: Context, block_k: int = 16) -> Item:
+    """The reader's sa_offset spliced into step 07 at BLOCK_K = 16, run in the emulator: C against float64, and
+    the sA store's and load's wavefronts per request as the emulator counts them (analysis mode, one block)."""
+    offset_c = _ch5_c_offset(ctx.source)
+    label = f"emulator (step 07, BLOCK_K = {block_k})"
+    if offset_c is None:
+        return Item(label, None, "not run: sa_offset is not one `return` of an integer expression of k, m and "
+                    "block_k, so it cannot be spliced into the kernel; the model above is the check", note=True)
+    try:
+        kern = step("sgemm/07_warptiling", backend="cpu", source=_ch5_step07_with(offset_c), BLOCK_K=block_k)
+        report = verify(kern, raise_on_fail=False)
+        counters = kern.counters(256, 256, 64, max_blocks=1)
+    except GemmlabError as e:
+        return Item(label, False, f"your sa_offset in step 07 does not run: {str(e).splitlines()[0]}")
+    store = counters.shared_wavefronts_per_request("store", array="sA")
+    load = counters.shared_wavefronts_per_request("load", array="sA")
+    detail = (f"sa_offset spliced into the kernel: C {'right' if report.passed else 'wrong'} against float64 "
+              f"on {len(report.cases)} shapes; sA stores {store:g}, sA float4 loads {load:g} wavefronts per "
+              "request (256 x 256 x 64, one block)")
+    if not report.passed:
+        return Item(label, False, detail + ": " + str(report).removeprefix("FAIL: ").split("\n")[0])
+    return Item(label, store <= 1.0 + 1e-9 and load <= 4.0 + 1e-9, detail)
+
+
 def _ch5_deep_property(ctx: Context) -> list[Item]:
     from . import swizzle as sw_model
 
@@ -914,7 +994,7 @@ def _ch5_deep_property(ctx: Context) -> list[Item]:
                        for bk in _CH5_DEPTHS) + " wavefronts per request (the fewest: store 1, load 4)"
     bad = [(bk, a) for (bk, a), (per, ideal) in got.items() if per > ideal + 1e-9]
     if not bad:
-        return items + [Item("bank conflicts", True, detail)]
+        return items + [Item("bank conflicts", True, detail), _ch5_emulated(ctx)]
     bk, access = bad[0]
     per, ideal = got[bk, access]
     if access == "sA store":
@@ -929,7 +1009,7 @@ def _ch5_deep_property(ctx: Context) -> list[Item]:
     else:
         hint = (f"the compute loop's float4 reads of one row k of sA take {per:g} wavefronts, not {ideal}: a "
                 "swizzle must move whole 16-byte chunks and keep the 8 chunks a quarter warp reads on different banks")
-    return items + [Item("bank conflicts", False, detail, hint)]
+    return items + [Item("bank conflicts", False, detail, hint), _ch5_emulated(ctx)]
 
 
 # --- ch7b: cp.async.wait_group in a ring that commits a group only for a tile it loads -------------------
@@ -1299,8 +1379,8 @@ _EXERCISES = [
              "a swizzle for step 07's transposed sA store at BLOCK_K = 16 and 32, where the chapter's Swizzle<1,4,5> "
              "(made for 8) leaves conflicts (Python; checks wavefronts per request with the chapter's model)",
              _ch5_deep_property, minutes=25,
-             after="the next section of chapter 5. Harder: splice your sa_offset into step 07 at BLOCK_K = 16 "
-                   "(ch05_bank_conflicts.variant shows where) and count the wavefronts in the emulator.",
+             after="the next section of chapter 5. Harder: at BLOCK_K = 64 a warp's store touches 16 rows of sA, "
+                   "two columns each; is there still an XOR that removes the conflicts and keeps the float4s whole?",
              hints=("List the lanes of one warp's store request at BLOCK_K = 16: lanes 4r .. 4r + 3 hold row r of A's "
                     "tile and store into rows c + j of sA for c = 0, 4, 8, 12. Which rows of sA does one request "
                     "touch, at which columns, and on which banks?",
