@@ -273,6 +273,14 @@ def test_ch7b_ring_wait_a_wait_for_everything_fails_on_overlap():
     v = exercises.check("ch7b/ring_wait", "def wait_count(t, num_tiles, num_stages):\n    return 0")
     assert v.items[0].passed and v.failures[0].label == "overlap"
     assert "wait_group 0 also waits for tile 1" in v.failures[0].detail
+    assert "NUM_STAGES = 3, 7 k tiles: C right" in str(v)  # the emulator: right, only slower
+
+
+def test_ch7b_the_chapters_count_races_in_the_emulator_too():
+    v = exercises.check("ch7b/ring_wait", code=exercises.listing_gap("ch7b/ring_wait"))
+    (item,) = _failed(v, "emulator")
+    assert "NUM_STAGES = 3, 7 k tiles: C wrong; NUM_STAGES = 4, 9 k tiles: C wrong" in item.detail
+    assert "NUM_STAGES = 4, 9 k tiles: C right" in str(exercises.check("ch7b/ring_wait", solution=True))
 
 
 def test_ch7d_pieces_in_range_order_fail_on_the_waiting_chain():

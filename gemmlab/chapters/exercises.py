@@ -1021,6 +1021,96 @@ def _ch7b_want(t: int, num_tiles: int, num_stages: int) -> int:
 _CH7B_CASES = [(s, n) for s in (2, 3, 4, 5, 6) for n in range(1, 3 * s + 2)]
 
 
+_PY_CMP_TO_C = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def _py_expr_to_c_ext(node, names: dict) -> str | None:
+    """_py_expr_to_c, plus min(a, b), max(a, b), `a if c else b` and one comparison (for wait_count)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+            and len(node.args) == 2 and not node.keywords:
+        a, b = (_py_expr_to_c_ext(x, names) for x in node.args)
+        return None if a is None or b is None else f"{node.func.id}({a}, {b})"
+    if isinstance(node, ast.IfExp):
+        c, a, b = (_py_expr_to_c_ext(x, names) for x in (node.test, node.body, node.orelse))
+        return None if None in (c, a, b) else f"({c} ? {a} : {b})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _PY_CMP_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.comparators[0], names)
+        return None if a is None or b is None else f"({a} {_PY_CMP_TO_C[type(node.ops[0])]} {b})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c_ext(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    return _py_expr_to_c(node, names)
+
+
+def _py_return_as_c(source: str, name: str, c_names: tuple, ext: bool = False) -> str | None:
+    """Function `name`'s body as C, if it is one `return` of an integer expression of its arguments (named
+    c_names in C); None otherwise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == name and len(fn.args.args) == len(c_names):
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                names = {a.arg: c for a, c in zip(fn.args.args, c_names)}
+                return (_py_expr_to_c_ext if ext else _py_expr_to_c)(body[0].value, names)
+    return None
+
+
+def _ch7b_step07_with(wait_c: str) -> str:
+    """Step 07's kernel committing a group only for a tile it loads, each wait_group taking the reader's count."""
+    text = (KERNELS / "hgemm" / "07_cp_async.cu").read_text()
+    waits = "\n".join(f"    {'if' if n == 0 else 'else if'} (n == {n}) cp_async_wait_group<{n}>();" for n in range(8))
+    edits = [("        if (s < num_tiles) copy_tiles(s, s * BLOCK_K);\n        cp_async_commit();",
+              "        if (s < num_tiles) { copy_tiles(s, s * BLOCK_K); cp_async_commit(); }"),
+             ("        cp_async_wait_group<NUM_STAGES - 2>();", "        wait_tile_<NUM_STAGES>(t, num_tiles);"),
+             ("        if (t + NUM_STAGES - 1 < num_tiles) copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "        cp_async_commit();",
+              "        if (t + NUM_STAGES - 1 < num_tiles) {\n"
+              "            copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "            cp_async_commit();\n        }"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__",
+              "template <int NUM_STAGES>\n__device__ __forceinline__ void wait_tile_(int t, int num_tiles) {\n"
+              f"    const int n = {wait_c};\n{waits}\n    else cp_async_wait_group<8>();\n}}\n\n"
+              "template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__")]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch7b/ring_wait's emulator check needs updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch7b_emulated(ctx: Context) -> Item:
+    """The reader's wait_count in step 07 (no empty groups) at NUM_STAGES = 3 and 4, K of 2 x NUM_STAGES + 1
+    k tiles, against float64. The emulator lands a thread's cp.async copies only when a wait_group retires their
+    group, so a wait that leaves tile t's group pending computes on a stage's old contents: a wrong C."""
+    wait_c = _py_return_as_c(ctx.source, "wait_count", ("t", "num_tiles", "NUM_STAGES"), ext=True)
+    label = "emulator (step 07, NUM_STAGES = 3 and 4)"
+    if wait_c is None:
+        return Item(label, None, "not run: wait_count is not one `return` of an integer expression of t, num_tiles "
+                    "and num_stages (min, max and `a if c else b` allowed), so it cannot be spliced into the kernel; "
+                    "the model above is the check", note=True)
+    parts, ok = [], True
+    for stages in (3, 4):
+        tiles = 2 * stages + 1
+        try:
+            kern = step("hgemm/07_cp_async", backend="cpu", source=_ch7b_step07_with(wait_c), NUM_STAGES=stages,
+                        BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32)
+            right = verify(kern, cases=[Case("random", 64, 64, 32 * tiles)], raise_on_fail=False).passed
+        except GemmlabError as e:
+            return Item(label, False, f"your wait_count in step 07 does not run: {str(e).splitlines()[0]}")
+        ok &= right
+        parts.append(f"NUM_STAGES = {stages}, {tiles} k tiles: C {'right' if right else 'wrong'}")
+    return Item(label, ok, "wait_count spliced into the kernel (a group committed only for a tile loaded), "
+                "against float64: " + "; ".join(parts)
+                + ("" if ok else " (the emulator lands a thread's copies only when a wait retires their group: "
+                   "a wait that leaves tile t's group pending computes on the stage's old contents)"))
+
+
 def _ch7b_property(ctx: Context) -> list[Item]:
     fn = _py_fn(ctx, "wait_count", "(t, num_tiles, num_stages)")
     if isinstance(fn, Item):
@@ -1057,14 +1147,15 @@ def _ch7b_property(ctx: Context) -> list[Item]:
             why += (" (wait_group NUM_STAGES - 2 is the chapter's count, right in step 07 because it commits a group "
                     "in every iteration, an empty one past the last tile, so NUM_STAGES - 2 groups are always newer "
                     "than tile t's; this loop commits no empty group)")
-        return [Item("no race", False, f"{len(race)} of {n} waits too shallow; e.g. {where}: {why}", hint)]
+        return [Item("no race", False, f"{len(race)} of {n} waits too shallow; e.g. {where}: {why}", hint),
+                _ch7b_emulated(ctx)]
     items = [Item("no race", True, f"every tile's copies land before its mma reads them ({cases})")]
     if slow:
         where, why = slow[0]
         return items + [Item("overlap", False, f"{len(slow)} of {n} waits deeper than they need; first, {where}: "
                              f"{why}", "wait for tile t's group and for no newer one: leave pending every group "
-                             "committed after tile t's")]
-    return items + [Item("overlap", True, "no wait stalls on a tile newer than the one it is for")]
+                             "committed after tile t's"), _ch7b_emulated(ctx)]
+    return items + [Item("overlap", True, "no wait stalls on a tile newer than the one it is for"), _ch7b_emulated(ctx)]
 
 
 # --- ch7d: stream-K's pieces when a block's range spans several tiles -------------------------------------
@@ -1268,10 +1359,12 @@ def ready(value, launch, parts):
 _PY_TASKS = {  # what a Python exercise's notebook cell says the check does (ch1's text is the default)
     "ch5/deep_tile_swizzle": "Write the function in the cell below and run it; the check places step 07's sA tile "
                              "through it at BLOCK_K = 8, 16 and 32 and counts the wavefronts of the transposed stores "
-                             "and of the compute loop's float4 reads with the chapter's model.",
+                             "and of the compute loop's float4 reads with the chapter's model; then it splices it "
+                             "into step 07 at BLOCK_K = 16 and counts them again in the emulator.",
     "ch7b/ring_wait": "Write the function in the cell below and run it; the check runs the ring's waits for 2 to 6 "
                       "stages and 1 to 3 x NUM_STAGES + 1 k tiles, and says where a tile is read too early or a wait "
-                      "stalls on a newer tile.",
+                      "stalls on a newer tile; then it runs step 07 with your count in the emulator, at 3 and 4 "
+                      "stages, against float64.",
     "ch7d/stream_k_pieces": "Write the function in the cell below and run it; the check deals out 1 to 9 tiles to 1 to "
                             "12 blocks, checks that every k tile is done once, by the block whose range holds it, and "
                             "times the waits between blocks.",
@@ -1377,7 +1470,8 @@ _EXERCISES = [
     # chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, each a variation of what the chapter shows
     Exercise("ch5/deep_tile_swizzle", 5, "",
              "a swizzle for step 07's transposed sA store at BLOCK_K = 16 and 32, where the chapter's Swizzle<1,4,5> "
-             "(made for 8) leaves conflicts (Python; checks wavefronts per request with the chapter's model)",
+             "(made for 8) leaves conflicts (Python; counts wavefronts per request with the chapter's model, then in "
+             "step 07 in the emulator)",
              _ch5_deep_property, minutes=25,
              after="the next section of chapter 5. Harder: at BLOCK_K = 64 a warp's store touches 16 rows of sA, "
                    "two columns each; is there still an XOR that removes the conflicts and keeps the float4s whole?",
@@ -1390,7 +1484,8 @@ _EXERCISES = [
              variation=True, python=True),
     Exercise("ch7b/ring_wait", 7, "",
              "the cp.async.wait_group count of step 07's ring when no empty group is committed past the last tile "
-             "(Python; checks every wait for a race or a stall, 2 to 6 stages)", _ch7b_property, minutes=15,
+             "(Python; checks every wait for a race or a stall, 2 to 6 stages, then runs it in step 07 in the emulator)",
+             _ch7b_property, minutes=15,
              after="the next section of chapter 7b. Harder: with no empty groups, which other line of step 07's "
                    "loop could go, and what would it cost?",
              hints=("Number the commit groups: one per tile, in tile order. At tile t's wait, which groups have been "
