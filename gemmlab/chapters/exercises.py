@@ -1595,7 +1595,7 @@ def show(name: str):
 def start(name: str, directory: str | Path = "exercises", force: bool = False) -> Path:
     """Write the template to ./exercises/<name>.cu for the reader to edit; an existing copy is kept unless force."""
     ex = get(name)
-    path = Path(directory) / f"{ex.name}.cu"
+    path = Path(directory) / f"{ex.name}{ex.file.suffix}"  # .py for a Python exercise
     if path.exists() and not force:
         return path
     if path.is_symlink() and not path.exists() and not force:
@@ -1617,7 +1617,7 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
 
 
 def started_path(name: str, directory: str | Path = "exercises") -> Path:
-    return Path(directory) / f"{get(name).name}.cu"
+    return Path(directory) / f"{get(name).name}{get(name).file.suffix}"
 
 
 # ------------------------------------------------------------------------------------------------
