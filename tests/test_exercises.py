@@ -305,3 +305,14 @@ def test_ch9_monotone_flag_without_the_wrap_reports_a_deadlock_not_a_hang():
     assert "launch 4294967295" in item.detail and "deadlock" in item.detail and "wraps" in item.hint
     v = exercises.check("ch9/monotone_flag")  # the template: never ready
     assert "deadlock" in v.failures[0].detail
+
+
+def test_a_python_exercise_starts_as_a_py_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercise", "start", "ch7d/stream_k_pieces"]) == 0
+    started = tmp_path / "exercises" / "ch7d" / "stream_k_pieces.py"
+    assert started.read_text() == exercises.template("ch7d/stream_k_pieces")
+    assert main(["exercise", "check", "ch7d/stream_k_pieces"]) == 1
+    started.write_text(exercises.splice("ch7d/stream_k_pieces", exercises.solution("ch7d/stream_k_pieces")))
+    assert main(["exercise", "check", "ch7d/stream_k_pieces"]) == 0
+    assert "ch7d/stream_k_pieces (exercises/ch7d/stream_k_pieces.py" in capsys.readouterr().out
