@@ -820,6 +820,562 @@ def frame(ctx: Context) -> list[Item]:
     return []  # only the gap differs: nothing to say
 
 
+# ------------------------------------------------------------------------------------------------
+# Exercises of chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, checked case by case
+# ------------------------------------------------------------------------------------------------
+def _py_fn(ctx: Context, name: str, signature: str) -> Callable | Item:
+    """The reader's function `name` from the executed file, or a failed item saying it is missing."""
+    fn = ctx.kernel.get(name)
+    if callable(fn):
+        return fn
+    return Item(name, False, f"no function {name}{signature} defined", f"keep the line `def {name}{signature}:`")
+
+
+def _py_call(fn, *args):
+    """fn(*args), or (None, the error as a sentence): the reader's code may raise anything."""
+    try:
+        return fn(*args), ""
+    except Exception as e:  # noqa: BLE001 (the reader's code: any error is a verdict)
+        return None, f"{fn.__name__}{args} raised {type(e).__name__}: {e}"
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+# --- ch5: the transposed store of sA at a deeper tile (BLOCK_K = 16, 32) --------------------------------
+_CH5_PARAMS = dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32, THREAD_M=8, THREAD_N=8)  # sgemm/07's
+_CH5_DEPTHS = (8, 16, 32)
+
+
+def _ch5_chapter_offset(k: int, m: int, block_k: int) -> int:
+    return k * 128 + (m ^ ((k & 4) << 2))  # the chapter's Swizzle<1,4,5> on sA[k][m]
+
+
+def _ch5_requests(fn, block_k: int, access: str):
+    """The model's requests of one K tile of step 07 at this BLOCK_K (swizzle.sgemm_requests), each address of
+    sA[k][m] moved to the reader's offset."""
+    from . import swizzle as sw_model
+
+    reqs, size = sw_model.sgemm_requests("sgemm/07_warptiling", access, BLOCK_K=block_k, **_CH5_PARAMS)
+    return [[4 * fn(*divmod(a // 4, 128), block_k) for a in r] for r in reqs], size
+
+
+def _ch5_placement(fn, block_k: int) -> str:
+    """'' if sa_offset places the BLOCK_K x 128 tile one to one, every float4 of a row whole and 16-byte aligned,
+    within twice the tile's floats; else what is wrong, for the first element that shows it."""
+    seen: dict[int, tuple[int, int]] = {}
+    for k in range(block_k):
+        for m in range(128):
+            off, err = _py_call(fn, k, m, block_k)
+            if err:
+                return err
+            if not _is_int(off):
+                return f"sa_offset({k}, {m}, {block_k}) returned {off!r}, not an integer"
+            if not 0 <= off < 2 * 128 * block_k:
+                return (f"sa_offset({k}, {m}, {block_k}) = {off}: outside 0 .. {2 * 128 * block_k - 1} (twice the "
+                        f"tile's {128 * block_k} floats, more shared memory than a pad or a swizzle needs)")
+            if off in seen:
+                k0, m0 = seen[off]
+                return (f"sA[{k0}][{m0}] and sA[{k}][{m}] both land at offset {off} (BLOCK_K = {block_k}): one "
+                        "overwrites the other")
+            seen[off] = (k, m)
+            if m % 4 and off != fn(k, m - m % 4, block_k) + m % 4:
+                return (f"the float4 sA[{k}][{m - m % 4}..{m - m % 4 + 3}] is split (sa_offset gives "
+                        f"{[fn(k, m - m % 4 + i, block_k) for i in range(4)]}): the compute loop reads it with one "
+                        "16-byte load, so its 4 floats must stay side by side")
+            if m % 4 == 0 and off % 4:
+                return (f"sa_offset({k}, {m}, {block_k}) = {off}: a float4 read from there is not 16-byte aligned "
+                        "(the first float of each aligned float4 must land on a multiple of 4: a pad of a multiple of 4 "
+                        "floats, an XOR on bit 2 of m or above)")
+    return ""
+
+
+_PY_TO_C = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%", ast.BitXor: "^",
+            ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>"}
+
+
+def _py_expr_to_c(node, names: dict) -> str | None:
+    """An integer expression of Python (names, int constants, + - * // % ^ & | << >>, unary -) as C, fully
+    parenthesized; None for anything else (a call, a conditional, a float)."""
+    if isinstance(node, ast.Constant) and _is_int(node.value) and abs(node.value) < 2**31:
+        return str(node.value)
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c(node.left, names), _py_expr_to_c(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    return None
+
+
+def _ch5_c_offset(source: str) -> str | None:
+    """The reader's sa_offset as C, if its body is one `return` of an integer expression of k, m and block_k."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "sa_offset" and len(fn.args.args) == 3:
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                k, m, bk = (a.arg for a in fn.args.args)
+                return _py_expr_to_c(body[0].value, {k: "k", m: "m", bk: "BLOCK_K"})
+    return None
+
+
+def _ch5_step07_with(offset_c: str) -> str:
+    """Step 07's kernel with sA flat (twice the tile, the most sa_offset may use) and every access of sA[k][m]
+    through the reader's offset."""
+    text = (KERNELS / "sgemm" / "07_warptiling.cu").read_text()
+    edits = [("__shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];",
+              "__shared__ __align__(16) float sA[2 * BLOCK_K * BLOCK_M];"),
+             ("&sA[k][thread_row + i * WARP_SUB_M]", "&sA[sa_offset_<BLOCK_K>(k, thread_row + i * WARP_SUB_M)]"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int THREAD_M, int THREAD_N>\n"
+              "__global__",
+              "template <int BLOCK_K>\n__device__ __forceinline__ int sa_offset_(int k, int m) { return "
+              f"{offset_c}; }}\n\ntemplate <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, "
+              "int THREAD_M, int THREAD_N>\n__global__")]
+    edits += [(f"sA[c + {j}][r] =", f"sA[sa_offset_<BLOCK_K>(c + {j}, r)] =") for j in range(4)]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch5/deep_tile_swizzle's emulator check needs "
+                              "updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch5_emulated(ctx: Context, block_k: int = 16) -> Item:
+    """The reader's sa_offset spliced into step 07 at BLOCK_K = 16, run in the emulator: C against float64, and
+    the sA store's and load's wavefronts per request as the emulator counts them (analysis mode, one block)."""
+    offset_c = _ch5_c_offset(ctx.source)
+    label = f"emulator (step 07, BLOCK_K = {block_k})"
+    if offset_c is None:
+        return Item(label, None, "not run: sa_offset is not one `return` of an integer expression of k, m and "
+                    "block_k, so it cannot be spliced into the kernel; the model above is the check", note=True)
+    try:
+        kern = step("sgemm/07_warptiling", backend="cpu", source=_ch5_step07_with(offset_c), BLOCK_K=block_k)
+        report = verify(kern, raise_on_fail=False)
+        counters = kern.counters(256, 256, 64, max_blocks=1)
+    except GemmlabError as e:
+        return Item(label, False, f"your sa_offset in step 07 does not run: {str(e).splitlines()[0]}")
+    store = counters.shared_wavefronts_per_request("store", array="sA")
+    load = counters.shared_wavefronts_per_request("load", array="sA")
+    detail = (f"sa_offset spliced into the kernel: C {'right' if report.passed else 'wrong'} against float64 "
+              f"on {len(report.cases)} shapes; sA stores {store:g}, sA float4 loads {load:g} wavefronts per "
+              "request (256 x 256 x 64, one block)")
+    if not report.passed:
+        return Item(label, False, detail + ": " + str(report).removeprefix("FAIL: ").split("\n")[0])
+    return Item(label, store <= 1.0 + 1e-9 and load <= 4.0 + 1e-9, detail)
+
+
+def _ch5_deep_property(ctx: Context) -> list[Item]:
+    from . import swizzle as sw_model
+
+    fn = _py_fn(ctx, "sa_offset", "(k, m, block_k)")
+    if isinstance(fn, Item):
+        return [fn]
+    for bk in _CH5_DEPTHS:
+        why = _ch5_placement(fn, bk)
+        if why:
+            return [Item("placement", False, why, "sa_offset must place each of the BLOCK_K x 128 floats of the tile "
+                         "at its own offset, keep the 4 floats of each aligned float4 of a row together, and use at "
+                         "most twice the tile's shared memory")]
+    depths = ", ".join(map(str, _CH5_DEPTHS))
+    items = [Item("placement", True, f"one to one, float4s whole and aligned, at BLOCK_K = {depths}")]
+    got = {}
+    for bk in _CH5_DEPTHS:
+        for access in ("sA store", "sA load"):
+            reqs, size = _ch5_requests(fn, bk, access)
+            got[bk, access] = (sw_model.per_request(reqs, size), sw_model.ideal_wavefronts(32, size))
+    detail = "; ".join(f"BLOCK_K = {bk}: store {got[bk, 'sA store'][0]:g}, load {got[bk, 'sA load'][0]:g}"
+                       for bk in _CH5_DEPTHS) + " wavefronts per request (the fewest: store 1, load 4)"
+    bad = [(bk, a) for (bk, a), (per, ideal) in got.items() if per > ideal + 1e-9]
+    if not bad:
+        return items + [Item("bank conflicts", True, detail), _ch5_emulated(ctx)]
+    bk, access = bad[0]
+    per, ideal = got[bk, access]
+    if access == "sA store":
+        rows = ", ".join(f"k + {4 * q}" if q else "k" for q in range(bk // 4))
+        hint = (f"at BLOCK_K = {bk} the {bk // 4} lanes that share a row m of A store its float4s transposed into "
+                f"rows {rows} of sA, {128 // bk} columns per row in one request: those rows must start on different "
+                f"banks ({per:g}-way conflict now). Which bits of k tell those rows apart?")
+        if all(fn(k, m, bk) == _ch5_chapter_offset(k, m, bk) for k in range(bk) for m in range(128)):
+            detail += (f": this is the chapter's Swizzle<1,4,5>, m ^ ((k & 4) << 2), made for BLOCK_K = 8, where a "
+                       f"warp's store touches rows k and k + 4 only; at BLOCK_K = {bk} it touches rows {rows}, and "
+                       "rows k and k + 8 get the same XOR")
+    else:
+        hint = (f"the compute loop's float4 reads of one row k of sA take {per:g} wavefronts, not {ideal}: a "
+                "swizzle must move whole 16-byte chunks and keep the 8 chunks a quarter warp reads on different banks")
+    return items + [Item("bank conflicts", False, detail, hint), _ch5_emulated(ctx)]
+
+
+# --- ch7b: cp.async.wait_group in a ring that commits a group only for a tile it loads -------------------
+def _ch7b_want(t: int, num_tiles: int, num_stages: int) -> int:
+    """Groups newer than tile t's own at its wait: the tiles loaded after it, t + 1 .. t + NUM_STAGES - 2."""
+    return min(num_stages - 2, num_tiles - 1 - t)
+
+
+_CH7B_CASES = [(s, n) for s in (2, 3, 4, 5, 6) for n in range(1, 3 * s + 2)]
+
+
+_PY_CMP_TO_C = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def _py_expr_to_c_ext(node, names: dict) -> str | None:
+    """_py_expr_to_c, plus min(a, b), max(a, b), `a if c else b` and one comparison (for wait_count)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+            and len(node.args) == 2 and not node.keywords:
+        a, b = (_py_expr_to_c_ext(x, names) for x in node.args)
+        return None if a is None or b is None else f"{node.func.id}({a}, {b})"
+    if isinstance(node, ast.IfExp):
+        c, a, b = (_py_expr_to_c_ext(x, names) for x in (node.test, node.body, node.orelse))
+        return None if None in (c, a, b) else f"({c} ? {a} : {b})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _PY_CMP_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.comparators[0], names)
+        return None if a is None or b is None else f"({a} {_PY_CMP_TO_C[type(node.ops[0])]} {b})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c_ext(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    return _py_expr_to_c(node, names)
+
+
+def _py_return_as_c(source: str, name: str, c_names: tuple, ext: bool = False) -> str | None:
+    """Function `name`'s body as C, if it is one `return` of an integer expression of its arguments (named
+    c_names in C); None otherwise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == name and len(fn.args.args) == len(c_names):
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                names = {a.arg: c for a, c in zip(fn.args.args, c_names)}
+                return (_py_expr_to_c_ext if ext else _py_expr_to_c)(body[0].value, names)
+    return None
+
+
+def _ch7b_step07_with(wait_c: str) -> str:
+    """Step 07's kernel committing a group only for a tile it loads, each wait_group taking the reader's count."""
+    text = (KERNELS / "hgemm" / "07_cp_async.cu").read_text()
+    waits = "\n".join(f"    {'if' if n == 0 else 'else if'} (n == {n}) cp_async_wait_group<{n}>();" for n in range(8))
+    edits = [("        if (s < num_tiles) copy_tiles(s, s * BLOCK_K);\n        cp_async_commit();",
+              "        if (s < num_tiles) { copy_tiles(s, s * BLOCK_K); cp_async_commit(); }"),
+             ("        cp_async_wait_group<NUM_STAGES - 2>();", "        wait_tile_<NUM_STAGES>(t, num_tiles);"),
+             ("        if (t + NUM_STAGES - 1 < num_tiles) copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "        cp_async_commit();",
+              "        if (t + NUM_STAGES - 1 < num_tiles) {\n"
+              "            copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "            cp_async_commit();\n        }"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__",
+              "template <int NUM_STAGES>\n__device__ __forceinline__ void wait_tile_(int t, int num_tiles) {\n"
+              f"    const int n = {wait_c};\n{waits}\n    else cp_async_wait_group<8>();\n}}\n\n"
+              "template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__")]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch7b/ring_wait's emulator check needs updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch7b_emulated(ctx: Context) -> Item:
+    """The reader's wait_count in step 07 (no empty groups) at NUM_STAGES = 3 and 4, K of 2 x NUM_STAGES + 1
+    k tiles, against float64. The emulator lands a thread's cp.async copies only when a wait_group retires their
+    group, so a wait that leaves tile t's group pending computes on a stage's old contents: a wrong C."""
+    wait_c = _py_return_as_c(ctx.source, "wait_count", ("t", "num_tiles", "NUM_STAGES"), ext=True)
+    label = "emulator (step 07, NUM_STAGES = 3 and 4)"
+    if wait_c is None:
+        return Item(label, None, "not run: wait_count is not one `return` of an integer expression of t, num_tiles "
+                    "and num_stages (min, max and `a if c else b` allowed), so it cannot be spliced into the kernel; "
+                    "the model above is the check", note=True)
+    parts, ok = [], True
+    for stages in (3, 4):
+        tiles = 2 * stages + 1
+        try:
+            kern = step("hgemm/07_cp_async", backend="cpu", source=_ch7b_step07_with(wait_c), NUM_STAGES=stages,
+                        BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32)
+            right = verify(kern, cases=[Case("random", 64, 64, 32 * tiles)], raise_on_fail=False).passed
+        except GemmlabError as e:
+            return Item(label, False, f"your wait_count in step 07 does not run: {str(e).splitlines()[0]}")
+        ok &= right
+        parts.append(f"NUM_STAGES = {stages}, {tiles} k tiles: C {'right' if right else 'wrong'}")
+    return Item(label, ok, "wait_count spliced into the kernel (a group committed only for a tile loaded), "
+                "against float64: " + "; ".join(parts)
+                + ("" if ok else " (the emulator lands a thread's copies only when a wait retires their group: "
+                   "a wait that leaves tile t's group pending computes on the stage's old contents)"))
+
+
+def _ch7b_property(ctx: Context) -> list[Item]:
+    fn = _py_fn(ctx, "wait_count", "(t, num_tiles, num_stages)")
+    if isinstance(fn, Item):
+        return [fn]
+    race, slow = [], []
+    for stages, tiles in _CH7B_CASES:
+        for t in range(tiles):
+            got, err = _py_call(fn, t, tiles, stages)
+            if err:
+                return [Item("ring", False, err, "it gets the k tile t (0 .. num_tiles - 1), the number of k tiles "
+                             "and NUM_STAGES, and returns the N of cp.async.wait_group N as an integer")]
+            if not _is_int(got) or got < 0:
+                return [Item("ring", False, f"wait_count({t}, {tiles}, {stages}) returned {got!r}: wait_group takes "
+                             "a whole number, 0 or more", "return an integer")]
+            want = _ch7b_want(t, tiles, stages)
+            where = f"NUM_STAGES = {stages}, {tiles} k tiles, tile {t}{' (the last)' if t == tiles - 1 else ''}"
+            if got > want:
+                race.append((where, f"wait_group {got} lets the {got} newest group{'s' if got != 1 else ''} stay "
+                             f"pending, but only {want} group{'s' if want != 1 else ''} were committed after tile "
+                             f"{t}'s own, so tile {t}'s may be pending too: the mma reads stage {t % stages} before "
+                             "its copies land", tiles > stages))
+            elif got < want:
+                waited = ", ".join(str(t + 1 + i) for i in range(want - got))
+                free = f"tiles {t + 1} .. {t + want}" if want > 1 else f"tile {t + 1}"
+                slow.append((where, f"wait_group {got} also waits for tile{'s' if want - got > 1 else ''} {waited} "
+                             f"({free} may stay in flight): their copies no longer run under tile {t}'s mma"))
+    n = sum(tiles for _, tiles in _CH7B_CASES)
+    cases = f"{n} waits: NUM_STAGES 2 to 6, 1 to 3 x NUM_STAGES + 1 k tiles"
+    if race:
+        where, why, _ = next((r for r in race if r[2]), race[0])
+        hint = ("a group is committed only when a tile is loaded, so near the end fewer groups are newer than tile "
+                "t's: count them for the last NUM_STAGES - 1 tiles")
+        if all(_py_call(fn, t, tiles, s)[0] == s - 2 for s, tiles in _CH7B_CASES[:8] for t in range(tiles)):
+            why += (" (wait_group NUM_STAGES - 2 is the chapter's count, right in step 07 because it commits a group "
+                    "in every iteration, an empty one past the last tile, so NUM_STAGES - 2 groups are always newer "
+                    "than tile t's; this loop commits no empty group)")
+        return [Item("no race", False, f"{len(race)} of {n} waits too shallow; e.g. {where}: {why}", hint),
+                _ch7b_emulated(ctx)]
+    items = [Item("no race", True, f"every tile's copies land before its mma reads them ({cases})")]
+    if slow:
+        where, why = slow[0]
+        return items + [Item("overlap", False, f"{len(slow)} of {n} waits deeper than they need; first, {where}: "
+                             f"{why}", "wait for tile t's group and for no newer one: leave pending every group "
+                             "committed after tile t's"), _ch7b_emulated(ctx)]
+    return items + [Item("overlap", True, "no wait stalls on a tile newer than the one it is for"), _ch7b_emulated(ctx)]
+
+
+# --- ch7d: stream-K's pieces when a block's range spans several tiles -------------------------------------
+def _ch7d_reference(block: int, blocks: int, tiles: int, k_tiles: int) -> list:
+    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
+    if begin == end:
+        return []
+    first, last = begin // k_tiles, (end - 1) // k_tiles
+    out = [(last, max(begin - last * k_tiles, 0), end - last * k_tiles)]
+    out += [(i, 0, k_tiles) for i in range(last - 1, first, -1)]
+    if first != last:
+        out.append((first, begin - first * k_tiles, k_tiles))
+    return out
+
+
+_CH7D_CASES = [(b, t, k) for k in (1, 3, 4, 8) for t in range(1, 10) for b in range(1, 13)]
+
+
+def _ch7d_where(blocks: int, tiles: int, k_tiles: int) -> str:
+    def n(count, word):
+        return f"{count} {word}{'s' if count != 1 else ''}"
+    return f"{n(blocks, 'block')}, {n(tiles, 'tile')} of {n(k_tiles, 'k tile')}"
+
+
+def _ch7d_pieces(fn, blocks: int, tiles: int, k_tiles: int):
+    """Every block's pieces as a list of (tile, k_begin, k_end), or a sentence saying what is wrong."""
+    where = _ch7d_where(blocks, tiles, k_tiles)
+    out = []
+    for b in range(blocks):
+        got, err = _py_call(fn, b, blocks, tiles, k_tiles)
+        if err:
+            return None, err
+        try:
+            ps = [tuple(int(x) for x in p) for p in got]
+        except (TypeError, ValueError):
+            return None, f"{where}: pieces({b}, ...) returned {got!r}, not a list of (tile, k_begin, k_end)"
+        if any(len(p) != 3 for p in ps):
+            return None, f"{where}: pieces({b}, ...) returned {got!r}: each piece is (tile, k_begin, k_end)"
+        for tile, k0, k1 in ps:
+            if not (0 <= tile < tiles and 0 <= k0 < k1 <= k_tiles):
+                return None, (f"{where}: block {b}'s piece {(tile, k0, k1)} is not k tiles k_begin .. k_end - 1 of "
+                              f"a tile (0 <= tile < {tiles}, 0 <= k_begin < k_end <= {k_tiles})")
+        out.append(ps)
+    return out, ""
+
+
+def _ch7d_coverage(pieces: list, blocks: int, tiles: int, k_tiles: int) -> str:
+    where = _ch7d_where(blocks, tiles, k_tiles)
+    owner = {}
+    for b, ps in enumerate(pieces):
+        for tile, k0, k1 in ps:
+            for kt in range(k0, k1):
+                if (tile, kt) in owner:
+                    return f"{where}: k tile {kt} of tile {tile} is done by block {owner[tile, kt]} and block {b}"
+                owner[tile, kt] = b
+    total = tiles * k_tiles
+    for i in range(total):
+        if (i // k_tiles, i % k_tiles) not in owner:
+            return f"{where}: k tile {i % k_tiles} of tile {i // k_tiles} is done by no block"
+    for b in range(blocks):
+        begin, end = total * b // blocks, total * (b + 1) // blocks
+        mine = sorted(t * k_tiles + kt for (t, kt), o in owner.items() if o == b)
+        if mine != [*range(begin, end)]:
+            return (f"{where}: block {b} does k tiles {mine[:1] + ['...'] + mine[-1:] if mine else 'none'} of the "
+                    f"numbering tile * k_tiles + kt, not its range {begin} .. {end - 1}")
+    return ""
+
+
+def _ch7d_finish_time(pieces: list, k_tiles: int) -> int:
+    """When the last block is done, in k-tile times: each piece takes its k tiles; the piece that ends a tile
+    (k_end == k_tiles, k_begin > 0) then waits until every other block's part of that tile is handed over.
+    Waits only ever point at blocks of lower index (they hold the tile's earlier k tiles), so one pass in block
+    order settles every time: nothing here can hang."""
+    handed: dict[int, int] = {}  # tile -> when its last hand-over is done
+    finish = 0
+    for ps in pieces:
+        now = 0
+        for tile, k0, k1 in ps:
+            now += k1 - k0
+            if k1 < k_tiles:
+                handed[tile] = max(handed.get(tile, 0), now)
+            elif k0 > 0:
+                now = max(now, handed.get(tile, 0))
+        finish = max(finish, now)
+    return finish
+
+
+def _ch7d_property(ctx: Context) -> list[Item]:
+    fn = _py_fn(ctx, "pieces", "(block, blocks, tiles, k_tiles)")
+    if isinstance(fn, Item):
+        return [fn]
+    slow = []
+    for blocks, tiles, k_tiles in _CH7D_CASES:
+        got, why = _ch7d_pieces(fn, blocks, tiles, k_tiles)
+        why = why or _ch7d_coverage(got, blocks, tiles, k_tiles)
+        if why:
+            hint = ("block b's range is k tiles tiles * k_tiles * b // blocks .. tiles * k_tiles * (b + 1) // blocks "
+                    "- 1, numbered tile * k_tiles + kt; cut it at the tiles' edges into pieces")
+            ranges = [tiles * k_tiles * (b + 1) // blocks - tiles * k_tiles * b // blocks for b in range(blocks)]
+            if max(ranges) > k_tiles and all(len(p) <= 2 for p in (got or [])):
+                why += (" (two pieces a block at most, as step 12's unit() cuts them: its ranges are at most one tile "
+                        "long, since MAX_SPLIT shares a last-wave tile among several blocks; here a range is up to "
+                        f"{max(ranges)} k tiles, {k_tiles} a tile)")
+                hint = "the tiles between a range's two ends are whole pieces of their own"
+            return [Item("coverage", False, why, hint)]
+        mine, best = _ch7d_finish_time(got, k_tiles), _ch7d_finish_time(
+            [_ch7d_reference(b, blocks, tiles, k_tiles) for b in range(blocks)], k_tiles)
+        if mine > best:
+            slow.append((blocks, tiles, k_tiles, mine, best))
+    items = [Item("coverage", True, f"every k tile once, each block its own range, on {len(_CH7D_CASES)} cases "
+                  "(1 to 12 blocks, 1 to 9 tiles of 1, 3, 4 or 8 k tiles)")]
+    if not slow:
+        return items + [Item("no waiting chain", True, "every block is done by the time its longest range allows")]
+    blocks, tiles, k_tiles, mine, best = max(slow, key=lambda s: s[3] - s[4])
+    return items + [Item("no waiting chain", False, f"slower on {len(slow)} cases; worst, "
+                         f"{_ch7d_where(blocks, tiles, k_tiles)}: the last block is done after {mine} k-tile times, "
+                         "where "
+                         f"{best} suffice", "a block that ends a tile waits for the blocks before it to hand over "
+                         "their part; if they each finish their own first tile before handing over, the waits form "
+                         "a chain down to block 0. Order the pieces so that no block waits before it has handed over")]
+
+
+# --- ch9: a tile counter that nothing resets and only its writers change -----------------------------------
+_U32 = 2**32
+_CH9_CASES = [(launch, parts) for parts in (1, 2, 3, 4) for launch in (0, 1, 2, 7)] + \
+    [(_U32 // parts - 1 + d, parts) for parts in (1, 2, 3, 4) for d in (0, 1, 2)]
+
+
+def _ch9_property(ctx: Context) -> list[Item]:
+    """Phase 2 of launch `launch` polls a counter that `parts` groups of phase 1 each add 1 to (release) after
+    storing their part of the tile of T; nothing resets it, so it starts the launch at launch * parts (mod 2^32).
+    A model of the poll: bounded, so a condition that is never true is reported, not waited for."""
+    fn = _py_fn(ctx, "ready", "(value, launch, parts)")
+    if isinstance(fn, Item):
+        return [fn]
+    for launch, parts in _CH9_CASES:
+        start = launch * parts % _U32
+        for stored in range(parts + 1):
+            value = (start + stored) % _U32
+            got, err = _py_call(fn, value, launch, parts)
+            if err:
+                return [Item("tile counter", False, err, "ready gets the counter's 32-bit value, the launch's number "
+                             "and the groups that store a tile, and returns True or False")]
+            where = f"launch {launch}, {parts} group{'s' if parts > 1 else ''} per tile"
+            if stored < parts and got:
+                why = (f"{where}: the counter reads {value} after {stored} of {parts} groups released their part, "
+                       "and ready says yes: phase 2 copies a tile of T "
+                       + ("not stored yet" if stored == 0 else "half stored")
+                       + (f" ({value} is what the launches before left: nothing resets the counter)"
+                          if stored == 0 and launch else ""))
+                hint = ("the counter only grows, one per group per launch: which value does it reach when this "
+                        "launch's groups have all released?")
+                if all(bool(_py_call(fn, v, L, p)[0]) == (v != 0) for v, L, p in
+                       ((0, 0, 1), (1, 0, 1), (1, 0, 2), (2, 1, 2), (9, 4, 2), (0, 5, 3))):
+                    why += (": `value != 0` is the chapter's test, right in step 08, where one atomic add releases "
+                            "the whole tile and the readers take the count back to 0; here several groups add and "
+                            "nobody subtracts")
+                return [Item("tile counter", False, why, hint)]
+            if stored == parts and not got:
+                why = (f"{where}: every group released (the counter reads {value}), yet ready says no: the poll "
+                       "would spin for ever, a deadlock (the check stops it after the last release)")
+                hint = ("the counter is a 32-bit unsigned integer: it wraps to 0 after 2^32 - 1. Compare the distance "
+                        "from this launch's starting value, taken modulo 2^32, not the values themselves"
+                        if launch * parts + parts >= _U32 else
+                        "after this launch's releases the counter holds (launch + 1) * parts: every group of every "
+                        "launch so far added 1")
+                return [Item("tile counter", False, why, hint)]
+    return [Item("tile counter", True, f"ready only once every group released, on {len(_CH9_CASES)} (launch, groups) "
+                 "cases, through the counter's wrap at 2^32")]
+
+
+_LISTINGS_B = {  # the chapters' own computations, as the functions these exercises ask for
+    "ch5/deep_tile_swizzle": '''
+def sa_offset(k, m, block_k):
+    # chapter 5's Swizzle<1,4,5> on step 07's sA: column m of row k at m ^ ((k & 4) << 2)
+    return k * 128 + (m ^ ((k & 4) << 2))
+''',
+    "ch7b/ring_wait": '''
+def wait_count(t, num_tiles, num_stages):
+    # step 07: cp_async_wait_group<NUM_STAGES - 2>() in every iteration
+    return num_stages - 2
+''',
+    "ch7d/stream_k_pieces": '''
+def pieces(block, blocks, tiles, k_tiles):
+    # step 12's unit(): the beginning of the range's last tile, then the end of its first
+    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
+    if begin == end:
+        return []
+    first, last = begin // k_tiles, (end - 1) // k_tiles
+    out = [(last, max(begin - last * k_tiles, 0), end - last * k_tiles)]
+    if first != last:
+        out.append((first, begin - first * k_tiles, k_tiles))
+    return out
+''',
+    "ch9/monotone_flag": '''
+def ready(value, launch, parts):
+    # step 08's producer: wait until the counter is nonzero
+    return value != 0
+''',
+}
+_PY_TASKS = {  # what a Python exercise's notebook cell says the check does (ch1's text is the default)
+    "ch5/deep_tile_swizzle": "Write the function in the cell below and run it; the check places step 07's sA tile "
+                             "through it at BLOCK_K = 8, 16 and 32 and counts the wavefronts of the transposed stores "
+                             "and of the compute loop's float4 reads with the chapter's model; then it splices it "
+                             "into step 07 at BLOCK_K = 16 and counts them again in the emulator.",
+    "ch7b/ring_wait": "Write the function in the cell below and run it; the check runs the ring's waits for 2 to 6 "
+                      "stages and 1 to 3 x NUM_STAGES + 1 k tiles, and says where a tile is read too early or a wait "
+                      "stalls on a newer tile; then it runs step 07 with your count in the emulator, at 3 and 4 "
+                      "stages, against float64.",
+    "ch7d/stream_k_pieces": "Write the function in the cell below and run it; the check deals out 1 to 9 tiles to 1 to "
+                            "12 blocks, checks that every k tile is done once, by the block whose range holds it, and "
+                            "times the waits between blocks.",
+    "ch9/monotone_flag": "Write the function in the cell below and run it; the check plays the releases of each tile "
+                         "launch after launch, through the counter's wrap at 2^32, with a bounded poll: a condition "
+                         "that never comes true is a FAIL, not a hang.",
+}
+_PY_TASKS = {name: f"{text} `exercises.show(\"{name}\")` prints the whole task (the function's docstring "
+              "says what it gets and returns)." for name, text in _PY_TASKS.items()}
+
+
 _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
     Exercise("ch1/smallest_n", 1, "",
@@ -911,6 +1467,56 @@ _EXERCISES = [
                     "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
                     "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
                     "store E at the end.")),
+    # chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, each a variation of what the chapter shows
+    Exercise("ch5/deep_tile_swizzle", 5, "",
+             "a swizzle for step 07's transposed sA store at BLOCK_K = 16 and 32, where the chapter's Swizzle<1,4,5> "
+             "(made for 8) leaves conflicts (Python; counts wavefronts per request with the chapter's model, then in "
+             "step 07 in the emulator)",
+             _ch5_deep_property, minutes=25,
+             after="the next section of chapter 5. Harder: at BLOCK_K = 64 a warp's store touches 16 rows of sA, "
+                   "two columns each; is there still an XOR that removes the conflicts and keeps the float4s whole?",
+             hints=("List the lanes of one warp's store request at BLOCK_K = 16: lanes 4r .. 4r + 3 hold row r of A's "
+                    "tile and store into rows c + j of sA for c = 0, 4, 8, 12. Which rows of sA does one request "
+                    "touch, at which columns, and on which banks?",
+                    "Four rows, k, k + 4, k + 8, k + 12, eight columns each: XOR (k / 4) into the two column bits "
+                    "above those eight (bits 3 and 4), i.e. m ^ ((k / 4) * (128 / block_k)); at BLOCK_K = 8 this is "
+                    "the chapter's m ^ ((k & 4) << 2)."),
+             variation=True, python=True),
+    Exercise("ch7b/ring_wait", 7, "",
+             "the cp.async.wait_group count of step 07's ring when no empty group is committed past the last tile "
+             "(Python; checks every wait for a race or a stall, 2 to 6 stages, then runs it in step 07 in the emulator)",
+             _ch7b_property, minutes=15,
+             after="the next section of chapter 7b. Harder: with no empty groups, which other line of step 07's "
+                   "loop could go, and what would it cost?",
+             hints=("Number the commit groups: one per tile, in tile order. At tile t's wait, which groups have been "
+                    "committed, and how many of them are newer than tile t's own? Count it for t = 0 and for the "
+                    "last tile.",
+                    "Groups newer than tile t's: tiles t + 1 .. min(t + NUM_STAGES - 2, num_tiles - 1), so "
+                    "min(NUM_STAGES - 2, num_tiles - 1 - t)."),
+             variation=True, python=True),
+    Exercise("ch7d/stream_k_pieces", 7, "",
+             "stream-K's pieces of a block's range when it spans several tiles, in an order that never makes a "
+             "block wait before it hands over (Python; checks coverage and the waits on 432 cases)",
+             _ch7d_property, minutes=25,
+             after="chapter 8. Harder: step 12 shares only the last wave; write the pieces for a hybrid that deals "
+                   "the full waves whole and shares the last wave among all blocks.",
+             hints=("Draw a range that starts inside tile f and ends inside tile l > f + 1: it holds the end of f, "
+                    "tiles f + 1 .. l - 1 whole and the beginning of l. Which of those pieces wait for another block, "
+                    "and for which?",
+                    "Only the end of f waits (for lower blocks' parts of f). Do the beginning of l first (hand it "
+                    "over), then tiles l - 1 .. f + 1 whole, then the end of f."),
+             variation=True, python=True),
+    Exercise("ch9/monotone_flag", 9, "",
+             "the wait condition of a tile counter that several groups release and nothing resets, launch after "
+             "launch (Python; a bounded model of the poll: a deadlock is a FAIL, not a hang)", _ch9_property,
+             minutes=15,
+             after="the chapter's measurements. Harder: which fence must each group issue before its add, and which "
+                   "one the producer after its acquire, so that TMA reads the stores (step 08's comments say).",
+             hints=("Write down the counter's value at the start of launch 0, 1, 2 with 2 groups per tile, and after "
+                    "each release. Which value says 'every group of this launch has stored its part'?",
+                    "It starts launch L at L * parts and ends it at (L + 1) * parts, modulo 2^32: compare the distance "
+                    "(value - L * parts) % 2**32 with parts."),
+             variation=True, python=True),
 ]
 
 
@@ -983,13 +1589,13 @@ def show(name: str):
             inside = False
         marked.append(f'<span style="background:#fff3b0;display:inline-block;min-width:100%">{hl}</span>'
                       if inside or _END.match(src) else hl)
-    return Listing(f"kernels/exercises/{ex.stem}.cu: {ex.summary} (the gap is marked)", marked, text)
+    return Listing(f"kernels/exercises/{ex.file.name}: {ex.summary} (the gap is marked)", marked, text)
 
 
 def start(name: str, directory: str | Path = "exercises", force: bool = False) -> Path:
     """Write the template to ./exercises/<name>.cu for the reader to edit; an existing copy is kept unless force."""
     ex = get(name)
-    path = Path(directory) / f"{ex.name}.cu"
+    path = Path(directory) / f"{ex.name}{ex.file.suffix}"  # .py for a Python exercise
     if path.exists() and not force:
         return path
     if path.is_symlink() and not path.exists() and not force:
@@ -1011,7 +1617,7 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
 
 
 def started_path(name: str, directory: str | Path = "exercises") -> Path:
-    return Path(directory) / f"{get(name).name}.cu"
+    return Path(directory) / f"{get(name).name}{get(name).file.suffix}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1116,6 +1722,7 @@ def smallest_n(gpu, precision):
 ''',
 }
 
+_LISTINGS.update(_LISTINGS_B)
 
 # ------------------------------------------------------------------------------------------------
 # check
@@ -1418,8 +2025,8 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
     edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
     ex = get(name)
     if ex.python:
-        what = ("Write the function in the cell below and run it; the check tries it on every GPU of the course's "
-                "table and on one in none, and says what is wrong.")
+        what = _PY_TASKS.get(name, "Write the function in the cell below and run it; the check tries it on every "
+                             "GPU of the course's table and on one in none, and says what is wrong.")
         gap = gap_of(template(name))[1]
     else:
         kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "
