@@ -69,7 +69,7 @@ def test_bank_picture_counts_and_colours():
 
 
 def test_emulator_agrees_with_the_bank_picture(capsys):
-    ch3.bank_check(32, size=32)
+    ch3.bank_counts(32, size=32)
     out = capsys.readouterr().out
     assert "sA read: emulator 1 wavefront per request" in out and "sB read: emulator 1 wavefront per request" in out
     assert out.count("the picture predicts 1") == 2

@@ -23,6 +23,17 @@ BLOCK = 32                     # step 03's default tile edge
 COUNTERS_GPU = "NVIDIA H200"   # the GPU whose profiler record holds steps 02 and 03
 SECTOR = 32                    # bytes per sector (chapter 2)
 NOT_STALLS = ("selected", "not_selected")  # a warp that issued, or could have but another did: not a wait
+STALL_MEANING = {  # what a warp waits for, in Nsight Compute's words, shortened
+    "mio_throttle": "the queue that takes shared-memory instructions is full",
+    "long_scoreboard": "a global load has not arrived",
+    "lg_throttle": "the queue that takes global-memory instructions is full",
+    "barrier": "other warps have not reached `__syncthreads()`",
+    "short_scoreboard": "a shared-memory result has not arrived",
+    "dispatch_stall": "the dispatcher could not issue",
+    "math_pipe_throttle": "the arithmetic pipe is busy",
+    "wait": "a fixed latency",
+    "no_instruction": "the next instruction has not been fetched",
+}
 
 smem_tiling_twin = sitecontrols.smem_tiling_twin
 WARP_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"]
@@ -172,7 +183,7 @@ def show_banks(block: int = BLOCK, k: int = 5) -> dict[str, int]:
     return counts
 
 
-def bank_check(block: int = BLOCK, size: int = 64) -> None:
+def bank_counts(block: int = BLOCK, size: int = 64) -> None:
     """The emulator's count of step 03's shared loads (one block at size^3) beside the picture's prediction."""
     predicted = {name.split("[")[0]: n for name, n in draw_counts(block).items() if "column" not in name}
     counts = gemmlab.step(STEP, backend="cpu", BLOCK=block).counters(size, size, size, max_blocks=1)
@@ -225,6 +236,22 @@ def seed_table(records: list):
     return documents.table_000(naive + records, through=3)
 
 
+def emulator_counts(small: int = 128) -> None:
+    """The emulator's counts of steps 02 and 03 at small^3 (the real kernels on the CPU): global bytes requested
+    against the model, sectors per load request of A and B, shared wavefronts per load request, barriers."""
+    for name, params in ((STEPS[0], {}), (STEP, {"BLOCK": BLOCK})):
+        counts = gemmlab.step(name, backend="cpu", **params).counters(small, small, small, max_blocks=None)
+        loaded = sum(s.bytes for s in counts.select(space="global", kind="load"))
+        shared = (f"{counts.shared_wavefronts_per_request(kind='load'):.1f}"
+                  if counts.select(space="shared", kind="load") else "none")
+        print(f"{name}: {loaded / 2**20:.2f} MiB requested from global memory at {small}^3, "
+              f"sectors per load request: A {counts.global_sectors_per_request(kind='load', array='A'):.0f}, "
+              f"B {counts.global_sectors_per_request(kind='load', array='B'):.0f}; "
+              f"shared wavefronts per load request: {shared}, barriers: {counts.totals['barriers']}")
+    print(f"model: {tiling.global_bytes(small, small, small, None) / 2**20:.2f} MiB -> "
+          f"{tiling.global_bytes(small, small, small, BLOCK) / 2**20:.2f} MiB")
+
+
 def counters() -> dict[str, dict[str, float]]:
     """The profiler's record of steps 02 and 03 (one launch each at 4096, on the H200): where the global loads were
     served (L1, L2, DRAM), the bytes that left each SM for L2, shared-memory wavefronts and conflicts, the top
@@ -255,6 +282,7 @@ def counters() -> dict[str, dict[str, float]]:
             glue(f"ch3_ncu{v}_{key}", row[key])
         for i, (name, value) in enumerate(stalls):
             glue(f"ch3_ncu{v}_stall{i}", name.replace("_", " ")); glue(f"ch3_ncu{v}_stall{i}_v", value)
+            glue(f"ch3_ncu{v}_stall{i}_why", STALL_MEANING.get(name, "see Nsight Compute's warp-state docs"))
         print(f"{step:22s} {row['ms']:8.2f} {row['l1']:6.1f}% {row['to_l2']:9.1f} {row['l2']:6.1f}% "
               f"{row['dram']:10.1f} {lds / 1e9:5.2f}G {row['lds_per_wave']:7.2f}  "
               + ", ".join(f"{n} {v:.1f}" for n, v in stalls))
@@ -313,11 +341,11 @@ def block_sweep(size: int = SIZE) -> None:
     print(gemmlab.results.timing_note(sweep))
 
 
-def explorer(choices=(4, 8, 16, 32, 64), value: int = BLOCK):
+def explorer(choices=(4, 8, 16, 32, 64), value: int = BLOCK) -> None:
     """The live sliders: recompile step 03 for a tile edge, check it and, on a GPU, time it (tiling.block_report)."""
     import ipywidgets as widgets
 
-    return widgets.interact(lambda block: print(tiling.block_report(block)),
+    widgets.interact(lambda block: print(tiling.block_report(block)),
                             block=widgets.Dropdown(options=list(choices), value=value, description="BLOCK"))
 
 
