@@ -258,9 +258,10 @@ def counters() -> dict[str, dict[str, float]]:
     stalls. Glues each figure the chapter quotes; returns {step: {figure: value}}."""
     rec = profile.load(COUNTERS_GPU)
     out: dict[str, dict[str, float]] = {}
+    lines: list[str] = []
     print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
     print(f"{'':22s} {'time ms':>8s} {'L1 hit':>7s} {'to L2 GB':>9s} {'L2 hit':>7s} {'DRAM rd GB':>10s}"
-          f" {'LDS':>6s} {'wavefr.':>7s}  top stalls (warps per issued instruction)")
+          f" {'LDS':>6s} {'wavefronts/LDS':>14s}")
     for step in STEPS:
         m = rec.get(step)
         if not m:
@@ -284,13 +285,19 @@ def counters() -> dict[str, dict[str, float]]:
             glue(f"ch3_ncu{v}_stall{i}", name.replace("_", " ")); glue(f"ch3_ncu{v}_stall{i}_v", value)
             glue(f"ch3_ncu{v}_stall{i}_why", STALL_MEANING.get(name, "see Nsight Compute's warp-state docs"))
         print(f"{step:22s} {row['ms']:8.2f} {row['l1']:6.1f}% {row['to_l2']:9.1f} {row['l2']:6.1f}% "
-              f"{row['dram']:10.1f} {lds / 1e9:5.2f}G {row['lds_per_wave']:7.2f}  "
-              + ", ".join(f"{n} {v:.1f}" for n, v in stalls))
+              f"{row['dram']:10.1f} {lds / 1e9:5.2f}G {row['lds_per_wave']:14.2f}")
+        lines.append(f"{step:22s} top stalls (warps per issued instruction): "
+                     + ", ".join(f"{n} {v:.1f}" for n, v in stalls))
+    print("\n".join(lines))
     if len(out) == 2:
         a, b = (out[s] for s in STEPS)
         glue("ch3_ncu_gain", a["ms"] / b["ms"])
         glue("ch3_ncu_requested_ratio", a["requested"] / b["requested"])
         glue("ch3_ncu03_conflict_pct", b["conflict_pct"])
+        m = rec[STEP]
+        warp_tiles = (SIZE // BLOCK) ** 2 * (BLOCK * BLOCK // 32) * (SIZE // BLOCK)  # warps x K tiles each
+        glue("ch3_ncu03_lds_per_tile", m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles)
+        glue("ch3_ncu03_waves_per_tile", m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles)
     return out
 
 
