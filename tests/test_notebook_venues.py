@@ -22,11 +22,8 @@ from gemmlab import fusion, glue, nvrtc
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
-# MyST-only syntax: roles ({glue:text}`x`), directives (```{name}, :::), targets ((label)=), substitutions ({{x}}).
-# One exception: a section's target on the line right above its heading ("(ch3-banks)=" then "## ..."), the one way
-# another chapter can link a section ({ref}); JupyterLab and Colab show that line as text, so keep it to sections
-# that other chapters link.
-MYST_ONLY = re.compile(r"\{[a-z][\w:-]*\}`|```\{|^:::|^\(\w[\w-]*\)=\s*$(?!\n#)|\{\{", re.M)
+# MyST-only syntax: roles ({glue:text}`x`), directives (```{name}, :::), targets ((label)=), substitutions ({{x}})
+MYST_ONLY = re.compile(r"\{[a-z][\w:-]*\}`|```\{|^:::|^\(\w[\w-]*\)=\s*$|\{\{", re.M)
 
 
 def _cells(path: Path):
