@@ -118,3 +118,11 @@ def test_chapter1_names_the_records_gpu_and_its_prediction():
     assert ch1.chapter_gpu(None) == hardware.load_hardware()["gpu"]
     ch1.predict("NVIDIA H100 80GB HBM3")
     assert VALUES["ch1_bound_fp32"] == "67.0" and VALUES["ch1_spec_name"] == "H100 SXM5"
+
+
+def test_only_warp_zero_is_red():
+    ax = ch2.ownership("sgemm/01_naive")
+    rgba = ax.images[0].cmap(ax.images[0].norm(np.asarray(ax.images[0].get_array())))
+    red = np.all(np.isclose(rgba[..., :3], (0.85, 0.15, 0.15)), axis=-1)
+    assert np.array_equal(red, ch2.owners("sgemm/01_naive") // 32 == 0)
+    plt.close("all")

@@ -71,9 +71,9 @@ def ownership(step: str, block=BLOCK, size: int = 32, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(5.2, 5.2))
     pale = plt.get_cmap("tab20")(np.arange(20))[:, :3] * 0.35 + 0.65
-    colours = np.vstack([[0.85, 0.15, 0.15], pale[1:]])        # warp 0 red, the others pale
     n = int(warps.max()) + 1
-    ax.imshow(warps, cmap=ListedColormap([colours[w % 20] for w in range(n)]), vmin=-0.5, vmax=n - 0.5,
+    colours = [(0.85, 0.15, 0.15)] + [pale[1 + (w - 1) % 19] for w in range(1, n)]  # warp 0 red, the others pale
+    ax.imshow(warps, cmap=ListedColormap(colours), vmin=-0.5, vmax=n - 0.5,
               interpolation="nearest")
     for r, c in zip(*np.nonzero(warps == 0)):
         ax.text(c, r, str(own[r, c] % coalescing.WARP_SIZE), ha="center", va="center", fontsize=5, color="white")
@@ -223,10 +223,11 @@ def counters(block=BLOCK) -> None:
     """Print the profiler's record of both steps beside the model, and glue what the prose explains the gap with."""
     rows = counter_rows(block=block)
     print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
+    print(f"{'':20s} {'sectors/request':>15s} {'model':>5s} {'L1 hit':>7s} {'L2 hit':>7s} {'L2 read':>9s} "
+          f"{'DRAM read':>9s}  top stall")
     for step, r in rows.items():
-        print(f"{step:20s} sectors per request {r['sectors']:5.2f} (model {r['model_sectors']:g}) | L1 hit "
-              f"{r['l1_hit']:5.1f}% | L2 hit {r['l2_hit']:4.1f}%, {r['l2_sectors'] / 1e6:4.0f} M sectors read from L2 | "
-              f"DRAM read {r['dram_gb']:4.1f} GB | top stall {r['stall'][0]} {r['stall'][1]:.1f}")
+        print(f"{step:20s} {r['sectors']:15.2f} {r['model_sectors']:5g} {r['l1_hit']:6.1f}% {r['l2_hit']:6.1f}% "
+              f"{r['l2_sectors'] / 1e6:7.0f} M {r['dram_gb']:6.1f} GB  {r['stall'][0]} {r['stall'][1]:.1f}")
     if len(rows) < 2:
         return
     r1, r2 = rows[STEPS[0]], rows[STEPS[1]]
@@ -240,8 +241,9 @@ def counters(block=BLOCK) -> None:
     glue("ch2_line_gain", r1["lines"] / r2["lines"])
     glue("ch2_ncu_gain", r1["time_s"] / r2["time_s"])
     glue("ch2_dram_peak", hardware.spec_for(COUNTERS_GPU).dram_gbps)
-    print(f"cache lines per k step (model): {r1['lines']} -> {r2['lines']}, {r1['lines'] / r2['lines']:.1f}x; "
-          f"profiled time: {1e3 * r1['time_s']:.1f} ms -> {1e3 * r2['time_s']:.1f} ms, {r1['time_s'] / r2['time_s']:.1f}x")
+    print(f"(L2 read: sectors; stall: warps waiting per issued instruction)\ncache lines per k step (model): "
+          f"{r1['lines']} -> {r2['lines']}, {r1['lines'] / r2['lines']:.1f}x; profiled time: {1e3 * r1['time_s']:.1f} ms "
+          f"-> {1e3 * r2['time_s']:.1f} ms, {r1['time_s'] / r2['time_s']:.1f}x")
 
 
 def claim(shapes=((32, 8), (16, 16), (8, 32))) -> None:
