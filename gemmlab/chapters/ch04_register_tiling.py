@@ -176,7 +176,9 @@ def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_
     for what, metric, key in STEP06_COUNTERS:
         scale = 1e-6 if metric == "gpu__time_duration.sum" else 1
         ratio = b[metric] / a[metric]
-        print(f"  {what:26s} {a[metric] * scale:14,.2f} -> {b[metric] * scale:14,.2f}  (x {ratio:.2f})")
+        spec = ",.2f" if scale != 1 else ",.0f"
+        print(f"  {what:26s} {format(a[metric] * scale, spec):>13s} -> {format(b[metric] * scale, spec):>13s}  "
+              f"(x {ratio:.2f})")
         glue(f"ch4_s06_{key}", ratio)
 
 
@@ -339,6 +341,9 @@ def heat_map(step: str = "sgemm/07_warptiling", size: int = SIZE) -> None:
          or "the defaults")
     glue("ch4_default_pct", at_default["pct_of_baseline"] if at_default else float("nan"))
     glue("ch4_tuned_n", len(recs))
+    glue("ch4_tuned_date", best["date"])
+    glue("ch4_tuned_protocol", "interleaved with cuBLAS" if best["date"] >= gemmlab.results.INTERLEAVED_SINCE
+         else "cuBLAS timed first, the older protocol")
 
 
 def claim(arch: str = "sm_75") -> None:
