@@ -104,9 +104,9 @@ def predict(records: list) -> None:
         glue(f"ch4_mbound{_num(step)}", 100 * merged["bound"])
         glue(f"ch4_mbound{_num(step)}_tflops", merged["bound"] * peak)
         glue(f"ch4_mwave{_num(step)}", merged["wavefronts"])
-        print(f"{step:24s} thread tile {tm} x {tn}: {loads_per_fma(tm, tn):.3f} shared loads per multiply-add, "
-              f"ceiling {100 * bound:5.1f}% of peak = {bound * peak:5.1f} TFLOP/s | merged into LDS.128: "
-              f"{merged['wavefronts']:.3f} wavefronts, ceiling {100 * merged['bound']:5.1f}%")
+        print(f"{step:24s} {tm} x {tn}: {loads_per_fma(tm, tn):.3f} loads/FMA, ceiling {100 * bound:5.1f}% = "
+              f"{bound * peak:4.1f} TFLOP/s | merged: {merged['wavefronts']:.3f} wavefronts/FMA, ceiling "
+              f"{100 * merged['bound']:5.1f}% = {merged['bound'] * peak:4.1f}")
     inst = gemmlab.instance("sgemm/05_2d_blocktiling")
     threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
     least = min_registers(*thread_tile(inst.name))
@@ -119,7 +119,9 @@ def counters() -> None:
     and shared-memory cycles per FFMA instruction against the model, FMA pipe busy, occupancy, top stall."""
     rec = profile.load(COUNTERS_GPU)
     out = {}
-    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
+    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json); per FFMA:")
+    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^14s}   FMA pipe  occupancy  top stall (per issued instruction)")
+    print(f"{'':24s} model measured   model measured   busy")
     for step in LADDER:
         m = rec.get(step)
         if not m:
@@ -138,9 +140,8 @@ def counters() -> None:
         glue(f"ch4_ncu{v}_lds", row["lds"]); glue(f"ch4_ncu{v}_cycles", row["cycles"])
         glue(f"ch4_ncu{v}_fma", row["fma"]); glue(f"ch4_ncu{v}_occ", row["occupancy"])
         glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
-        print(f"{step:24s} per FFMA: merged model LDS {row['m_lds']:.3f}, wavefronts {row['m_wave']:.3f} | measured "
-              f"LDS {row['lds']:.3f}, wavefronts {row['cycles']:.3f} | FMA pipe {row['fma']:4.1f}% busy, occupancy "
-              f"{row['occupancy']:4.1f}%, top stall {row['stall'][0]} {row['stall'][1]:.2f}")
+        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:5.3f} {row['cycles']:8.3f}   "
+              f"{row['fma']:5.1f}%   {row['occupancy']:5.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
     for step in BROADCAST_A & set(out):  # the wavefronts the merged model misses, per broadcast LDS.128
         r = out[step]
         n_broadcast = thread_tile(step)[0] / 4 / (thread_tile(step)[0] * thread_tile(step)[1])  # per FFMA

@@ -274,9 +274,8 @@ def registers() -> None:
         if gpu:
             blocks = blocks_per_sm(int(gpu), threads, here.shared_bytes, 90)[0]
             glue(f"ch6_gpu_regs{_v(step)}", gpu); glue(f"ch6_gpu_blocks{_v(step)}", blocks)
-            print(f"{step} sm_90 on the {COUNTERS_GPU} (profiler): {gpu:.0f} registers, {blocks} block(s) per SM, "
-                  f"occupancy {record(step)['occupancy']:.1f}% (this machine's compile: {here.registers} registers, "
-                  f"{here.spill_stores} B spilled)")
+            print(f"{step} sm_90, GPU run (profiler): {gpu:.0f} registers, {blocks} block(s) per SM, occupancy "
+                  f"{record(step)['occupancy']:.1f}% (here: {here.registers} registers, {here.spill_stores} B spilled)")
     print("NVRTC", nvrtc.version())
     notes = gemmlab.registry.get("sgemm/09_double_buffer").compiler_notes("sm_75", nvrtc.version())
     print("sgemm/09_double_buffer on sm_75 with other NVRTC releases (measured):", "; ".join(notes) or "the same")
@@ -350,9 +349,9 @@ def _tiles(p: dict) -> str:
 
 def _line(label: str, r: dict | None) -> str:
     if not r:
-        return f"  {label:40s} no record"
+        return f"  {label:37s} no record"
     old = "" if r["date"] >= gemmlab.results.INTERLEAVED_SINCE else ", cuBLAS timed first"
-    return f"  {label:40s} {r['pct_of_baseline']:5.1f}% of cuBLAS  {_tiles(r['params'])}  (run of {r['date']}{old})"
+    return f"  {label:37s} {r['pct_of_baseline']:5.1f}% of cuBLAS  {_tiles(r['params'])}  ({r['date']}{old})"
 
 
 PARTS = {  # step: [(label, step, params)], pairs from one run where the records have them
@@ -376,7 +375,7 @@ def parts(step: str) -> None:
     """The recorded sweeps' configurations that take `step`'s changes apart, each pair from one run (its date and
     protocol printed); glues the gains the chapter quotes."""
     rows = [(label, sweep_record(s, **p)) for label, s, p in PARTS[step]]
-    print(f"records at {SIZE} that take {step}'s changes apart:")
+    print(f"records at {SIZE} that take {step}'s changes apart (each with its run's date):")
     for label, r in rows:
         print(_line(label, r))
     v = _v(step)
