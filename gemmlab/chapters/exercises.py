@@ -415,8 +415,18 @@ def _ch3_diagnose(ctx: Context) -> list[Item]:
 _ARCHS = ("sm_75", "sm_90")
 
 
+def _instance(ex: Exercise, source: str | None = None):
+    """The exercise's kernel for compile-only analysis (registers, SASS): `source`, or the chapter's step (a
+    variation: the course's solution), at the variation's parameters."""
+    if not ex.variant:
+        return instance(ex.step, source=source)
+    from ..runtime.kernel import Instance
+    return Instance(step_spec(ex), {}, splice(ex.name, solution(ex.name)) if source is None else source)
+
+
 def _ch4_property(ctx: Context) -> list[Item]:
     items = []
+    ex = ctx.exercise
     if not nvrtc.available():
         items.append(Item("registers", None, "NVRTC is not installed here: pip install nvidia-cuda-nvrtc "
                           "(gemmlab[analysis]) to count registers and spills without a GPU"))
@@ -424,31 +434,52 @@ def _ch4_property(ctx: Context) -> list[Item]:
         mine_text, ref_text = [], []
         worse = []
         for arch in _ARCHS:
-            mine = instance(ctx.exercise.step, source=ctx.source).resources(arch)
-            ref = instance(ctx.exercise.step).resources(arch)
+            mine = _instance(ex, ctx.source).resources(arch)
+            ref = _instance(ex).resources(arch)
             mine_text.append(f"{arch}: {mine.registers} registers, {mine.local_bytes} B stack, spills "
                              f"{mine.spill_stores}/{mine.spill_loads} B")
             ref_text.append(f"{ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/{ref.spill_loads} B")
             if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
                 worse.append(arch)
-        detail = "; ".join(mine_text) + f" (the step: {'; '.join(ref_text)})"
+        detail = "; ".join(mine_text) + f" (the solution: {'; '.join(ref_text)})"
         if worse:
             items.append(Item("registers", False, detail,
                               f"on {', '.join(worse)} part of a[], b[] or acc[][] lives in local memory (stack, "
                               "spills): an array stays in registers only if every index is known at compile time. "
-                              "Unroll every loop over m and n with #pragma unroll and index with the loop counters."))
+                              "Unroll every loop over m, n and j with #pragma unroll and index with the loop "
+                              "counters."))
         else:
             items.append(Item("registers", True, detail))
+    p = ctx.kernel.params
+    tm, tn = p["THREAD_M"], p["THREAD_N"]
     mine_c = _gemm_counters(ctx.cpu_kernel(), (128, 128, 64), 1)
-    ref_c = _gemm_counters(_reference_kernel(ctx.exercise), (128, 128, 64), 1)
+    ref_c = _gemm_counters(_reference_kernel(ex), (128, 128, 64), 1)
     got = mine_c.totals.get("shared_load_requests", 0)
     want = ref_c.totals.get("shared_load_requests", 0)
-    detail = f"{got} shared load requests for one 128x128x64 block (the step: {want})"
-    items.append(_at_most("shared loads", got, want, detail,
-                          "each k step should read THREAD_M values of sA and THREAD_N of sB once into a[] and b[], "
-                          "then do THREAD_M x THREAD_N FMAs from registers; reading sA and sB inside the m/n loop "
-                          "pays a shared load per FMA."))
+    warps, steps = _threads_2d_of(p) // 32, 64
+    per_k = got / (warps * steps)
+    detail = (f"{per_k:g} shared loads per thread per k step, {got} for one 128x128x64 block (this {tm} x {tn} "
+              f"block with b[] as float4s: {want / (warps * steps):g} = {tm} + {tn} / 4; {tm * tn} FMAs per k step "
+              "either way)")
+    if got <= want * 1.05:
+        items.append(Item("shared loads", True, detail))
+    elif round(per_k) == tm + tn:
+        items.append(Item("shared loads", False, detail + f": your gap reads b[] one float at a time, as the "
+                          f"chapter's 8 x 8 loop does; this exercise asks for a {tm} x {tn} block whose sB sliver is "
+                          f"{tn // 4} float4 loads",
+                          f"{tm} + {tn} = {tm + tn} loads a k step, where the chapter's 8 x 8 block paid 8 + 8 = 16 "
+                          f"for the same {tm * tn} FMAs: a long thin block costs more loads unless its long sliver "
+                          f"is read 16 bytes at a time. Which of a[] and b[] is contiguous in shared memory?"))
+    else:
+        items.append(Item("shared loads", False, detail,
+                          f"each k step should read the {tm} values of sA's column k and the {tn} of sB's row k once, "
+                          f"b[] as {tn // 4} float4s, then do {tm} x {tn} FMAs from registers; reading sA or sB "
+                          "inside the m/n loop pays a shared load per FMA."))
     return items
+
+
+def _threads_2d_of(p: dict) -> int:
+    return (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
 
 
 # --- ch5: the swizzle ---------------------------------------------------------------------------------
@@ -598,20 +629,28 @@ def _lane_table(source: str) -> tuple[list[tuple[int, int]] | None, str]:
     return table, ""
 
 
+_A_WALK = [(lane % 16, lane // 16 * 8) for lane in range(32)]  # the chapter's: A's quarters (and B's with .trans)
+_BT_WALK = [(lane // 16 * 8 + lane % 8, lane // 8 % 2 * 8) for lane in range(32)]  # B stored transposed, no .trans
+
+
 def _ch7_lanes(ctx: Context) -> list[Item]:
     table, why = _lane_table(ctx.source)
     if table is None:
         return [Item("lane addresses", None, f"not evaluated ({why}); the result above is the check")]
-    want = [(lane % 16, lane // 16 * 8) for lane in range(32)]
-    quarters = ["top, k 0-7", "bottom, k 0-7", "top, k 8-15", "bottom, k 8-15"]
+    want = _BT_WALK
+    quarters = ["n 0-7, k 0-7", "n 0-7, k 8-15", "n 8-15, k 0-7", "n 8-15, k 8-15"]
     for lane, (got, exp) in enumerate(zip(table, want)):
         if got != exp:
             i = lane // 8
+            same = (" These are the chapter's addresses (A's walk: matrices 0..3 = top/bottom at k 0-7, then at "
+                    "k 8-15), which read B's quarters in another order: matrix 1 would be n 8-15, k 0-7."
+                    if table == _A_WALK else "")
             return [Item("lane addresses", False, f"lane {lane} points at row {got[0]}, column {got[1]} of the 16x16 "
-                         f"piece; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) quarter: "
-                         f"row {exp[0]}, column {exp[1]}",
-                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i; matrices 0 and 1 are the top and "
-                         "bottom 8 rows at columns 0-7, matrices 2 and 3 the same rows at columns 8-15.")]
+                         f"piece of sB; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) "
+                         f"quarter: row {exp[0]}, column {exp[1]}.{same}",
+                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i, and matrix i lands in the i-th "
+                         "register: rB[n][0], rB[n][1] (n 0-7, k 0-7 then k 8-15), rB[n + 1][0], rB[n + 1][1] "
+                         "(n 8-15). Write down, for each matrix, its first row (n) and column (k) in the piece.")]
     return [Item("lane addresses", True, "all 32 lanes point at the rows and columns the four matrices need")]
 
 
@@ -860,12 +899,20 @@ _EXERCISES = [
              variant={"params": _variant_params(BLOCK=(32, (8, 16, 32)), BLOCK_K=(8, (4, 8, 16, 32, 64))),
                       "summary": "chapter 3's exercise: rectangular tiles, BLOCK_K != BLOCK"}),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
-             "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
-             _ch4_property, minutes=20, after="the next section (vectorized loads).",
-             hints=("Per k, a thread needs THREAD_M values of A's column and THREAD_N of B's row; every FMA of its "
-                    "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
-                    "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
-                    "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
+             "a 4 x 16 register block (not the chapter's 8 x 8) whose sB sliver is read as float4s (checks results "
+             "at 4 x 16, registers/spills, shared loads per k step)",
+             _ch4_property, minutes=20,
+             after="the next section (vectorized loads). Harder: 16 x 4, where the long sliver is a column of sA: "
+                   "what must change in sA's layout before it can be read as float4s (step 06 does it)?",
+             hints=("Per k step a thread needs 4 values of sA's column k and 16 of sB's row k. Which of the two "
+                    "runs is contiguous in shared memory, and how many 16-byte loads would cover it?",
+                    "a[m] = sA[thread_row + m][k] for m < 4 (strided: scalars); for j < THREAD_N / 4, "
+                    "*reinterpret_cast<const float4*>(&sB[k][thread_col + 4 * j]) gives b[4j .. 4j + 3]; then the "
+                    "outer product, every loop under #pragma unroll."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8, 16)), THREAD_M=(4, (4,)), THREAD_N=(16, (16,))),
+                      "summary": "chapter 4's exercise: a 4 x 16 register block, sB read as float4s"}),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
              "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
              _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
@@ -874,12 +921,17 @@ _EXERCISES = [
                     "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
                     "store_tiles(), __syncthreads().")),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
-             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
-             minutes=15, after="the next section (the ldmatrix bank conflicts).",
-             hints=("ldmatrix.x4 reads four 8x8 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. "
-                    "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
-                    "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
-                    "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+             "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
+             "checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
+             minutes=15, after="the next section (the ldmatrix bank conflicts). Harder: the same piece read with "
+                               "two ldmatrix.x2 instead of one x4 (lanes 16-31 then give no address).",
+             hints=("In sB (B transposed) a row is one column of C (an n) and runs along k. mma's B fragment for "
+                    "n 0-7 needs k 0-7 and k 8-15 in consecutive registers: which two quarters of the piece come "
+                    "first, and how does that differ from A's order (top, bottom, then the next k)?",
+                    "Lanes 0-7 and 8-15 both walk n 0-7 (lane_id % 8), at k 0 and k 8; lanes 16-31 do the same for "
+                    "n 8-15: the n offset comes from lane_id / 16, the k offset from bit 3 of lane_id."),
+             variation=True,
+             variant={"summary": "chapter 7's exercise: ldmatrix addresses of the transposed B operand"}),
     Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
              "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
              _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),

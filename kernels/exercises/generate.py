@@ -153,9 +153,9 @@ make("ch3/rect_tile", "sgemm/03_smem_tiling", "the tile loads and the barriers, 
      }
      """, listing=CH3_OLD)
 
-# ---- ch4: the 2D register-blocking inner loop (sgemm/05)
-make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking", [],
-     """#pragma unroll
+# ---- ch4 (a variation): a 4 x 16 register block whose sB sliver is read as float4s (sgemm/05 at THREAD_M = 4,
+# THREAD_N = 16): the chapter's 8 x 8 loop, run at this shape, reads b[] one float at a time
+CH4_OLD = """#pragma unroll
             for (int m = 0; m < THREAD_M; ++m) a[m] = sA[thread_row + m][k];
 #pragma unroll
             for (int n = 0; n < THREAD_N; ++n) b[n] = sB[k][thread_col + n];
@@ -167,17 +167,50 @@ make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "2D register blocking",
                     acc[m][n] += a[m] * b[n];
                 }
             }
-""",
+"""
+CH4_NEW = """#pragma unroll
+            for (int m = 0; m < THREAD_M; ++m) a[m] = sA[thread_row + m][k];  // a column of sA: strided
+            // Row k of sB is contiguous and thread_col a multiple of 16 floats: THREAD_N / 4 float4s.
+#pragma unroll
+            for (int j = 0; j < THREAD_N / 4; ++j) {
+                const float4 v = *reinterpret_cast<const float4*>(&sB[k][thread_col + 4 * j]);
+                b[4 * j + 0] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
+            }
+#pragma unroll
+            for (int m = 0; m < THREAD_M; ++m) {
+#pragma unroll
+                for (int n = 0; n < THREAD_N; ++n) {
+                    acc[m][n] += a[m] * b[n];
+                }
+            }
+"""
+make("ch4/register_blocking", "sgemm/05_2d_blocktiling", "a 4 x 16 register block, sB read as float4", [
+     ("// Extends 04 by 2D register blocking: a thread computes a THREAD_M x THREAD_N tile of C. At each\n"
+      "// k it copies a THREAD_M sliver of an sA column and a THREAD_N sliver of an sB row into\n"
+      "// registers and accumulates their outer product: THREAD_M * THREAD_N FMAs for\n"
+      "// THREAD_M + THREAD_N shared-memory loads (8x8: 64 FMAs for 16 loads, 0.25 loads per FMA).\n",
+      "// A variation of 05 (chapter 4's exercise): the register block is 4 x 16, not 8 x 8 (THREAD_M = 4,\n"
+      "// THREAD_N = 16; the check runs BLOCK_M = BLOCK_N = 128, BLOCK_K = 8, 256 threads). The same\n"
+      "// 64 FMAs per k step; a[] is a strided column of sA, b[] a contiguous 64-byte run of an sB row.\n"),
+     ("    __shared__ float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B\n",
+      "    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B (float4 reads)\n"),
+     ("    static_assert(BLOCK_N % THREAD_N == 0, \"THREAD_N must divide BLOCK_N (whole thread tiles per tile)\");\n",
+      "    static_assert(BLOCK_N % THREAD_N == 0, \"THREAD_N must divide BLOCK_N (whole thread tiles per tile)\");\n"
+      "    static_assert(THREAD_N % 4 == 0, \"THREAD_N must be a multiple of 4 (float4 reads of sB)\");\n"),
+     (CH4_OLD, CH4_NEW)],
+     CH4_NEW,
      """
-     One k step of the thread's THREAD_M x THREAD_N tile: copy the THREAD_M values of sA's column k
-     (rows thread_row..) into a[] and the THREAD_N values of sB's row k (columns thread_col..) into
-     b[], then add their outer product into acc[][]: THREAD_M * THREAD_N FMAs from registers for
-     THREAD_M + THREAD_N shared loads. Keep every array index a compile-time constant after
-     unrolling (#pragma unroll), or the arrays leave the registers for local memory.
+     One k step of the thread's 4 x 16 tile (THREAD_M = 4 rows, THREAD_N = 16 columns): copy the 4
+     values of sA's column k (rows thread_row..) into a[] and the 16 values of sB's row k (columns
+     thread_col..) into b[], then add their outer product into acc[][]. Chapter 4's 8 x 8 block pays
+     8 + 8 = 16 shared loads per k; here the same loop would pay 4 + 16 = 20 for the same 64 FMAs.
+     Read b[] with 128-bit loads (float4: sB is 16-byte aligned and thread_col a multiple of 16) so
+     that a k step costs 4 + 16 / 4 = 8 shared loads, and keep every array index a compile-time
+     constant after unrolling (#pragma unroll), or the arrays leave the registers for local memory.
      """,
      """
      // your code: load the slivers a[] and b[], then acc[m][n] += a[m] * b[n]
-     """)
+     """, listing=CH4_OLD)
 
 # ---- ch7: a swizzle function (hgemm/03; chapter 7 holds the tensor-core bank conflicts since chapter 5 became FP32-only)
 make("ch7/swizzle", "hgemm/03_swizzled", "the swizzle", [
@@ -235,28 +268,62 @@ make("ch7/swizzle", "hgemm/03_swizzled", "the swizzle", [
      return row * WIDTH + col;  // not swizzled: correct, with bank conflicts
      """)
 
-# ---- ch7: an ldmatrix address (hgemm/01)
-make("ch7/ldmatrix_address", "hgemm/01_mma_tiling", "the ldmatrix address of each lane", [
+# ---- ch7 (a variation): the ldmatrix addresses of the transposed B operand (hgemm/01 with sB stored K-major,
+# B^T, and read by ldmatrix.x4 without .trans): the chapter's walk (A's, and B's with .trans) reads the wrong quarters
+CH7_LANES = """            const int lane_row = lane_id % 16;
+            const int lane_col = (lane_id / 16) * 8;
+"""
+CH7_BT = """            const int lane_row = (lane_id / 16) * 8 + lane_id % 8;  // n within the 16-wide piece
+            const int lane_col = (lane_id / 8) % 2 * 8;             // k: 0 or 8
+"""
+make("ch7/ldmatrix_address", "hgemm/01_mma_tiling", "the ldmatrix address of each lane, B stored transposed", [
+     ("// Extends nothing: the first tensor-core step. Three levels of tiling:\n",
+      "// A variation of 01 (chapter 7's exercise): B's tile is stored transposed in shared memory,\n"
+      "// sB[BLOCK_N][BLOCK_K] (K-major, as mma wants B), so ldmatrix reads it without .trans.\n"
+      "// Three levels of tiling, as in 01:\n"),
+     ("//   sB[BLOCK_K][BLOCK_N]: N-major (row-major) tile of B; mma wants B K-major (\"col\"), so\n"
+      "//   ldmatrix.trans transposes each 8x8 matrix on the way into registers.\n",
+      "//   sB[BLOCK_N][BLOCK_K]: K-major tile of B (B transposed: row n holds column n of B), the\n"
+      "//   layout mma wants for B (\"col\"), so a plain ldmatrix (no .trans) reads it.\n"),
+     ("    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major\n",
+      "    __shared__ __align__(16) __half sB[BLOCK_N][BLOCK_K];  // BLOCK_N x BLOCK_K, K-major (B^T)\n"),
+     ("            sB[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);\n",
+      "            sB[c][r] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);  // transposed\n"),
      ("""            // One ldmatrix.x4 per 16x16 piece. Lane l points at row (l % 16), column
             // 8 * (l / 16) of the piece, so matrices 0..3 are its (top, k 0-7), (bottom, k 0-7),
             // (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
-""", """            // One ldmatrix.x4 per 16x16 piece. Its matrices 0..3 must be the piece's (top, k 0-7),
-            // (bottom, k 0-7), (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
+            //   A piece (m16 x k16): registers {0,1} are the mma A fragment for k 0-7, {2,3} for
+            //   k 8-15 (together: the m16n8k16 A fragment).
+            //   B piece (k16 x n16), transposed: registers {0,1} are the B fragments of the left
+            //   8 columns for k 0-7 and k 8-15, {2,3} those of the right 8 columns.
+""" + CH7_LANES, """            // One ldmatrix.x4 per 16x16 piece. A piece (m16 x k16): lane l points at row (l % 16),
+            // column 8 * (l / 16), so matrices 0..3 are its (top, k 0-7), (bottom, k 0-7), (top, k 8-15),
+            // (bottom, k 8-15) quarters: registers {0,1} the mma A fragment for k 0-7, {2,3} for k 8-15.
+            const int a_row = lane_id % 16;
+            const int a_col = (lane_id / 16) * 8;
+            // B piece (n16 x k16 of sB, B transposed): registers {0,1} must be the B fragments of
+            // the first 8 columns of C (n 0-7) for k 0-7 and k 8-15, {2,3} those of n 8-15.
+""" + CH7_BT),
+     ("                            &sA[warp_row + m * MMA_M + lane_row][kk + lane_col]);\n",
+      "                            &sA[warp_row + m * MMA_M + a_row][kk + a_col]);\n"),
+     ("""                ldmatrix_x4_trans(rB[n][0][0], rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0],
+                                  &sB[kk + lane_row][warp_col + n * MMA_N + lane_col]);
+""", """                ldmatrix_x4(rB[n][0][0], rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0],
+                            &sB[warp_col + n * MMA_N + lane_row][kk + lane_col]);
 """)],
-     """            const int lane_row = lane_id % 16;
-            const int lane_col = (lane_id / 16) * 8;
-""",
+     CH7_BT,
      """
      ldmatrix.x4 takes one row address from each lane: lanes 8i .. 8i + 7 give the addresses of
-     rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Which row (lane_row, 0..15) and which
-     column (lane_col, 0 or 8) of the 16x16 piece must lane lane_id point at, so that matrices 0..3
-     are the quarters listed above? (The same two numbers serve sA and sB, whose .trans load takes
-     (k 0-7, left), (k 8-15, left), (k 0-7, right), (k 8-15, right): the same walk over the piece.)
+     rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Here it reads a 16 x 16 piece of sB, rows n
+     (columns of C), columns k, and its matrices 0..3 land in rB[n][0], rB[n][1], rB[n + 1][0],
+     rB[n + 1][1]: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15). Which row
+     (lane_row, 0..15, an n) and column (lane_col, 0 or 8, a k) of the piece must lane lane_id point at?
+     (A's walk, a_row and a_col above, takes the quarters in another order.)
      """,
      """
      const int lane_row = 0;  // your expression of lane_id
      const int lane_col = 0;  // your expression of lane_id
-     """)
+     """, listing=CH7_LANES)
 
 # ---- ch6: prefetch into registers (sgemm/08); the FMAs of one tile move into a lambda, compute_tile()
 _FMA = """#pragma unroll
