@@ -484,7 +484,7 @@ def _threads_2d_of(p: dict) -> int:
 
 # --- ch5: the swizzle ---------------------------------------------------------------------------------
 def _ch5_property(ctx: Context) -> list[Item]:
-    size = (256, 256, 64)
+    size = (256, 256, 96)
     mine = _gemm_counters(ctx.cpu_kernel(), size, 1)
     ref = _gemm_counters(_reference_kernel(ctx.exercise), size, 1)
     items = []
@@ -501,11 +501,13 @@ def _ch5_property(ctx: Context) -> list[Item]:
                 continue
             if kind == "ldmatrix":
                 nway = got / want
-                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes, and the 8 rows of an 8x8 "
-                        f"matrix, one 16-byte chunk each, must land on 8 different 16-byte groups of the 32 banks "
-                        f"(128 bytes). XOR the chunk index col / 8 with bits of the row that differ between those 8 "
-                        f"rows, and never with more than the {rows[arr] // 16} chunks a row has"
-                        + (" (2 rows of sA share one 128-byte line: use row / 2)" if rows[arr] < 128 else "") + ".")
+                chunks = rows[arr] // 16
+                repeat = 8 // np.gcd(chunks, 8)  # rows r and r + repeat start on the same 16-byte bank group
+                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes ({chunks} chunks of 16 "
+                        f"bytes), so without a swizzle rows r and r + {repeat} start on the same 16-byte group of the "
+                        f"32 banks (128 bytes): the 8 rows of an 8x8 matrix fall on {repeat} group(s) where they need "
+                        f"8. Which rows of those 8 must move, and by how many chunks, without leaving their row of "
+                        f"{chunks} chunks?")
             else:
                 hint = "the 16-byte stores conflict: 8 consecutive chunks of a row must stay on 8 different bank groups."
             items.append(Item(f"bank conflicts ({arr} {kind})", False, detail, hint))
@@ -513,10 +515,20 @@ def _ch5_property(ctx: Context) -> list[Item]:
 
 
 def _ch5_diagnose(ctx: Context) -> list[Item]:
-    return [Item("diagnosis", None, "the swizzle moved data to the wrong place",
+    code = _gap_code(ctx)
+    chunks = ctx.kernel.params["BLOCK_K"] // 8
+    if re.search(r"CHUNKS\s*<\s*8\s*\?\s*CHUNKS\s*:\s*8", code):
+        return [Item("diagnosis", None, f"this is the chapter's swizzle (XOR = min(chunks per row, 8)), made for rows "
+                     f"of a power-of-two width: here a row of sA has {chunks} chunks (BLOCK_K = "
+                     f"{ctx.kernel.params['BLOCK_K']}, 96 bytes), so XOR = {min(chunks, 8)} and chunk c ^ (row % "
+                     f"{min(chunks, 8)}) reaches chunks 6 and 7, outside the row: two elements land on one place",
+                     f"an XOR with mask x keeps chunk c inside a row of {chunks} chunks only if it never flips a bit "
+                     f"that can carry c past {chunks - 1}: which masks are safe for {chunks} chunks?", note=True)]
+    return [Item("diagnosis", None, "the swizzle moved data to the wrong place (two elements on one place, or "
+                 "outside the tile)",
                  "swizzle<WIDTH> must be a permutation inside each row that keeps the 8 halves of a chunk together: "
                  "row * WIDTH + (new chunk) * 8 + col % 8, the new chunk between 0 and WIDTH / 8 - 1 and different for "
-                 "different chunks of a row (XOR with a mask below WIDTH / 8 does both; sA has 4 chunks a row).",
+                 f"different chunks of a row; sA's rows have {chunks} chunks here, sB's {ctx.kernel.params['BLOCK_N'] // 8}.",
                  note=True)]
 
 
@@ -933,13 +945,23 @@ _EXERCISES = [
              variation=True,
              variant={"summary": "chapter 7's exercise: ldmatrix addresses of the transposed B operand"}),
     Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
-             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),
-             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
-                    "each row's chunk land on, with and without the swizzle?",
-                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
-                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
-                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
+             "an XOR swizzle for 96-byte rows (BLOCK_K = 48, not a power of two) and 256-byte rows, one function "
+             "for both, that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose, minutes=30,
+             after="the next section of chapter 7. Harder: BLOCK_K = 40 (80-byte rows, 5 chunks): why does no XOR "
+                   "swizzle work, and what would (padding, chapter 5)?", aliases=("ch5/swizzle",),
+             hints=("Without a swizzle, where does chunk c of row r start, counted in 16-byte bank groups (mod 8)? "
+                    "Tabulate it for the 8 rows of an ldmatrix matrix at 6 chunks a row and at 16: which rows "
+                    "collide, and which XOR masks keep a chunk inside a row of 6?",
+                    "With 6 chunks a row, rows r and r + 4 collide and only bit 0 of the chunk index may flip "
+                    "(0<->1, 2<->3, 4<->5): the largest power of two dividing the chunks per row (CHUNKS & -CHUNKS) "
+                    "bounds the XOR; the rows that share a mask are 8 / XOR apart. At 16 chunks this is the chapter's "
+                    "swizzle."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(48, (48,)), WARP_M=(64, (32, 64)), WARP_N=(64, (32, 64))),
+                      "rules": registry._mma_tiling_rules(16, 16, 16),
+                      "summary": "chapter 7's exercise: a swizzle for 96-byte rows (BLOCK_K = 48)"}),
     Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
              "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
              "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,
