@@ -20,11 +20,12 @@ def test_one_exercise_per_core_chapter():
 # The chapter's own listing pasted as the answer must fail, with a message that says what differs. Exercises that
 # are still the chapter's step with a gap (not yet variations: issue 53) pass with it: strict xfail, so that a
 # variation replacing one makes its mark fail until it is removed here.
-NOT_YET_VARIATIONS = {"ch6/register_prefetch", "ch8/fused_phase2"}
+NOT_YET_VARIATIONS = {"ch8/fused_phase2"}
 SAYS_WHAT_DIFFERS = {  # a phrase the verdict on the pasted listing must hold
     "ch1/smallest_n": "which is the balance point itself",
     "ch2/coalesced_1d": "the gap uses threadIdx.y, which is 0 in every thread here",
     "ch3/rect_tile": "this is the square tile's code (chapter 3's listing)",
+    "ch6/register_prefetch": "these are chapter 6's own lines (step sgemm/08_register_prefetch)",
     "ch4/register_blocking": "your gap reads b[] one float at a time, as the chapter's 8 x 8 loop does",
     "ch7/ldmatrix_address": "These are the chapter's addresses (A's walk",
     "ch7/swizzle": "this is the chapter's swizzle (XOR = min(chunks per row, 8))",
@@ -168,6 +169,24 @@ def test_ch5_xor_without_the_row_pairs_of_sa_fails_on_wavefronts():
     failed = v.failures
     assert [i.label for i in failed] == ["bank conflicts (sA ldmatrix)"]
     assert "8.0 wavefronts per request (swizzled: 4.0)" in failed[0].detail and "rows r and r + 4" in failed[0].hint
+
+
+def test_ch6_a_register_set_picked_at_run_time_fails_on_local_memory():
+    v = exercises.check("ch6/register_prefetch", """
+        for (int t = 0; t < num_tiles; ++t) {
+            Staged& next = (t % 2) ? r0 : r1;
+            Staged& ahead = (t % 2) ? r1 : r0;
+            if (t + 2 < num_tiles) load_tiles(ahead, (t + 2) * BLOCK_K);
+            compute_tile(t % 2);
+            if (t + 1 < num_tiles) store_tiles(next, (t + 1) % 2);
+            __syncthreads();
+        }
+    """, backend="cpu")
+    assert v.items[0].passed
+    if not [i for i in v.items if i.label == "registers"]:
+        pytest.skip("NVRTC is not installed")
+    (item,) = v.failures
+    assert item.label == "registers" and "picked at run time" in item.hint
 
 
 def test_ch7_names_the_first_wrong_lane():

@@ -533,9 +533,10 @@ def _ch5_diagnose(ctx: Context) -> list[Item]:
 
 
 # --- ch6: prefetch -----------------------------------------------------------------------------------
-def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
-    """Whether, in the SASS of the K loop, the global loads come before the FMAs and the shared stores after."""
-    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(instance(step_name, source=source).sass(arch))["loop"]]
+def _loop_order(inst, arch: str, two_slots: bool = False) -> tuple[bool, str]:
+    """Whether, in the SASS of the K loop of `inst`, the global loads come before the FMAs and the shared stores
+    after (two_slots: the stores go to the slot nobody reads, so only the loads' place is checked)."""
+    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(inst.sass(arch))["loop"]]
     runs: list[list] = []
     for op in loop:
         if op in ("LDG", "STS", "BAR", "FFMA", "LDS"):
@@ -545,25 +546,92 @@ def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
                 runs.append([op, 1])
     order = " ".join(f"{o}x{n}" for o, n in runs)
     short = re.sub(r"(?:(?:LDS|FFMA)x\d+ )+(?:LDS|FFMA)x\d+", "LDS/FFMA...", order)
+    short = re.sub(r"(?:(?:LDS/FFMA\.\.\.|FFMAx\d+|STSx\d+) )+(?:LDS/FFMA\.\.\.|FFMAx\d+)", "LDS/FFMA/STS...",
+                   short)  # stores to the other slot, scheduled among the FMAs
     if "LDG" not in loop or "FFMA" not in loop or "STS" not in loop:
         return False, short
+    if two_slots:  # each stretch between barriers that has FMAs issues its loads first; its stores may mix in
+        stretches = " ".join(loop).split("BAR")
+        with_fma = [s.split() for s in stretches if "FFMA" in s.split()]
+        ok = any("LDG" in s for s in with_fma) and all(s.index("LDG") < s.index("FFMA") for s in with_fma
+                                                        if "LDG" in s)
+        return ok, short
     first_ffma, last_ffma = loop.index("FFMA"), len(loop) - 1 - loop[::-1].index("FFMA")
     ok = loop.index("LDG") < first_ffma and len(loop) - 1 - loop[::-1].index("STS") > last_ffma
     return ok, short
 
 
+def _tiles_and_barriers(kern, tiles: int = 6) -> tuple[float, float]:
+    """K tiles loaded from global memory per K tile computed, and __syncthreads() per K tile in the loop (the
+    one before it, after tile 0's store, left out): one 128 x 128 block over `tiles` K tiles."""
+    p = kern.params
+    c = kern.counters(128, 128, p["BLOCK_K"] * tiles, max_blocks=1)
+    tile_bytes = 4 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"])
+    loaded = c.totals.get("global_load_bytes", 0) / c.blocks / tile_bytes
+    return loaded / tiles, (c.barriers / c.blocks - 1) / tiles
+
+
 def _ch6_property(ctx: Context) -> list[Item]:
+    ex = ctx.exercise
+    items = []
     if not nvrtc.available():
-        return [Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order of "
-                     "loads and FMAs in the SASS is not checked")]
-    ok, order = _loop_order(ctx.source, ctx.exercise.step, "sm_75")
-    detail = f"the K loop's SASS on sm_75: {order}"
-    if ok:
-        return [Item("prefetch", True, detail + " (the next tile's LDGs are issued before this tile's FMAs)")]
-    return [Item("prefetch", False, detail, "the next tile's global loads (LDG) must be issued before this tile's "
-                 "FMAs, and stored to shared memory (STS) after them: call load_tiles((t + 1) * BLOCK_K) first, then "
-                 "compute_tile(), then a barrier (no thread still reads tile t), store_tiles(), and a barrier (tile "
-                 "t + 1 complete before anyone reads it). Then the loads' latency hides behind the FMAs.")]
+        items.append(Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order "
+                          "of loads and FMAs in the SASS is not checked"))
+    else:
+        ok, order = _loop_order(_instance(ex, ctx.source), "sm_75", two_slots=True)
+        detail = f"the K loop's SASS on sm_75: {order}"
+        if ok:
+            items.append(Item("prefetch", True, detail + " (each tile's global loads issued before its FMAs)"))
+        else:
+            items.append(Item("prefetch", False, detail, "in the loop the LDGs come after the FMAs: the loads then "
+                              "wait for global memory with nothing to hide behind. Which tile's loads can be issued "
+                              "before this tile's FMAs, and into which registers?"))
+        mine, ref = _instance(ex, ctx.source).resources("sm_75"), _instance(ex).resources("sm_75")
+        detail = (f"sm_75: {mine.registers} registers, {mine.local_bytes} B stack, spills {mine.spill_stores}/"
+                  f"{mine.spill_loads} B (the solution: {ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/"
+                  f"{ref.spill_loads} B)")
+        if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
+            items.append(Item("registers", False, detail, "r0 and r1 (or acc) live in local memory: a set of "
+                              "registers picked at run time (by t % 2, a reference or pointer that depends on t) "
+                              "cannot stay in registers. Make the choice at compile time."))
+        else:
+            items.append(Item("registers", True, detail))
+    loaded, per_tile = _tiles_and_barriers(ctx.cpu_kernel())
+    want_loaded, want_barriers = _tiles_and_barriers(_reference_kernel(ex))
+    detail = (f"{per_tile:g} __syncthreads() and {loaded:.3g} tile loads from global memory per K tile (6 K tiles "
+              f"of one block; two tiles ahead: {want_barriers:g} and {want_loaded:g})")
+    if per_tile <= want_barriers + 1e-9 and loaded <= want_loaded + 1e-9:
+        items.append(Item("two tiles ahead", True, detail))
+        return items
+    found = []
+    if loaded > want_loaded + 1e-9:
+        found.append(f"{(loaded - want_loaded) * 6:.0f} of the 6 tiles were loaded twice: tile 1, waiting in r1 since "
+                     "before the loop, is loaded again, so the loop keeps only one tile ahead")
+    if per_tile > want_barriers + 1e-9:
+        found.append(f"{per_tile:g} barriers per K tile, as the chapter's one-buffer loop (08) has: with two slots "
+                     "one is enough")
+    items.append(Item("two tiles ahead", False, detail + ": " + "; ".join(found),
+                      "with two slots, the store of tile t + 1 goes to the slot nobody reads during tile t, so no "
+                      "barrier is needed before it; and with two sets of registers, the loads of tile t + 2 can start "
+                      "while tile t + 1 still waits in the other set. Draw the three tiles t, t + 1, t + 2: where is "
+                      "each during the FMAs of tile t?"))
+    return items
+
+
+def _ch6_diagnose(ctx: Context) -> list[Item]:
+    """A wrong result with the helpers of two tiles ahead: the usual slips."""
+    code = _gap_code(ctx)
+    found = []
+    if re.search(r"load_tiles\s*\(\s*r\w*\s*,\s*\(?\s*t\s*\+\s*1\b", code):
+        found.append("a load of tile t + 1: before the loop tile 1 already waits in r1, so the loop loads t + 2")
+    if re.search(r"compute_tile\s*\(\s*t\s*%\s*2\s*\)", code) or "? r0 : r1" in code.replace(" ", " "):
+        found.append("a slot or register set picked at run time (t % 2)")
+    detail = "; ".join(found) if found else ("a tile was computed from a slot before its store, or a set of registers "
+                                              "overwritten before it was stored")
+    return [Item("diagnosis", None, detail, "follow tiles 0, 1, 2 and 3 through the loop by hand: when is each loaded, "
+                 "into which set, stored into which slot, and computed from it? A store into a slot must come after "
+                 "the barrier that ends the last read of that slot, and before the barrier that precedes its read.",
+                 note=True)]
 
 
 # --- ch7: the ldmatrix address ------------------------------------------------------------------------
@@ -926,12 +994,25 @@ _EXERCISES = [
                                                 BLOCK_K=(8, (8, 16)), THREAD_M=(4, (4,)), THREAD_N=(16, (16,))),
                       "summary": "chapter 4's exercise: a 4 x 16 register block, sB read as float4s"}),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
-             "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
-             _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
-             hints=("A global load takes hundreds of cycles; the FMAs of one tile take about as long. Which must "
-                    "be issued first so that one hides the other, and where may the loaded values be stored?",
-                    "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
-                    "store_tiles(), __syncthreads().")),
+             "prefetch two tiles ahead: two sets of staging registers, two shared slots, one barrier per K tile "
+             "(checks the loop's order in SASS, barriers and global loads per tile, registers)",
+             _ch6_property, _ch6_diagnose, minutes=30,
+             after="the next section (double buffering in shared memory: compare your loop with step 09's). Harder: "
+                   "three tiles ahead with three sets of registers; count the registers (k.resources()) and say when "
+                   "it stops paying.",
+             hints=("A load issued during tile t's FMAs has one tile's FMAs to land in 08. Where could tile t + 1 "
+                    "wait so that its loads get two? And when may tile t + 1 be stored into a slot that nobody reads "
+                    "during tile t: which barrier does that make unnecessary?",
+                    "r0 and r1 alternate, and so do slots 0 and 1; a register set picked by t % 2 at run time leaves "
+                    "the registers for local memory, so take two tiles per trip round the loop (t += 2) and write "
+                    "the two halves out, each: load tile + 2, compute this slot, store tile + 1 into the other, one "
+                    "barrier."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8,)), WARP_M=(64, (32, 64)), WARP_N=(32, (32, 64)),
+                                                THREAD_M=(8, (4, 8)), THREAD_N=(8, (4, 8))),
+                      "rules": registry._rules_warps(2),
+                      "summary": "chapter 6's exercise: register prefetch two tiles ahead"}),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
              "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
              "checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
@@ -1381,6 +1462,7 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     except GemmlabError as e:
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
                                   "fix the first error the compiler names; the rest often follow from it."))
+        verdict.items += _listing_note(ex, text)
         return verdict
     ctx = Context(ex, text, where, kern)
     finished = True
@@ -1407,6 +1489,22 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     elif where != "gpu":
         verdict.items.append(Item("speed", None, f"no GPU here; on one, the check times your kernel against {ex.step}"))
     return verdict
+
+
+def _listing_note(ex: Exercise, text: str) -> list[Item]:
+    """A variation's answer that is the chapter's own lines for the gap (so it does not compile here): say so."""
+    if not ex.variation or ex.python or not _START.search(text):
+        return []
+
+    def norm(code: str) -> str:
+        return re.sub(r"\s+", "", _without_comments(code))
+
+    if norm(gap_of(text)[1]) != norm(listing_gap(ex.name)):
+        return []
+    return [Item("diagnosis", None, f"these are chapter {ex.chapter_id}'s own lines (step {ex.step}), which do not fit "
+                 f"this variation: it asks for {ex.summary.split(' (checks')[0]}",
+                 f"read the task above the gap (exercises.show({ex.name!r})): the helpers and the data around the gap "
+                 "differ from the step's", note=True)]
 
 
 def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:

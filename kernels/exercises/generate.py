@@ -337,7 +337,8 @@ make("ch7/ldmatrix_address", "hgemm/01_mma_tiling", "the ldmatrix address of eac
      const int lane_col = 0;  // your expression of lane_id
      """, listing=CH7_LANES)
 
-# ---- ch6: prefetch into registers (sgemm/08); the FMAs of one tile move into a lambda, compute_tile()
+# ---- ch6 (a variation): prefetch two tiles ahead (sgemm/08 with two sets of staging registers and two shared
+# slots, one barrier per K tile): the chapter's loop keeps one tile ahead, in one set, with two barriers a tile
 _FMA = """#pragma unroll
         for (int k = 0; k < BLOCK_K; ++k) {
             // The slivers as float4s, one per sub-tile: sA row k holds column k of the A tile.
@@ -360,39 +361,119 @@ _FMA = """#pragma unroll
             }
         }
 """
-_LAMBDA = "    // The FMAs of the tile in shared memory: acc += its A tile x its B tile.\n    auto compute_tile = [&]() {\n" + _FMA + "    };\n\n"
-make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch into registers", [
-     ("    const int num_tiles = cdiv(K, BLOCK_K);\n", _LAMBDA + "    const int num_tiles = cdiv(K, BLOCK_K);\n"),
-     ("""        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
-
-""" + _FMA + "\n", """        if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
-        compute_tile();
-""")],
-     """        const bool has_next = t + 1 < num_tiles;
+CH6_LOOP = """    for (int t = 0; t < num_tiles; ++t) {
+        const bool has_next = t + 1 < num_tiles;
         if (has_next) load_tiles((t + 1) * BLOCK_K);  // in flight during the FMAs below
-        compute_tile();
+
+""" + _FMA + """
         // Barrier 1: no thread may overwrite the tiles with tile t + 1 while others still read them.
         __syncthreads();
         if (has_next) store_tiles();
         // Barrier 2: tile t + 1 complete before anyone reads it.
         __syncthreads();
-""",
+    }
+"""
+CH6_TWO_AHEAD = """    // Two k tiles per trip, so that which set of registers and which slot each uses is known at
+    // compile time (a set picked at run time, by t % 2, would leave the registers for local memory).
+    for (int t = 0; t < num_tiles; t += 2) {
+        // Tile t in slot 0, tile t + 1 in r1: load tile t + 2 into r0 (free: tile t left it), compute
+        // tile t, then store tile t + 1 into slot 1 (last read a barrier ago) while its loads have had
+        // a whole tile's FMAs to land.
+        if (t + 2 < num_tiles) load_tiles(r0, (t + 2) * BLOCK_K);
+        compute_tile(0);
+        if (t + 1 < num_tiles) store_tiles(r1, 1);
+        __syncthreads();  // the one barrier of tile t: slot 1 complete, slot 0 free
+        if (t + 1 >= num_tiles) break;
+        // The same with the roles swapped: tile t + 1 in slot 1, tile t + 2 in r0.
+        if (t + 3 < num_tiles) load_tiles(r1, (t + 3) * BLOCK_K);
+        compute_tile(1);
+        if (t + 2 < num_tiles) store_tiles(r0, 0);
+        __syncthreads();
+    }
+"""
+_FMA_SLOT = _FMA.replace("&sA[k][", "&sA[slot][k][").replace("&sB[k][", "&sB[slot][k][")
+_LAMBDA = ("    // The FMAs of the tile in shared slot `slot`: acc += its A tile x its B tile.\n"
+           "    auto compute_tile = [&](int slot) {\n" + _FMA_SLOT + "    };\n\n")
+make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch two tiles ahead", [
+     ("""// Extends 07 by loading the next tile while computing this one, to hide the latency of global
+// memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each
+""", """// A variation of 08 (chapter 6's exercise): the loads run two tiles ahead, not one. Two sets of
+// staging registers (r0, r1) and two shared slots: while tile t is computed from one slot, tile
+// t + 1 waits in registers and tile t + 2 is loading, so a load has two tiles' FMAs to land, and
+// one barrier per K tile is enough. 08, which it varies, extends 07 by loading the next tile while
+// computing this one, to hide the latency of global
+// memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each
+"""),
+     ("""    static_assert((BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
+                  "the A and B tiles exceed 48 KB of static shared memory");
+""", """    static_assert(2 * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
+                  "two slots of the A and B tiles exceed 48 KB of static shared memory");
+"""),
+     ("""    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
+""", """    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, K-major
+    __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // two slots: BLOCK_K x BLOCK_N tiles of B
+"""),
+     ("""    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA
+    float4 staged_b[B_LOADS];            // this thread's float4s of the next B tile, on their way to sB
+""", """    struct Staged {                      // this thread's float4s of one A and B tile, on their way to shared
+        float4 a[A_LOADS];
+        float4 b[B_LOADS];
+    };
+    Staged r0, r1;                       // two sets: one tile waits in one while the next loads into the other
+"""),
+     ("    auto load_tiles = [&](int k0) {\n", "    auto load_tiles = [&](Staged& s, int k0) {  // global -> registers s\n"),
+     ("                staged_a[i] = a_inside ?", "                s.a[i] = a_inside ?"),
+     ("                staged_b[i] = b_inside ?", "                s.b[i] = b_inside ?"),
+     ("""                                 : load_float4_guarded(A, row, col, M, K, a_vec);""",
+      """                               : load_float4_guarded(A, row, col, M, K, a_vec);"""),
+     ("""                                 : load_float4_guarded(B, row, col, K, N, b_vec);""",
+      """                               : load_float4_guarded(B, row, col, K, N, b_vec);"""),
+     ("    auto store_tiles = [&]() {\n", "    auto store_tiles = [&](const Staged& s, int slot) {  // registers s -> shared slot\n"),
+     ("""                sA[c + 0][r] = staged_a[i].x;
+                sA[c + 1][r] = staged_a[i].y;
+                sA[c + 2][r] = staged_a[i].z;
+                sA[c + 3][r] = staged_a[i].w;
+""", """                sA[slot][c + 0][r] = s.a[i].x;
+                sA[slot][c + 1][r] = s.a[i].y;
+                sA[slot][c + 2][r] = s.a[i].z;
+                sA[slot][c + 3][r] = s.a[i].w;
+"""),
+     ("            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = staged_b[i];\n",
+      "            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[slot][r][c]) = s.b[i];\n"),
+     ("""    const int num_tiles = cdiv(K, BLOCK_K);
+    load_tiles(0);
+    store_tiles();
+    __syncthreads();  // tile 0 is in shared memory for everyone
+""", _LAMBDA + """    const int num_tiles = cdiv(K, BLOCK_K);
+    load_tiles(r0, 0);
+    store_tiles(r0, 0);
+    if (num_tiles > 1) load_tiles(r1, BLOCK_K);  // tile 1 waits in r1
+    __syncthreads();  // tile 0 is in slot 0 for everyone
+"""),
+     ("\n" + CH6_LOOP, "\n" + CH6_TWO_AHEAD)],
+     CH6_TWO_AHEAD,
      """
-     One K tile: tile t is in shared memory. Use load_tiles(k0) (global -> registers staged_a, staged_b),
-     compute_tile() (the FMAs of the tile in shared memory) and store_tiles() (registers -> shared)
-     so that the global loads of tile t + 1 are in flight while tile t is computed. The gap as
-     shipped is 07's order: correct, and nothing overlaps the loads. One shared buffer: mind the
-     barriers.
+     The K loop. Before it, tile 0 is in shared slot 0 and tile 1 in the registers r1. The helpers:
+     load_tiles(r, k0) (global -> the registers r), store_tiles(r, slot) (registers -> shared slot 0
+     or 1) and compute_tile(slot) (the FMAs of the tile in that slot). Chapter 6's step 08 keeps one
+     tile ahead, in one set of registers and one buffer, with two barriers per tile. Here keep two
+     tiles ahead: while tile t is computed, tile t + 1 waits in one set of registers and the loads of
+     tile t + 2 are in flight into the other; one __syncthreads() per K tile. The registers must stay
+     registers: which set a line uses has to be known at compile time. The gap as shipped is 07's
+     order: correct, and nothing overlaps the loads.
      """,
      """
-     compute_tile();
-     __syncthreads();
-     if (t + 1 < num_tiles) {
-         load_tiles((t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
-         store_tiles();
+     for (int t = 0; t < num_tiles; ++t) {
+         compute_tile(0);
+         __syncthreads();
+         if (t + 1 < num_tiles) {
+             load_tiles(r0, (t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
+             store_tiles(r0, 0);
+         }
+         __syncthreads();
      }
-     __syncthreads();
-     """)
+     """, listing=CH6_LOOP)
 
 # ---- ch8: the fused kernel's second phase (fused/02)
 make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the panel on chip", [],
