@@ -17,15 +17,14 @@ def test_one_exercise_per_core_chapter():
         assert 5 <= e.minutes <= 60 and e.after and len(e.hints) >= 2, e.name
 
 
-# The chapter's own listing pasted as the answer must fail, with a message that says what differs. Exercises that
-# are still the chapter's step with a gap (not yet variations: issue 53) pass with it: strict xfail, so that a
-# variation replacing one makes its mark fail until it is removed here.
-NOT_YET_VARIATIONS = {"ch8/fused_phase2"}
+# The chapter's own listing pasted as the answer must fail, with a message that says what differs: every exercise is a
+# variation of its chapter's step (issue 53).
 SAYS_WHAT_DIFFERS = {  # a phrase the verdict on the pasted listing must hold
     "ch1/smallest_n": "which is the balance point itself",
     "ch2/coalesced_1d": "the gap uses threadIdx.y, which is 0 in every thread here",
     "ch3/rect_tile": "this is the square tile's code (chapter 3's listing)",
     "ch6/register_prefetch": "these are chapter 6's own lines (step sgemm/08_register_prefetch)",
+    "ch8/fused_phase2": "the row-major panel of step 02 (chapter 8's phase 2)",
     "ch4/register_blocking": "your gap reads b[] one float at a time, as the chapter's 8 x 8 loop does",
     "ch7/ldmatrix_address": "These are the chapter's addresses (A's walk",
     "ch7/swizzle": "this is the chapter's swizzle (XOR = min(chunks per row, 8))",
@@ -33,9 +32,7 @@ SAYS_WHAT_DIFFERS = {  # a phrase the verdict on the pasted listing must hold
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="still the chapter's step with a gap: its listing passes")) if n in NOT_YET_VARIATIONS else n
-    for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_the_chapters_listing_pasted_as_the_answer_fails(name):
     ex = exercises.get(name)
     pasted = exercises.check(name, code=exercises.listing_gap(name), backend="cpu")

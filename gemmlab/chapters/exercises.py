@@ -771,6 +771,21 @@ def _ch8_property(ctx: Context) -> list[Item]:
     return items
 
 
+def _ch8_diagnose(ctx: Context) -> list[Item]:
+    """A wrong E: the row-major panel of step 02 read from the K-major one, or another slip."""
+    code = re.sub(r"\s+", "", _gap_code(ctx))
+    if "*LP+" in code or re.search(r"sT\[\(?thread_row\+m\)?\*", code):
+        return [Item("diagnosis", None, "your a[m] reads sT[(thread_row + m) * LP + l], the row-major panel of step 02 "
+                     "(chapter 8's phase 2); here phase 1 stores the panel K-major, T[panel_row + m][l] at "
+                     "sT[l * PANEL_M + m], so those reads pick up other rows and columns of T",
+                     "write down where phase 1 (above the gap) stores acc[m][n] of its tile, and read it back from "
+                     "the same place", note=True)]
+    return [Item("diagnosis", None, "E is wrong: check the index of sT, the slice of C staged for each (l0, n0), and "
+                 "the barriers around sY",
+                 "phase 1 (above the gap) shows where the panel lives: T[panel_row + m][l] is sT[l * PANEL_M + m]",
+                 note=True)]
+
+
 # --- ch1: the roofline, turned around (a Python exercise) -----------------------------------------------
 _PRECISIONS = {"fp32": ("fp32_tflops", 4), "fp16": ("fp16_tensor_tflops", 2)}
 
@@ -1058,14 +1073,21 @@ _EXERCISES = [
                                                 GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
                       "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
-             "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
-             _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
-             hints=("After phase 1 the block's panel of T (its rows, all L columns) sits in sT. Each output "
-                    "E[row][col] is a dot product of a row of sT and a column of C: which part of C does the whole "
-                    "block need for one slice of columns, and how many times should it be read?",
-                    "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
-                    "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
-                    "store E at the end.")),
+             "the fused kernel's second phase, E = T C, from a panel of T stored K-major (checks results, C's "
+             "traffic, T on chip)",
+             _ch8_property, _ch8_diagnose, minutes=45,
+             after="the next section (the fused kernel's measurements); then chapter 9. Harder: with the panel "
+                   "K-major, a thread's THREAD_M values of column l are side by side: read them as one float2 "
+                   "(THREAD_M = 2) and count the shared loads of phase 2 before and after.",
+             hints=("After phase 1 the block's panel of T (its PANEL_M rows, all L columns) sits in sT, stored the "
+                    "way phase 1 wrote it. Each E[row][col] is a row of T times a column of C: which part of C does "
+                    "the whole block need for one slice of E's columns, and how often must it come from global "
+                    "memory?",
+                    "Loop over E's columns (n0, BLOCK_N at a time) and, inside, over L (l0, BLOCK_K at a time): stage "
+                    "C's slice with stage_Y into sY once for the block, a barrier, each thread's FMAs with a[m] from "
+                    "the K-major panel (sT[(l0 + k) * PANEL_M + ...]) and b[n] from sY, a barrier; store E at the "
+                    "end of each n0."),
+             variation=True),
 ]
 
 
