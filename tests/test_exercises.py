@@ -186,6 +186,14 @@ def test_ch6_a_register_set_picked_at_run_time_fails_on_local_memory():
     assert item.label == "registers" and "picked at run time" in item.hint
 
 
+def test_ch8_the_k_major_panel_read_one_float_at_a_time_fails_on_its_loads():
+    name = "ch8/fused_phase2"
+    code = exercises.listing_gap(name).replace("sT[(thread_row + m) * LP + l0 + k]", "sT[(l0 + k) * PANEL_M + thread_row + m]")
+    v = exercises.check(name, code, backend="cpu")
+    assert v.items[0].passed and [i.label for i in v.failures] == ["panel read in pairs"]
+    assert "1280 shared load requests" in v.failures[0].detail and "float2" in v.failures[0].hint
+
+
 def test_ch7_names_the_first_wrong_lane():
     v = exercises.check("ch7/ldmatrix_address", """
         const int lane_row = lane_id % 8 + (lane_id / 16) * 8;

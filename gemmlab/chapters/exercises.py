@@ -238,6 +238,8 @@ def build(ex: Exercise, backend: str, source: str | None = None, **params):
     """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
         from ..runtime import fusion
+        if source is None and ex.variation:
+            source = splice(ex.name, solution(ex.name))
         return fusion.step(ex.step, backend=backend, source=source, **params)
     if not ex.variant:
         return step(ex.step, backend=backend, source=source, **params)
@@ -758,7 +760,7 @@ def _ch8_property(ctx: Context) -> list[Item]:
     stores = sorted({s.array for s in mine.select("global", "store")})
     got, want = c_bytes(mine), c_bytes(ref)
     items = []
-    detail = f"each block reads {got:.0f} B of C (the step: {want:.0f} B; M=16 K=48 L=80 N=144)"
+    detail = f"each block reads {got:.0f} B of C (the solution: {want:.0f} B; M=16 K=48 L=80 N=144)"
     items.append(_at_most("C read once per block", got, want, detail,
                           "stage C's slice with stage_Y(C, L, N, l0, n0) into sY once for the whole block, then read "
                           "sY: every thread of the block uses every element of the slice, so reading C from global "
@@ -768,6 +770,17 @@ def _ch8_property(ctx: Context) -> list[Item]:
                           "phase 2 writes only E; T lives in sT, in shared memory."))
     else:
         items.append(Item("T stays on chip", True, "the only global stores are to E"))
+
+    def panel_loads(cn):  # sT is the kernel's dynamic shared memory, read in phase 2 only
+        return sum(s.requests for s in cn.select("shared", "load", "dynamic")) / cn.blocks
+
+    got, want = panel_loads(mine), panel_loads(ref)
+    tm = ctx.kernel.params["THREAD_M"]
+    detail = (f"{got:.0f} shared load requests of the panel per block (the K-major panel read in float2s: "
+              f"{want:.0f}; THREAD_M = {tm})")
+    items.append(_at_most("panel read in pairs", got, want, detail,
+                          f"a thread reads its {tm} values of one column of T one float at a time; in the K-major "
+                          "panel they sit side by side, so one 8-byte load (float2) takes two of them."))
     return items
 
 
@@ -1073,20 +1086,19 @@ _EXERCISES = [
                                                 GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
                       "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
-             "the fused kernel's second phase, E = T C, from a panel of T stored K-major (checks results, C's "
-             "traffic, T on chip)",
+             "the fused kernel's second phase, E = T C, from a panel of T stored K-major and read in float2s (checks "
+             "results, C's traffic, T on chip, the panel's shared loads)",
              _ch8_property, _ch8_diagnose, minutes=45,
-             after="the next section (the fused kernel's measurements); then chapter 9. Harder: with the panel "
-                   "K-major, a thread's THREAD_M values of column l are side by side: read them as one float2 "
-                   "(THREAD_M = 2) and count the shared loads of phase 2 before and after.",
+             after="the next section (the fused kernel's measurements); then chapter 9. Harder: THREAD_M = 4, "
+                   "with the panel read as float4s: which alignment must thread_row and PANEL_M then have?",
              hints=("After phase 1 the block's panel of T (its PANEL_M rows, all L columns) sits in sT, stored the "
                     "way phase 1 wrote it. Each E[row][col] is a row of T times a column of C: which part of C does "
                     "the whole block need for one slice of E's columns, and how often must it come from global "
                     "memory?",
                     "Loop over E's columns (n0, BLOCK_N at a time) and, inside, over L (l0, BLOCK_K at a time): stage "
                     "C's slice with stage_Y into sY once for the block, a barrier, each thread's FMAs with a[m] from "
-                    "the K-major panel (sT[(l0 + k) * PANEL_M + ...]) and b[n] from sY, a barrier; store E at the "
-                    "end of each n0."),
+                    "the K-major panel (sT[(l0 + k) * PANEL_M + thread_row + m], two at a time through a const "
+                    "float2*) and b[n] from sY, a barrier; store E at the end of each n0."),
              variation=True),
 ]
 

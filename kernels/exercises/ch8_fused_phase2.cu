@@ -91,7 +91,8 @@ __global__ void fused_row_panel(int M, int K, int L, int N, const float* A, cons
     // Phase 2: E[panel rows] = sT * C, BLOCK_N columns of E at a time.
     // Phase 2: rows panel_row .. panel_row + PANEL_M - 1 of E = T * C, where those rows of T are in
     // sT, K-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
-    // L). Go over E BLOCK_N columns at a time; for
+    // L), so a thread's THREAD_M values of one column of T sit side by side: read them in pairs, as
+    // float2s (thread_row is even when THREAD_M is). Go over E BLOCK_N columns at a time; for
     // each, slide along L in BLOCK_K steps: stage C's slice with stage_Y(C, L, N, l0, n0) into sY,
     // then give each thread its THREAD_M x THREAD_N register tile as in phase 1 (a[] from sT, b[]
     // from sY), and store the tile into E where it lies inside (M x N). C is read from global memory

@@ -478,7 +478,14 @@ make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch two tiles 
 # ---- ch8 (a variation): the fused kernel's second phase with the panel of T stored K-major (fused/02 with
 # sT[l][m], as sX holds A's slice): the chapter's phase 2 reads the panel row-major
 CH8_A_OLD = "                for (int m = 0; m < THREAD_M; ++m) a[m] = sT[(thread_row + m) * LP + l0 + k];\n"
-CH8_A_NEW = "                for (int m = 0; m < THREAD_M; ++m) a[m] = sT[(l0 + k) * PANEL_M + thread_row + m];\n"
+CH8_A_NEW = """                // Column l0 + k of the panel holds a thread's THREAD_M rows side by side: float2s.
+#pragma unroll
+                for (int m = 0; m + 1 < THREAD_M; m += 2) {
+                    const float2 v = *reinterpret_cast<const float2*>(&sT[(l0 + k) * PANEL_M + thread_row + m]);
+                    a[m] = v.x, a[m + 1] = v.y;
+                }
+                if (THREAD_M % 2) a[THREAD_M - 1] = sT[(l0 + k) * PANEL_M + thread_row + THREAD_M - 1];
+"""
 CH8_PHASE2 = """    for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
         for (int m = 0; m < THREAD_M; ++m)
             for (int n = 0; n < THREAD_N; ++n) acc[m][n] = 0.0f;
@@ -488,9 +495,7 @@ CH8_PHASE2 = """    for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
 #pragma unroll
             for (int k = 0; k < BLOCK_K; ++k) {
                 float a[THREAD_M], b[THREAD_N];
-#pragma unroll
-                for (int m = 0; m < THREAD_M; ++m) a[m] = sT[(l0 + k) * PANEL_M + thread_row + m];
-#pragma unroll
+""" + CH8_A_NEW + """#pragma unroll
                 for (int n = 0; n < THREAD_N; ++n) b[n] = sY[k][thread_col + n];
 #pragma unroll
                 for (int m = 0; m < THREAD_M; ++m)
@@ -508,7 +513,7 @@ CH8_PHASE2 = """    for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
         }
     }
 """
-CH8_LISTING = CH8_PHASE2.replace(CH8_A_NEW, CH8_A_OLD)
+CH8_LISTING = CH8_PHASE2.replace(CH8_A_NEW, "#pragma unroll\n" + CH8_A_OLD)
 make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the K-major panel on chip", [
      ("// Extends 01 by tiling. A block owns PANEL_M rows of E. Phase 1 computes those rows of T = A * B\n",
       "// A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T K-major, sT[l][m] (as sX\n"
@@ -521,12 +526,13 @@ make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the K-majo
       "    extern __shared__ float sT[];                // LP x PANEL_M: the panel of T = A * B, K-major\n"),
      ("                if (n0 + thread_col + n < LP) sT[(thread_row + m) * LP + n0 + thread_col + n] = acc[m][n];\n",
       "                if (n0 + thread_col + n < LP) sT[(n0 + thread_col + n) * PANEL_M + thread_row + m] = acc[m][n];\n"),
-     (CH8_A_OLD, CH8_A_NEW)],
+     ("#pragma unroll\n" + CH8_A_OLD, CH8_A_NEW)],
      CH8_PHASE2,
      """
      Phase 2: rows panel_row .. panel_row + PANEL_M - 1 of E = T * C, where those rows of T are in
      sT, K-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
-     L). Go over E BLOCK_N columns at a time; for
+     L), so a thread's THREAD_M values of one column of T sit side by side: read them in pairs, as
+     float2s (thread_row is even when THREAD_M is). Go over E BLOCK_N columns at a time; for
      each, slide along L in BLOCK_K steps: stage C's slice with stage_Y(C, L, N, l0, n0) into sY,
      then give each thread its THREAD_M x THREAD_N register tile as in phase 1 (a[] from sT, b[]
      from sY), and store the tile into E where it lies inside (M x N). C is read from global memory
