@@ -1494,9 +1494,11 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
         else:
             kern = build(ex, where, text)
     except GemmlabError as e:
+        note = _listing_note(ex, text)
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
-                                  "fix the first error the compiler names; the rest often follow from it."))
-        verdict.items += _listing_note(ex, text)
+                                  "" if note else "fix the first error the compiler names; the rest often follow "
+                                  "from it."))
+        verdict.items += note
         return verdict
     ctx = Context(ex, text, where, kern)
     finished = True
@@ -1538,7 +1540,8 @@ def _listing_note(ex: Exercise, text: str) -> list[Item]:
     return [Item("diagnosis", None, f"these are chapter {ex.chapter_id}'s own lines (step {ex.step}), which do not fit "
                  f"this variation: it asks for {ex.summary.split(' (checks')[0]}",
                  f"read the task above the gap (exercises.show({ex.name!r})): the helpers and the data around the gap "
-                 "differ from the step's", note=True)]
+                 "differ from the step's, so start from the template's gap, not from the step's lines",
+                 note=True)]
 
 
 def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
