@@ -1,6 +1,7 @@
-"""Exercises the reader solves and the course checks: one per core chapter, each a real step with a gap.
+"""Exercises the reader solves and the course checks: one per core chapter, each a variation of a real step, with a gap.
 
-An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`) in which the lines of one idea are cut
+An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`), changed into a variation the chapter taught but
+did not show (its own listing pasted in fails), in which the lines of one idea are cut
 out between `// ---- EXERCISE: ... ----` and `// ---- END ----`. The reader writes those lines; `check()`
 splices them into the template, runs the kernel against float64 on several shapes (non-multiples of the
 tile among them) on the GPU or in the CPU emulator, then checks the property the chapter is about
