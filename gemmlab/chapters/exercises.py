@@ -1,6 +1,7 @@
-"""Exercises the reader solves and the course checks: one per core chapter, each a real step with a gap.
+"""Exercises the reader solves and the course checks: one per core chapter, each a variation of a real step, with a gap.
 
-An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`) in which the lines of one idea are cut
+An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`), changed into a variation the chapter taught but
+did not show (its own listing pasted in fails), in which the lines of one idea are cut
 out between `// ---- EXERCISE: ... ----` and `// ---- END ----`. The reader writes those lines; `check()`
 splices them into the template, runs the kernel against float64 on several shapes (non-multiples of the
 tile among them) on the GPU or in the CPU emulator, then checks the property the chapter is about
@@ -238,6 +239,8 @@ def build(ex: Exercise, backend: str, source: str | None = None, **params):
     """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
         from ..runtime import fusion
+        if source is None and ex.variation:
+            source = splice(ex.name, solution(ex.name))
         return fusion.step(ex.step, backend=backend, source=source, **params)
     if not ex.variant:
         return step(ex.step, backend=backend, source=source, **params)
@@ -415,8 +418,18 @@ def _ch3_diagnose(ctx: Context) -> list[Item]:
 _ARCHS = ("sm_75", "sm_90")
 
 
+def _instance(ex: Exercise, source: str | None = None):
+    """The exercise's kernel for compile-only analysis (registers, SASS): `source`, or the chapter's step (a
+    variation: the course's solution), at the variation's parameters."""
+    if not ex.variant:
+        return instance(ex.step, source=source)
+    from ..runtime.kernel import Instance
+    return Instance(step_spec(ex), {}, splice(ex.name, solution(ex.name)) if source is None else source)
+
+
 def _ch4_property(ctx: Context) -> list[Item]:
     items = []
+    ex = ctx.exercise
     if not nvrtc.available():
         items.append(Item("registers", None, "NVRTC is not installed here: pip install nvidia-cuda-nvrtc "
                           "(gemmlab[analysis]) to count registers and spills without a GPU"))
@@ -424,36 +437,57 @@ def _ch4_property(ctx: Context) -> list[Item]:
         mine_text, ref_text = [], []
         worse = []
         for arch in _ARCHS:
-            mine = instance(ctx.exercise.step, source=ctx.source).resources(arch)
-            ref = instance(ctx.exercise.step).resources(arch)
+            mine = _instance(ex, ctx.source).resources(arch)
+            ref = _instance(ex).resources(arch)
             mine_text.append(f"{arch}: {mine.registers} registers, {mine.local_bytes} B stack, spills "
                              f"{mine.spill_stores}/{mine.spill_loads} B")
             ref_text.append(f"{ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/{ref.spill_loads} B")
             if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
                 worse.append(arch)
-        detail = "; ".join(mine_text) + f" (the step: {'; '.join(ref_text)})"
+        detail = "; ".join(mine_text) + f" (the solution: {'; '.join(ref_text)})"
         if worse:
             items.append(Item("registers", False, detail,
                               f"on {', '.join(worse)} part of a[], b[] or acc[][] lives in local memory (stack, "
                               "spills): an array stays in registers only if every index is known at compile time. "
-                              "Unroll every loop over m and n with #pragma unroll and index with the loop counters."))
+                              "Unroll every loop over m, n and j with #pragma unroll and index with the loop "
+                              "counters."))
         else:
             items.append(Item("registers", True, detail))
+    p = ctx.kernel.params
+    tm, tn = p["THREAD_M"], p["THREAD_N"]
     mine_c = _gemm_counters(ctx.cpu_kernel(), (128, 128, 64), 1)
-    ref_c = _gemm_counters(_reference_kernel(ctx.exercise), (128, 128, 64), 1)
+    ref_c = _gemm_counters(_reference_kernel(ex), (128, 128, 64), 1)
     got = mine_c.totals.get("shared_load_requests", 0)
     want = ref_c.totals.get("shared_load_requests", 0)
-    detail = f"{got} shared load requests for one 128x128x64 block (the step: {want})"
-    items.append(_at_most("shared loads", got, want, detail,
-                          "each k step should read THREAD_M values of sA and THREAD_N of sB once into a[] and b[], "
-                          "then do THREAD_M x THREAD_N FMAs from registers; reading sA and sB inside the m/n loop "
-                          "pays a shared load per FMA."))
+    warps, steps = _threads_2d_of(p) // 32, 64
+    per_k = got / (warps * steps)
+    detail = (f"{per_k:g} shared loads per thread per k step, {got} for one 128x128x64 block (this {tm} x {tn} "
+              f"block with b[] as float4s: {want / (warps * steps):g} = {tm} + {tn} / 4; {tm * tn} FMAs per k step "
+              "either way)")
+    if got <= want * 1.05:
+        items.append(Item("shared loads", True, detail))
+    elif round(per_k) == tm + tn:
+        items.append(Item("shared loads", False, detail + f": your gap reads b[] one float at a time, as the "
+                          f"chapter's 8 x 8 loop does; this exercise asks for a {tm} x {tn} block whose sB sliver is "
+                          f"{tn // 4} float4 loads",
+                          f"{tm} + {tn} = {tm + tn} loads a k step, where the chapter's 8 x 8 block paid 8 + 8 = 16 "
+                          f"for the same {tm * tn} FMAs: a long thin block costs more loads unless its long sliver "
+                          f"is read 16 bytes at a time. Which of a[] and b[] is contiguous in shared memory?"))
+    else:
+        items.append(Item("shared loads", False, detail,
+                          f"each k step should read the {tm} values of sA's column k and the {tn} of sB's row k once, "
+                          f"b[] as {tn // 4} float4s, then do {tm} x {tn} FMAs from registers; reading sA or sB "
+                          "inside the m/n loop pays a shared load per FMA."))
     return items
+
+
+def _threads_2d_of(p: dict) -> int:
+    return (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
 
 
 # --- ch5: the swizzle ---------------------------------------------------------------------------------
 def _ch5_property(ctx: Context) -> list[Item]:
-    size = (256, 256, 64)
+    size = (256, 256, 96)
     mine = _gemm_counters(ctx.cpu_kernel(), size, 1)
     ref = _gemm_counters(_reference_kernel(ctx.exercise), size, 1)
     items = []
@@ -470,11 +504,13 @@ def _ch5_property(ctx: Context) -> list[Item]:
                 continue
             if kind == "ldmatrix":
                 nway = got / want
-                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes, and the 8 rows of an 8x8 "
-                        f"matrix, one 16-byte chunk each, must land on 8 different 16-byte groups of the 32 banks "
-                        f"(128 bytes). XOR the chunk index col / 8 with bits of the row that differ between those 8 "
-                        f"rows, and never with more than the {rows[arr] // 16} chunks a row has"
-                        + (" (2 rows of sA share one 128-byte line: use row / 2)" if rows[arr] < 128 else "") + ".")
+                chunks = rows[arr] // 16
+                repeat = 8 // np.gcd(chunks, 8)  # rows r and r + repeat start on the same 16-byte bank group
+                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes ({chunks} chunks of 16 "
+                        f"bytes), so without a swizzle rows r and r + {repeat} start on the same 16-byte group of the "
+                        f"32 banks (128 bytes): the 8 rows of an 8x8 matrix fall on {repeat} group(s) where they need "
+                        f"8. Which rows of those 8 must move, and by how many chunks, without leaving their row of "
+                        f"{chunks} chunks?")
             else:
                 hint = "the 16-byte stores conflict: 8 consecutive chunks of a row must stay on 8 different bank groups."
             items.append(Item(f"bank conflicts ({arr} {kind})", False, detail, hint))
@@ -482,17 +518,28 @@ def _ch5_property(ctx: Context) -> list[Item]:
 
 
 def _ch5_diagnose(ctx: Context) -> list[Item]:
-    return [Item("diagnosis", None, "the swizzle moved data to the wrong place",
+    code = _gap_code(ctx)
+    chunks = ctx.kernel.params["BLOCK_K"] // 8
+    if re.search(r"CHUNKS\s*<\s*8\s*\?\s*CHUNKS\s*:\s*8", code):
+        return [Item("diagnosis", None, f"this is the chapter's swizzle (XOR = min(chunks per row, 8)), made for rows "
+                     f"of a power-of-two width: here a row of sA has {chunks} chunks (BLOCK_K = "
+                     f"{ctx.kernel.params['BLOCK_K']}, 96 bytes), so XOR = {min(chunks, 8)} and chunk c ^ (row % "
+                     f"{min(chunks, 8)}) reaches chunks 6 and 7, outside the row: two elements land on one place",
+                     f"an XOR with mask x keeps chunk c inside a row of {chunks} chunks only if it never flips a bit "
+                     f"that can carry c past {chunks - 1}: which masks are safe for {chunks} chunks?", note=True)]
+    return [Item("diagnosis", None, "the swizzle moved data to the wrong place (two elements on one place, or "
+                 "outside the tile)",
                  "swizzle<WIDTH> must be a permutation inside each row that keeps the 8 halves of a chunk together: "
                  "row * WIDTH + (new chunk) * 8 + col % 8, the new chunk between 0 and WIDTH / 8 - 1 and different for "
-                 "different chunks of a row (XOR with a mask below WIDTH / 8 does both; sA has 4 chunks a row).",
+                 f"different chunks of a row; sA's rows have {chunks} chunks here, sB's {ctx.kernel.params['BLOCK_N'] // 8}.",
                  note=True)]
 
 
 # --- ch6: prefetch -----------------------------------------------------------------------------------
-def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
-    """Whether, in the SASS of the K loop, the global loads come before the FMAs and the shared stores after."""
-    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(instance(step_name, source=source).sass(arch))["loop"]]
+def _loop_order(inst, arch: str, two_slots: bool = False) -> tuple[bool, str]:
+    """Whether, in the SASS of the K loop of `inst`, the global loads come before the FMAs and the shared stores
+    after (two_slots: the stores go to the slot nobody reads, so only the loads' place is checked)."""
+    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(inst.sass(arch))["loop"]]
     runs: list[list] = []
     for op in loop:
         if op in ("LDG", "STS", "BAR", "FFMA", "LDS"):
@@ -502,25 +549,92 @@ def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
                 runs.append([op, 1])
     order = " ".join(f"{o}x{n}" for o, n in runs)
     short = re.sub(r"(?:(?:LDS|FFMA)x\d+ )+(?:LDS|FFMA)x\d+", "LDS/FFMA...", order)
+    short = re.sub(r"(?:(?:LDS/FFMA\.\.\.|FFMAx\d+|STSx\d+) )+(?:LDS/FFMA\.\.\.|FFMAx\d+)", "LDS/FFMA/STS...",
+                   short)  # stores to the other slot, scheduled among the FMAs
     if "LDG" not in loop or "FFMA" not in loop or "STS" not in loop:
         return False, short
+    if two_slots:  # each stretch between barriers that has FMAs issues its loads first; its stores may mix in
+        stretches = " ".join(loop).split("BAR")
+        with_fma = [s.split() for s in stretches if "FFMA" in s.split()]
+        ok = any("LDG" in s for s in with_fma) and all(s.index("LDG") < s.index("FFMA") for s in with_fma
+                                                        if "LDG" in s)
+        return ok, short
     first_ffma, last_ffma = loop.index("FFMA"), len(loop) - 1 - loop[::-1].index("FFMA")
     ok = loop.index("LDG") < first_ffma and len(loop) - 1 - loop[::-1].index("STS") > last_ffma
     return ok, short
 
 
+def _tiles_and_barriers(kern, tiles: int = 6) -> tuple[float, float]:
+    """K tiles loaded from global memory per K tile computed, and __syncthreads() per K tile in the loop (the
+    one before it, after tile 0's store, left out): one 128 x 128 block over `tiles` K tiles."""
+    p = kern.params
+    c = kern.counters(128, 128, p["BLOCK_K"] * tiles, max_blocks=1)
+    tile_bytes = 4 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"])
+    loaded = c.totals.get("global_load_bytes", 0) / c.blocks / tile_bytes
+    return loaded / tiles, (c.barriers / c.blocks - 1) / tiles
+
+
 def _ch6_property(ctx: Context) -> list[Item]:
+    ex = ctx.exercise
+    items = []
     if not nvrtc.available():
-        return [Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order of "
-                     "loads and FMAs in the SASS is not checked")]
-    ok, order = _loop_order(ctx.source, ctx.exercise.step, "sm_75")
-    detail = f"the K loop's SASS on sm_75: {order}"
-    if ok:
-        return [Item("prefetch", True, detail + " (the next tile's LDGs are issued before this tile's FMAs)")]
-    return [Item("prefetch", False, detail, "the next tile's global loads (LDG) must be issued before this tile's "
-                 "FMAs, and stored to shared memory (STS) after them: call load_tiles((t + 1) * BLOCK_K) first, then "
-                 "compute_tile(), then a barrier (no thread still reads tile t), store_tiles(), and a barrier (tile "
-                 "t + 1 complete before anyone reads it). Then the loads' latency hides behind the FMAs.")]
+        items.append(Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order "
+                          "of loads and FMAs in the SASS is not checked"))
+    else:
+        ok, order = _loop_order(_instance(ex, ctx.source), "sm_75", two_slots=True)
+        detail = f"the K loop's SASS on sm_75: {order}"
+        if ok:
+            items.append(Item("prefetch", True, detail + " (each tile's global loads issued before its FMAs)"))
+        else:
+            items.append(Item("prefetch", False, detail, "in the loop the LDGs come after the FMAs: the loads then "
+                              "wait for global memory with nothing to hide behind. Which tile's loads can be issued "
+                              "before this tile's FMAs, and into which registers?"))
+        mine, ref = _instance(ex, ctx.source).resources("sm_75"), _instance(ex).resources("sm_75")
+        detail = (f"sm_75: {mine.registers} registers, {mine.local_bytes} B stack, spills {mine.spill_stores}/"
+                  f"{mine.spill_loads} B (the solution: {ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/"
+                  f"{ref.spill_loads} B)")
+        if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
+            items.append(Item("registers", False, detail, "r0 and r1 (or acc) live in local memory: a set of "
+                              "registers picked at run time (by t % 2, a reference or pointer that depends on t) "
+                              "cannot stay in registers. Make the choice at compile time."))
+        else:
+            items.append(Item("registers", True, detail))
+    loaded, per_tile = _tiles_and_barriers(ctx.cpu_kernel())
+    want_loaded, want_barriers = _tiles_and_barriers(_reference_kernel(ex))
+    detail = (f"{per_tile:g} __syncthreads() and {loaded:.3g} tile loads from global memory per K tile (6 K tiles "
+              f"of one block; two tiles ahead: {want_barriers:g} and {want_loaded:g})")
+    if per_tile <= want_barriers + 1e-9 and loaded <= want_loaded + 1e-9:
+        items.append(Item("two tiles ahead", True, detail))
+        return items
+    found = []
+    if loaded > want_loaded + 1e-9:
+        found.append(f"{(loaded - want_loaded) * 6:.0f} of the 6 tiles were loaded twice: tile 1, waiting in r1 since "
+                     "before the loop, is loaded again, so the loop keeps only one tile ahead")
+    if per_tile > want_barriers + 1e-9:
+        found.append(f"{per_tile:g} barriers per K tile, as the chapter's one-buffer loop (08) has: with two slots "
+                     "one is enough")
+    items.append(Item("two tiles ahead", False, detail + ": " + "; ".join(found),
+                      "with two slots, the store of tile t + 1 goes to the slot nobody reads during tile t, so no "
+                      "barrier is needed before it; and with two sets of registers, the loads of tile t + 2 can start "
+                      "while tile t + 1 still waits in the other set. Draw the three tiles t, t + 1, t + 2: where is "
+                      "each during the FMAs of tile t?"))
+    return items
+
+
+def _ch6_diagnose(ctx: Context) -> list[Item]:
+    """A wrong result with the helpers of two tiles ahead: the usual slips."""
+    code = _gap_code(ctx)
+    found = []
+    if re.search(r"load_tiles\s*\(\s*r\w*\s*,\s*\(?\s*t\s*\+\s*1\b", code):
+        found.append("a load of tile t + 1: before the loop tile 1 already waits in r1, so the loop loads t + 2")
+    if re.search(r"compute_tile\s*\(\s*t\s*%\s*2\s*\)", code) or "? r0 : r1" in code.replace(" ", " "):
+        found.append("a slot or register set picked at run time (t % 2)")
+    detail = "; ".join(found) if found else ("a tile was computed from a slot before its store, or a set of registers "
+                                              "overwritten before it was stored")
+    return [Item("diagnosis", None, detail, "follow tiles 0, 1, 2 and 3 through the loop by hand: when is each loaded, "
+                 "into which set, stored into which slot, and computed from it? A store into a slot must come after "
+                 "the barrier that ends the last read of that slot, and before the barrier that precedes its read.",
+                 note=True)]
 
 
 # --- ch7: the ldmatrix address ------------------------------------------------------------------------
@@ -598,20 +712,28 @@ def _lane_table(source: str) -> tuple[list[tuple[int, int]] | None, str]:
     return table, ""
 
 
+_A_WALK = [(lane % 16, lane // 16 * 8) for lane in range(32)]  # the chapter's: A's quarters (and B's with .trans)
+_BT_WALK = [(lane // 16 * 8 + lane % 8, lane // 8 % 2 * 8) for lane in range(32)]  # B stored transposed, no .trans
+
+
 def _ch7_lanes(ctx: Context) -> list[Item]:
     table, why = _lane_table(ctx.source)
     if table is None:
         return [Item("lane addresses", None, f"not evaluated ({why}); the result above is the check")]
-    want = [(lane % 16, lane // 16 * 8) for lane in range(32)]
-    quarters = ["top, k 0-7", "bottom, k 0-7", "top, k 8-15", "bottom, k 8-15"]
+    want = _BT_WALK
+    quarters = ["n 0-7, k 0-7", "n 0-7, k 8-15", "n 8-15, k 0-7", "n 8-15, k 8-15"]
     for lane, (got, exp) in enumerate(zip(table, want)):
         if got != exp:
             i = lane // 8
+            same = (" These are the chapter's addresses (A's walk: matrices 0..3 = top/bottom at k 0-7, then at "
+                    "k 8-15), which read B's quarters in another order: matrix 1 would be n 8-15, k 0-7."
+                    if table == _A_WALK else "")
             return [Item("lane addresses", False, f"lane {lane} points at row {got[0]}, column {got[1]} of the 16x16 "
-                         f"piece; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) quarter: "
-                         f"row {exp[0]}, column {exp[1]}",
-                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i; matrices 0 and 1 are the top and "
-                         "bottom 8 rows at columns 0-7, matrices 2 and 3 the same rows at columns 8-15.")]
+                         f"piece of sB; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) "
+                         f"quarter: row {exp[0]}, column {exp[1]}.{same}",
+                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i, and matrix i lands in the i-th "
+                         "register: rB[n][0], rB[n][1] (n 0-7, k 0-7 then k 8-15), rB[n + 1][0], rB[n + 1][1] "
+                         "(n 8-15). Write down, for each matrix, its first row (n) and column (k) in the piece.")]
     return [Item("lane addresses", True, "all 32 lanes point at the rows and columns the four matrices need")]
 
 
@@ -639,7 +761,7 @@ def _ch8_property(ctx: Context) -> list[Item]:
     stores = sorted({s.array for s in mine.select("global", "store")})
     got, want = c_bytes(mine), c_bytes(ref)
     items = []
-    detail = f"each block reads {got:.0f} B of C (the step: {want:.0f} B; M=16 K=48 L=80 N=144)"
+    detail = f"each block reads {got:.0f} B of C (the solution: {want:.0f} B; M=16 K=48 L=80 N=144)"
     items.append(_at_most("C read once per block", got, want, detail,
                           "stage C's slice with stage_Y(C, L, N, l0, n0) into sY once for the whole block, then read "
                           "sY: every thread of the block uses every element of the slice, so reading C from global "
@@ -649,7 +771,33 @@ def _ch8_property(ctx: Context) -> list[Item]:
                           "phase 2 writes only E; T lives in sT, in shared memory."))
     else:
         items.append(Item("T stays on chip", True, "the only global stores are to E"))
+
+    def panel_loads(cn):  # sT is the kernel's dynamic shared memory, read in phase 2 only
+        return sum(s.requests for s in cn.select("shared", "load", "dynamic")) / cn.blocks
+
+    got, want = panel_loads(mine), panel_loads(ref)
+    tm = ctx.kernel.params["THREAD_M"]
+    detail = (f"{got:.0f} shared load requests of the panel per block (the K-major panel read in float2s: "
+              f"{want:.0f}; THREAD_M = {tm})")
+    items.append(_at_most("panel read in pairs", got, want, detail,
+                          f"a thread reads its {tm} values of one column of T one float at a time; in the K-major "
+                          "panel they sit side by side, so one 8-byte load (float2) takes two of them."))
     return items
+
+
+def _ch8_diagnose(ctx: Context) -> list[Item]:
+    """A wrong E: the row-major panel of step 02 read from the K-major one, or another slip."""
+    code = re.sub(r"\s+", "", _gap_code(ctx))
+    if "*LP+" in code or re.search(r"sT\[\(?thread_row\+m\)?\*", code):
+        return [Item("diagnosis", None, "your a[m] reads sT[(thread_row + m) * LP + l], the row-major panel of step 02 "
+                     "(chapter 8's phase 2); here phase 1 stores the panel K-major, T[panel_row + m][l] at "
+                     "sT[l * PANEL_M + m], so those reads pick up other rows and columns of T",
+                     "write down where phase 1 (above the gap) stores acc[m][n] of its tile, and read it back from "
+                     "the same place", note=True)]
+    return [Item("diagnosis", None, "E is wrong: check the index of sT, the slice of C staged for each (l0, n0), and "
+                 "the barriers around sY",
+                 "phase 1 (above the gap) shows where the panel lives: T[panel_row + m][l] is sT[l * PANEL_M + m]",
+                 note=True)]
 
 
 # --- ch1: the roofline, turned around (a Python exercise) -----------------------------------------------
@@ -1416,34 +1564,70 @@ _EXERCISES = [
              variant={"params": _variant_params(BLOCK=(32, (8, 16, 32)), BLOCK_K=(8, (4, 8, 16, 32, 64))),
                       "summary": "chapter 3's exercise: rectangular tiles, BLOCK_K != BLOCK"}),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
-             "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
-             _ch4_property, minutes=20, after="the next section (vectorized loads).",
-             hints=("Per k, a thread needs THREAD_M values of A's column and THREAD_N of B's row; every FMA of its "
-                    "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
-                    "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
-                    "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
+             "a 4 x 16 register block (not the chapter's 8 x 8) whose sB sliver is read as float4s (checks results "
+             "at 4 x 16, registers/spills, shared loads per k step)",
+             _ch4_property, minutes=20,
+             after="the next section (vectorized loads). Harder: 16 x 4, where the long sliver is a column of sA: "
+                   "what must change in sA's layout before it can be read as float4s (step 06 does it)?",
+             hints=("Per k step a thread needs 4 values of sA's column k and 16 of sB's row k. Which of the two "
+                    "runs is contiguous in shared memory, and how many 16-byte loads would cover it?",
+                    "a[m] = sA[thread_row + m][k] for m < 4 (strided: scalars); for j < THREAD_N / 4, "
+                    "*reinterpret_cast<const float4*>(&sB[k][thread_col + 4 * j]) gives b[4j .. 4j + 3]; then the "
+                    "outer product, every loop under #pragma unroll."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8, 16)), THREAD_M=(4, (4,)), THREAD_N=(16, (16,))),
+                      "summary": "chapter 4's exercise: a 4 x 16 register block, sB read as float4s"}),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
-             "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
-             _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
-             hints=("A global load takes hundreds of cycles; the FMAs of one tile take about as long. Which must "
-                    "be issued first so that one hides the other, and where may the loaded values be stored?",
-                    "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
-                    "store_tiles(), __syncthreads().")),
+             "prefetch two tiles ahead: two sets of staging registers, two shared slots, one barrier per K tile "
+             "(checks the loop's order in SASS, barriers and global loads per tile, registers)",
+             _ch6_property, _ch6_diagnose, minutes=30,
+             after="the next section (double buffering in shared memory: compare your loop with step 09's). Harder: "
+                   "three tiles ahead with three sets of registers; count the registers (k.resources()) and say when "
+                   "it stops paying.",
+             hints=("A load issued during tile t's FMAs has one tile's FMAs to land in 08. Where could tile t + 1 "
+                    "wait so that its loads get two? And when may tile t + 1 be stored into a slot that nobody reads "
+                    "during tile t: which barrier does that make unnecessary?",
+                    "r0 and r1 alternate, and so do slots 0 and 1; a register set picked by t % 2 at run time leaves "
+                    "the registers for local memory, so take two tiles per trip round the loop (t += 2) and write "
+                    "the two halves out, each: load tile + 2, compute this slot, store tile + 1 into the other, one "
+                    "barrier."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8,)), WARP_M=(64, (32, 64)), WARP_N=(32, (32, 64)),
+                                                THREAD_M=(8, (4, 8)), THREAD_N=(8, (4, 8))),
+                      "rules": registry._rules_warps(2),
+                      "summary": "chapter 6's exercise: register prefetch two tiles ahead"}),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
-             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
-             minutes=15, after="the next section (the ldmatrix bank conflicts).",
-             hints=("ldmatrix.x4 reads four 8x8 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. "
-                    "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
-                    "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
-                    "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+             "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
+             "checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
+             minutes=15, after="the next section (the ldmatrix bank conflicts). Harder: the same piece read with "
+                               "two ldmatrix.x2 instead of one x4 (lanes 16-31 then give no address).",
+             hints=("In sB (B transposed) a row is one column of C (an n) and runs along k. mma's B fragment for "
+                    "n 0-7 needs k 0-7 and k 8-15 in consecutive registers: which two quarters of the piece come "
+                    "first, and how does that differ from A's order (top, bottom, then the next k)?",
+                    "Lanes 0-7 and 8-15 both walk n 0-7 (lane_id % 8), at k 0 and k 8; lanes 16-31 do the same for "
+                    "n 8-15: the n offset comes from lane_id / 16, the k offset from bit 3 of lane_id."),
+             variation=True,
+             variant={"summary": "chapter 7's exercise: ldmatrix addresses of the transposed B operand"}),
     Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
-             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),
-             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
-                    "each row's chunk land on, with and without the swizzle?",
-                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
-                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
-                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
+             "an XOR swizzle for 96-byte rows (BLOCK_K = 48, not a power of two) and 256-byte rows, one function "
+             "for both, that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose, minutes=30,
+             after="the next section of chapter 7. Harder: BLOCK_K = 40 (80-byte rows, 5 chunks): why does no XOR "
+                   "swizzle work, and what would (padding, chapter 5)?", aliases=("ch5/swizzle",),
+             hints=("Without a swizzle, where does chunk c of row r start, counted in 16-byte bank groups (mod 8)? "
+                    "Tabulate it for the 8 rows of an ldmatrix matrix at 6 chunks a row and at 16: which rows "
+                    "collide, and which XOR masks keep a chunk inside a row of 6?",
+                    "With 6 chunks a row, rows r and r + 4 collide and only bit 0 of the chunk index may flip "
+                    "(0<->1, 2<->3, 4<->5): the largest power of two dividing the chunks per row (CHUNKS & -CHUNKS) "
+                    "bounds the XOR; the rows that share a mask are 8 / XOR apart. At 16 chunks this is the chapter's "
+                    "swizzle."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(48, (48,)), WARP_M=(64, (32, 64)), WARP_N=(64, (32, 64))),
+                      "rules": registry._mma_tiling_rules(16, 16, 16),
+                      "summary": "chapter 7's exercise: a swizzle for 96-byte rows (BLOCK_K = 48)"}),
     Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
              "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
              "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,
@@ -1459,14 +1643,20 @@ _EXERCISES = [
                                                 GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
                       "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
-             "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
-             _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
-             hints=("After phase 1 the block's panel of T (its rows, all L columns) sits in sT. Each output "
-                    "E[row][col] is a dot product of a row of sT and a column of C: which part of C does the whole "
-                    "block need for one slice of columns, and how many times should it be read?",
-                    "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
-                    "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
-                    "store E at the end.")),
+             "the fused kernel's second phase, E = T C, from a panel of T stored K-major and read in float2s (checks "
+             "results, C's traffic, T on chip, the panel's shared loads)",
+             _ch8_property, _ch8_diagnose, minutes=45,
+             after="the next section (the fused kernel's measurements); then chapter 9. Harder: THREAD_M = 4, "
+                   "with the panel read as float4s: which alignment must thread_row and PANEL_M then have?",
+             hints=("After phase 1 the block's panel of T (its PANEL_M rows, all L columns) sits in sT, stored the "
+                    "way phase 1 wrote it. Each E[row][col] is a row of T times a column of C: which part of C does "
+                    "the whole block need for one slice of E's columns, and how often must it come from global "
+                    "memory?",
+                    "Loop over E's columns (n0, BLOCK_N at a time) and, inside, over L (l0, BLOCK_K at a time): stage "
+                    "C's slice with stage_Y into sY once for the block, a barrier, each thread's FMAs with a[m] from "
+                    "the K-major panel (sT[(l0 + k) * PANEL_M + thread_row + m], two at a time through a const "
+                    "float2*) and b[n] from sY, a barrier; store E at the end of each n0."),
+             variation=True),
     # chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, each a variation of what the chapter shows
     Exercise("ch5/deep_tile_swizzle", 5, "",
              "a swizzle for step 07's transposed sA store at BLOCK_K = 16 and 32, where the chapter's Swizzle<1,4,5> "
@@ -1912,8 +2102,11 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
         else:
             kern = build(ex, where, text)
     except GemmlabError as e:
+        note = _listing_note(ex, text)
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
-                                  "fix the first error the compiler names; the rest often follow from it."))
+                                  "" if note else "fix the first error the compiler names; the rest often follow "
+                                  "from it."))
+        verdict.items += note
         return verdict
     ctx = Context(ex, text, where, kern)
     finished = True
@@ -1940,6 +2133,23 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     elif where != "gpu":
         verdict.items.append(Item("speed", None, f"no GPU here; on one, the check times your kernel against {ex.step}"))
     return verdict
+
+
+def _listing_note(ex: Exercise, text: str) -> list[Item]:
+    """A variation's answer that is the chapter's own lines for the gap (so it does not compile here): say so."""
+    if not ex.variation or ex.python or not _START.search(text):
+        return []
+
+    def norm(code: str) -> str:
+        return re.sub(r"\s+", "", _without_comments(code))
+
+    if norm(gap_of(text)[1]) != norm(listing_gap(ex.name)):
+        return []
+    return [Item("diagnosis", None, f"these are chapter {ex.chapter_id}'s own lines (step {ex.step}), which do not fit "
+                 f"this variation: it asks for {ex.summary.split(' (checks')[0]}",
+                 f"read the task above the gap (exercises.show({ex.name!r})): the helpers and the data around the gap "
+                 "differ from the step's, so start from the template's gap, not from the step's lines",
+                 note=True)]
 
 
 def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
