@@ -226,7 +226,7 @@ def draw_inflight(k_tiles: int = 5):
             ax.text((s + e) / 2, y, f"k tile {t}", ha="center", va="center", fontsize=7)
             ax.plot([rel, rel], [y - 0.3, y + 0.3], color="k", lw=1)
         ax.text(-0.3, y, label, ha="right", va="center", fontsize=8)
-    ax.set_yticks([]); ax.set_xlabel("time (a group's issue = 1)")
+    ax.set_yticks([]); ax.set_xticks([]); ax.set_xlabel("time (a group's issue takes a fifth of its run, for the picture)")
     ax.set_title("A consumer's wgmma groups on the tensor pipe; black tick: the stage goes back to the producer",
                  fontsize=8)
     ax.set_xlim(-9, None)
