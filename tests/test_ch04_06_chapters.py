@@ -102,3 +102,51 @@ def test_hiding_a_stall_bounds_the_issue_rate():
     r7 = ch6.record("sgemm/07_warptiling")  # the recorded profile the chapter's first prediction reads
     assert r7["warps"] == pytest.approx(2.0) and r7["cpi"] == pytest.approx(sum(r7["stalls"].values()))
     assert ch6.record("sgemm/11_fragment_prefetch")["warps"] == 2.0
+
+
+def test_merged_model_counts_broadcast_float4s_as_one_wavefront():
+    """Steps 03 and 04 read sA as broadcasts, four k per LDS.128 (1 wavefront each); from step 05 on, a warp's
+    LDS.128 of distinct float4s takes 4 wavefronts, as the four scalar loads it replaces."""
+    m3, m4, m5 = (ch4.merged_model(s) for s in ("sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling",
+                                                  "sgemm/05_2d_blocktiling"))
+    assert (m3["lds"], m3["wavefronts"], m3["bound"]) == pytest.approx((1.25, 1.25, 0.2))
+    assert (m4["lds"], m4["wavefronts"], m4["bound"]) == pytest.approx((0.375, 0.375, 2 / 3))
+    assert (m5["lds"], m5["wavefronts"], m5["bound"]) == pytest.approx((1 / 16, 0.25, 1.0))
+    assert m5["wavefronts"] == ch4.loads_per_fma(8, 8)  # distinct float4s: the first model's count holds
+
+
+def test_cp_async_groups_keep_stages_minus_one_in_flight():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    for stages in (2, 3, 4):
+        state = ch6.cp_async_groups(stages, tiles=7)
+        assert (state[0] == 1).sum() == stages - 1                     # the prologue
+        for t in range(7):
+            row = state[t + 1]
+            assert row[t] == 2 and (row[:t] == 3).all()                 # tile t computed, older groups done
+            flying = np.nonzero(row == 1)[0]
+            assert flying.tolist() == list(range(t + 1, t + stages))    # wait_group<stages - 2> + one commit
+            assert len({g % stages for g in [t, *flying]}) == stages    # no stage is filled while it is read
+    with pytest.raises(ValueError):
+        ch6.cp_async_groups(1, 4)
+
+
+def test_cp_async_groups_picture_shows_the_states():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    ax = ch6.draw_cp_async_groups(stages=3, tiles=6)
+    state = ch6.cp_async_groups(3, 6)
+    assert np.array_equal(np.asarray(ax.images[0].get_array()), state)
+    labels = [t.get_text() for t in ax.texts]
+    assert len(labels) == ((state == 1) | (state == 2)).sum() and labels.count("empty") == 3  # groups 6, 7 past the end
+    assert "wait_group<1>" in ax.get_yticklabels()[1].get_text()
+    plt.close("all")
+
+
+def test_parts_of_steps_08_and_11_come_from_one_run():
+    from gemmlab.chapters import ch06_async_prefetch as ch6
+
+    for step, rows in ch6.PARTS.items():
+        recs = [ch6.sweep_record(s, **p) for _, s, p in rows]
+        assert all(recs), step
+        assert len({r["date"] for r in recs}) == 1, f"{step}: the pairs must come from one run"

@@ -29,3 +29,54 @@ def test_persistent_picture_draws(monkeypatch):
 def test_tf32_rounding_clears_thirteen_bits():
     x = np.array([1 + 2.0 ** -10, 1 + 2.0 ** -11, -3.0], np.float32)
     assert ch7b.tf32(x).tolist() == [1 + 2.0 ** -10, 1.0, -3.0]
+
+
+# --- Chapters 7c and 7d: one run, the tile order, the models and the pictures before steps 10 and 11 ---------------
+
+def test_hopper_one_run_takes_one_gpu_and_one_date():
+    from gemmlab.chapters import ch07c_hopper_wgmma as ch7c
+    rec = {"step": "hgemm/08_wgmma", "m": 4096, "gpu": "NVIDIA H200", "date": "2026-11-29", "tflops": 1.0}
+    recs = [rec, dict(rec, tflops=2.0), dict(rec, gpu="NVIDIA H100 80GB HBM3", tflops=3.0),
+            dict(rec, date="2026-11-28", tflops=4.0), dict(rec, m=8192, tflops=5.0), dict(rec, step="x", tflops=6.0)]
+    got = ch7c.one_run(["hgemm/08_wgmma"], recs=recs)
+    assert [r["tflops"] for r in got] == [2.0, 5.0]  # the last of the day per size, by size; no H100, no other day
+    assert ch7c.one_run(["hgemm/08_wgmma"], date="2026-11-30", recs=recs) == []
+    at = ch7d.records()  # the committed run: every record of chapter 7d from one GPU and one date
+    assert at and {(r["gpu"], r["date"]) for r in at.values()} == {(ch7c.GPU, ch7c.RUN_DATE)}
+
+
+def test_hopper_tile_order_is_the_kernels_banded_order():
+    from gemmlab.chapters import ch07c_hopper_wgmma as ch7c
+    assert ch7c.tile_order(4, 3, 2).tolist() == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11]]
+    assert ch7c.tile_order(2, 3, 1).tolist() == [[0, 1, 2], [3, 4, 5]]  # GROUP_M = 1: row-major
+    assert ch7c.tile_order(5, 2, 2)[4].tolist() == [8, 9]  # a short last band walks its one row
+    row, band = (ch7c.wave_footprint(64, 32, g, 132) for g in (1, 16))
+    assert (row["rows"], row["cols"], band["rows"], band["cols"]) == (5, 32, 16, 9)
+    assert band["kb_per_k_tile"] < 0.5 * row["kb_per_k_tile"]
+    with pytest.raises(ValueError):
+        ch7c.tile_order(2, 2, 0)
+
+
+def test_hopper_models_and_the_gap_they_leave():
+    from gemmlab.chapters import ch07c_hopper_wgmma as ch7c
+    ser = ch7c.serial_prediction()
+    assert ser["bytes"] == (128 + 256) * 64 * 2 and 0 < ser["tflops"] < 989.4
+    clk = ch7c.board_clock()
+    assert round(clk["spec_mhz"]) == 1830 and clk["mhz_lo"] <= clk["mhz"] <= clk["mhz_hi"] < clk["spec_mhz"]
+    g = ch7c.explain_gap("hopper/03_tma_ring", 957.0)
+    assert g["at_clock"] < g["model"] and abs(g["busy_bound"] - g["peak_at_clock"] * g["busy_pct"] / 100) < 1e-9
+    assert abs(g["busy_bound"] / g["measured"] - 1) < 0.15  # clock and idle pipe close the gap to a tenth or so
+    m4, m8 = ch7d.tile_model(4096), ch7d.tile_model(8192)
+    assert (m4["tiles"], m8["tiles"]) == (512, 2048) and m8["epilogue_pct"] < m4["epilogue_pct"]
+
+
+def test_hopper_pictures_of_steps_10_and_11(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    boxes = ch7d.epilogue_boxes()
+    assert boxes.shape == (2, 4, 3)  # eight 64 x 64 boxes of a 128 x 256 tile
+    assert boxes[:, :, 0].tolist() == [[0] * 4, [1] * 4] and boxes[0, :, 1].tolist() == [0, 1, 0, 1]
+    wait0, wait1 = ch7d.inflight_timeline(5, 0), ch7d.inflight_timeline(5, 1)
+    assert all(b[0] > a[1] for a, b in zip(wait0, wait0[1:]))  # wait<0>: a gap before each group
+    assert all(b[0] == a[1] for a, b in zip(wait1, wait1[1:])) and wait1[-1][1] < wait0[-1][1]
+    assert len(ch7d.draw_epilogue().patches) == 8 and len(ch7d.draw_inflight(3).patches) == 6

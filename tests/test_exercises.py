@@ -11,28 +11,32 @@ NAMES = exercises.names()
 
 def test_one_exercise_per_core_chapter():
     ids = [e.chapter_id for e in exercises.list()]
-    assert {"1", "2", "3", "4", "6", "7", "7c", "8"} <= set(ids)  # 5 (FP32 banks): to come
+    assert {"1", "2", "3", "4", "5", "6", "7", "7b", "7c", "7d", "8", "9"} <= set(ids)
     for e in exercises.list():
         assert e.name.startswith(f"ch{e.chapter}") and e.file.is_file() and e.solution_file.is_file()
         assert 5 <= e.minutes <= 60 and e.after and len(e.hints) >= 2, e.name
 
 
-# The chapter's own listing pasted as the answer must fail, with a message that says what differs. Exercises that
-# are still the chapter's step with a gap (not yet variations: issue 53) pass with it: strict xfail, so that a
-# variation replacing one makes its mark fail until it is removed here.
-NOT_YET_VARIATIONS = {"ch4/register_blocking", "ch7/swizzle", "ch6/register_prefetch", "ch7/ldmatrix_address",
-                      "ch8/fused_phase2"}
+# The chapter's own listing pasted as the answer must fail, with a message that says what differs: every exercise is a
+# variation of its chapter's step (issue 53).
 SAYS_WHAT_DIFFERS = {  # a phrase the verdict on the pasted listing must hold
     "ch1/smallest_n": "which is the balance point itself",
     "ch2/coalesced_1d": "the gap uses threadIdx.y, which is 0 in every thread here",
     "ch3/rect_tile": "this is the square tile's code (chapter 3's listing)",
+    "ch6/register_prefetch": "these are chapter 6's own lines (step sgemm/08_register_prefetch)",
+    "ch8/fused_phase2": "the row-major panel of step 02 (chapter 8's phase 2)",
+    "ch4/register_blocking": "your gap reads b[] one float at a time, as the chapter's 8 x 8 loop does",
+    "ch7/ldmatrix_address": "These are the chapter's addresses (A's walk",
+    "ch7/swizzle": "this is the chapter's swizzle (XOR = min(chunks per row, 8))",
     "ch7c/ring_phase": "the gap declares a new `s` (as step 08 does at the top of its loop)",
+    "ch5/deep_tile_swizzle": "this is the chapter's Swizzle<1,4,5>, m ^ ((k & 4) << 2), made for BLOCK_K = 8",
+    "ch7b/ring_wait": "wait_group NUM_STAGES - 2 is the chapter's count",
+    "ch7d/stream_k_pieces": "two pieces a block at most, as step 12's unit() cuts them",
+    "ch9/monotone_flag": "`value != 0` is the chapter's test",
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="still the chapter's step with a gap: its listing passes")) if n in NOT_YET_VARIATIONS else n
-    for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_the_chapters_listing_pasted_as_the_answer_fails(name):
     ex = exercises.get(name)
     pasted = exercises.check(name, code=exercises.listing_gap(name), backend="cpu")
@@ -158,22 +162,49 @@ def test_ch4_rolled_loops_fail_on_local_memory():
 
 def test_ch5_xor_without_the_row_pairs_of_sa_fails_on_wavefronts():
     v = exercises.check("ch7/swizzle", """
-        constexpr int XOR = WIDTH / 8 < 8 ? WIDTH / 8 : 8;
+        constexpr int POW2 = (WIDTH / 8) & -(WIDTH / 8);
+        constexpr int XOR = POW2 < 8 ? POW2 : 8;
         return row * WIDTH + (((col / 8) ^ (row % XOR)) * 8) + col % 8;
     """, backend="cpu")
     assert v.items[0].passed  # a permutation: correct
     failed = v.failures
     assert [i.label for i in failed] == ["bank conflicts (sA ldmatrix)"]
-    assert "8.0 wavefronts per request (swizzled: 4.0)" in failed[0].detail and "row / 2" in failed[0].hint
+    assert "8.0 wavefronts per request (swizzled: 4.0)" in failed[0].detail and "rows r and r + 4" in failed[0].hint
+
+
+def test_ch6_a_register_set_picked_at_run_time_fails_on_local_memory():
+    v = exercises.check("ch6/register_prefetch", """
+        for (int t = 0; t < num_tiles; ++t) {
+            Staged& next = (t % 2) ? r0 : r1;
+            Staged& ahead = (t % 2) ? r1 : r0;
+            if (t + 2 < num_tiles) load_tiles(ahead, (t + 2) * BLOCK_K);
+            compute_tile(t % 2);
+            if (t + 1 < num_tiles) store_tiles(next, (t + 1) % 2);
+            __syncthreads();
+        }
+    """, backend="cpu")
+    assert v.items[0].passed
+    if not [i for i in v.items if i.label == "registers"]:
+        pytest.skip("NVRTC is not installed")
+    (item,) = v.failures
+    assert item.label == "registers" and "picked at run time" in item.hint
+
+
+def test_ch8_the_k_major_panel_read_one_float_at_a_time_fails_on_its_loads():
+    name = "ch8/fused_phase2"
+    code = exercises.listing_gap(name).replace("sT[(thread_row + m) * LP + l0 + k]", "sT[(l0 + k) * PANEL_M + thread_row + m]")
+    v = exercises.check(name, code, backend="cpu")
+    assert v.items[0].passed and [i.label for i in v.failures] == ["panel read in pairs"]
+    assert "1280 shared load requests" in v.failures[0].detail and "float2" in v.failures[0].hint
 
 
 def test_ch7_names_the_first_wrong_lane():
     v = exercises.check("ch7/ldmatrix_address", """
         const int lane_row = lane_id % 8 + (lane_id / 16) * 8;
-        const int lane_col = (lane_id / 8) % 2 * 8;
+        const int lane_col = 0;
     """, backend="cpu")
     (item,) = _failed(v, "lane addresses")
-    assert item.detail.startswith("lane 8 points at row 0, column 8")
+    assert item.detail.startswith("lane 8 points at row 0, column 0") and "chapter's addresses" not in item.detail
 
 
 def test_a_compile_error_is_a_verdict_not_an_exception():
@@ -238,3 +269,77 @@ def test_exercises_are_their_steps_with_a_gap(tmp_path):
     for rel in written:
         assert (tmp_path / rel).read_text() == (KERNELS / "exercises" / rel).read_text(), \
             f"kernels/exercises/{rel} differs from its step: run python kernels/exercises/generate.py"
+
+
+# --- chapters 5, 7b, 7d and 9: plausible wrong answers fail for the chapter's reason ---------------------------
+def test_ch5_deep_tile_swizzle_a_pad_or_an_unaligned_row_fails():
+    v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 132 + m")
+    (item,) = _failed(v, "bank conflicts")
+    assert "BLOCK_K = 8: store 1" in item.detail and "BLOCK_K = 16: store 2" in item.detail  # a pad fixes 8 only
+    (emulated,) = _failed(v, "emulator")  # the same count from the kernel itself, spliced and run
+    assert "C right against float64" in emulated.detail and "sA stores 2," in emulated.detail
+    v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 130 + m")
+    assert "not 16-byte aligned" in v.failures[0].detail
+    v = exercises.check("ch5/deep_tile_swizzle", "def sa_offset(k, m, block_k):\n    return k * 128 + (m ^ k)")
+    assert "not 16-byte aligned" in v.failures[0].detail and "bit 2" in v.failures[0].detail  # XOR below bit 2
+
+
+def test_ch5_deep_tile_swizzle_solution_is_spliced_into_step_07_and_counted():
+    v = exercises.check("ch5/deep_tile_swizzle", solution=True)
+    assert "sA stores 1, sA float4 loads 4 wavefronts per request" in str(v)
+    v = exercises.check("ch5/deep_tile_swizzle", """
+def sa_offset(k, m, block_k):
+    if block_k == 8:
+        return k * 128 + (m ^ ((k & 4) << 2))
+    return k * 128 + (m ^ ((k // 4) * (128 // block_k)))
+""")
+    assert v.passed and "not run: sa_offset is not one `return`" in str(v)  # a note, not a partial verdict
+
+
+def test_ch7b_ring_wait_a_wait_for_everything_fails_on_overlap():
+    v = exercises.check("ch7b/ring_wait", "def wait_count(t, num_tiles, num_stages):\n    return 0")
+    assert v.items[0].passed and v.failures[0].label == "overlap"
+    assert "wait_group 0 also waits for tile 1" in v.failures[0].detail
+    assert "NUM_STAGES = 3, 7 k tiles: C right" in str(v)  # the emulator: right, only slower
+
+
+def test_ch7b_the_chapters_count_races_in_the_emulator_too():
+    v = exercises.check("ch7b/ring_wait", code=exercises.listing_gap("ch7b/ring_wait"))
+    (item,) = _failed(v, "emulator")
+    assert "NUM_STAGES = 3, 7 k tiles: C wrong; NUM_STAGES = 4, 9 k tiles: C wrong" in item.detail
+    assert "NUM_STAGES = 4, 9 k tiles: C right" in str(exercises.check("ch7b/ring_wait", solution=True))
+
+
+def test_ch7d_pieces_in_range_order_fail_on_the_waiting_chain():
+    v = exercises.check("ch7d/stream_k_pieces", """
+def pieces(block, blocks, tiles, k_tiles):
+    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
+    out, i = [], begin
+    while i < end:
+        tile = i // k_tiles
+        stop = min(end, (tile + 1) * k_tiles)
+        out.append((tile, i - tile * k_tiles, stop - tile * k_tiles))
+        i = stop
+    return out
+""")
+    assert v.items[0].passed and v.failures[0].label == "no waiting chain"
+    assert "4 blocks, 9 tiles of 8 k tiles: the last block is done after 60 k-tile times, where 18" in str(v)
+
+
+def test_ch9_monotone_flag_without_the_wrap_reports_a_deadlock_not_a_hang():
+    v = exercises.check("ch9/monotone_flag", "def ready(value, launch, parts):\n    return value >= (launch + 1) * parts")
+    (item,) = v.failures
+    assert "launch 4294967295" in item.detail and "deadlock" in item.detail and "wraps" in item.hint
+    v = exercises.check("ch9/monotone_flag")  # the template: never ready
+    assert "deadlock" in v.failures[0].detail
+
+
+def test_a_python_exercise_starts_as_a_py_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercise", "start", "ch7d/stream_k_pieces"]) == 0
+    started = tmp_path / "exercises" / "ch7d" / "stream_k_pieces.py"
+    assert started.read_text() == exercises.template("ch7d/stream_k_pieces")
+    assert main(["exercise", "check", "ch7d/stream_k_pieces"]) == 1
+    started.write_text(exercises.splice("ch7d/stream_k_pieces", exercises.solution("ch7d/stream_k_pieces")))
+    assert main(["exercise", "check", "ch7d/stream_k_pieces"]) == 0
+    assert "ch7d/stream_k_pieces (exercises/ch7d/stream_k_pieces.py" in capsys.readouterr().out

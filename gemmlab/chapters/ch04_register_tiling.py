@@ -67,9 +67,29 @@ def shared_bound(tm: int, tn: int) -> float:
     return min(1.0, 1.0 / (FMA_PIPES_PER_SM * loads_per_fma(tm, tn)))
 
 
+BROADCAST_A = {"sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling"}  # all 32 lanes of a warp read the same sA float
+
+
+def merged_model(step: str) -> dict:
+    """The model once the compiler merges loads: four consecutive floats of a row (four k of an sA row in steps 03
+    and 04, four columns of a sliver from step 05 on) become one 128-bit load (LDS.128). A wavefront delivers at
+    most 128 bytes (one 4-byte word per bank), so a warp's LDS.128 of 32 different float4s takes 4 wavefronts, the
+    same as the 4 scalar loads it replaces; a broadcast (all lanes one float4) takes 1, a quarter of them. Returns
+    shared-load instructions and wavefronts per warp-wide FFMA, and the ceiling 1 / (4 x wavefronts per FFMA)."""
+    tm, tn = thread_tile(step)
+    if step in BROADCAST_A:   # per k: tm / 4 broadcast LDS.128 of sA (1 wavefront each), tn scalar sB loads (1 each)
+        lds, wavefronts = tm / 4 + tn, tm / 4 + tn
+    else:                     # per k: (tm + tn) / 4 LDS.128 of distinct float4s, 4 wavefronts each
+        lds, wavefronts = (tm + tn) / 4, float(tm + tn)
+    ffma = tm * tn
+    return {"lds": lds / ffma, "wavefronts": wavefronts / ffma,
+            "bound": min(1.0, 1.0 / (FMA_PIPES_PER_SM * wavefronts / ffma))}
+
+
 def predict(records: list) -> None:
     """The prediction before the ladder is measured: loads per multiply-add, the shared-memory ceiling and the
-    TFLOP/s it allows on the records' GPU (its FP32 peak from the data sheet), per step."""
+    TFLOP/s it allows on the records' GPU (its FP32 peak from the data sheet), per step; then the same ceiling
+    once the compiler merges four floats into one 128-bit load (merged_model)."""
     gpu = next((r["gpu"] for r in records if r["step"] in LADDER), None)
     spec = hardware.spec_for(gpu) if gpu else None
     peak = spec.fp32_tflops if spec else float("nan")
@@ -81,8 +101,13 @@ def predict(records: list) -> None:
         bound = shared_bound(tm, tn)
         glue(f"ch4_bound{_num(step)}", 100 * bound)
         glue(f"ch4_bound{_num(step)}_tflops", bound * peak)
-        print(f"{step:24s} thread tile {tm} x {tn}: {loads_per_fma(tm, tn):.3f} shared loads per multiply-add, "
-              f"ceiling {100 * bound:5.1f}% of peak = {bound * peak:5.1f} TFLOP/s")
+        merged = merged_model(step)
+        glue(f"ch4_mbound{_num(step)}", 100 * merged["bound"])
+        glue(f"ch4_mbound{_num(step)}_tflops", merged["bound"] * peak)
+        glue(f"ch4_mwave{_num(step)}", merged["wavefronts"])
+        print(f"{step:24s} {tm} x {tn}: {loads_per_fma(tm, tn):.3f} loads/FMA, ceiling {100 * bound:5.1f}% = "
+              f"{bound * peak:4.1f} TFLOP/s | merged: {merged['wavefronts']:.3f} wavefronts/FMA, ceiling "
+              f"{100 * merged['bound']:5.1f}% = {merged['bound'] * peak:4.1f}")
     inst = gemmlab.instance("sgemm/05_2d_blocktiling")
     threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
     least = min_registers(*thread_tile(inst.name))
@@ -95,14 +120,17 @@ def counters() -> None:
     and shared-memory cycles per FFMA instruction against the model, FMA pipe busy, occupancy, top stall."""
     rec = profile.load(COUNTERS_GPU)
     out = {}
-    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
+    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json); per FFMA:")
+    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^14s}   FMA pipe  occupancy  top stall (per issued instruction)")
+    print(f"{'':24s} model measured   model measured   busy")
     for step in LADDER:
         m = rec.get(step)
         if not m:
             print(f"{step}: no profiler record")
             continue
         ffma = m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] / 32  # warp-wide FFMA instructions
-        row = {"model": loads_per_fma(*thread_tile(step)),
+        merged = merged_model(step)
+        row = {"model": loads_per_fma(*thread_tile(step)), "m_lds": merged["lds"], "m_wave": merged["wavefronts"],
                "lds": m["smsp__inst_executed_op_shared_ld.sum"] / ffma,
                "cycles": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / ffma,
                "fma": m["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
@@ -113,15 +141,47 @@ def counters() -> None:
         glue(f"ch4_ncu{v}_lds", row["lds"]); glue(f"ch4_ncu{v}_cycles", row["cycles"])
         glue(f"ch4_ncu{v}_fma", row["fma"]); glue(f"ch4_ncu{v}_occ", row["occupancy"])
         glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
-        print(f"{step:24s} per FFMA: model {row['model']:.3f} loads | LDS {row['lds']:.3f}, shared cycles "
-              f"{row['cycles']:.3f} | FMA pipe {row['fma']:4.1f}% busy, occupancy {row['occupancy']:4.1f}%, "
-              f"top stall {row['stall'][0]} {row['stall'][1]:.2f}")
+        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:5.3f} {row['cycles']:8.3f}   "
+              f"{row['fma']:5.1f}%   {row['occupancy']:5.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
+    for step in BROADCAST_A & set(out):  # the wavefronts the merged model misses, per broadcast LDS.128
+        r = out[step]
+        n_broadcast = thread_tile(step)[0] / 4 / (thread_tile(step)[0] * thread_tile(step)[1])  # per FFMA
+        glue(f"ch4_ncu{_num(step)}_extra", (r["cycles"] - r["m_wave"]) / n_broadcast)
     if "sgemm/03_smem_tiling" in out:
-        glue("ch4_ncu03_stall", out["sgemm/03_smem_tiling"]["stall"][0].replace("_", " "))
+        glue("ch4_ncu03_stall", out["sgemm/03_smem_tiling"]["stall"][0])
         glue("ch4_ncu03_stall_v", out["sgemm/03_smem_tiling"]["stall"][1])
     if "sgemm/07_warptiling" in out:
-        glue("ch4_ncu07_stall", out["sgemm/07_warptiling"]["stall"][0].replace("_", " "))
+        glue("ch4_ncu07_stall", out["sgemm/07_warptiling"]["stall"][0])
         glue("ch4_ncu07_stall_v", out["sgemm/07_warptiling"]["stall"][1])
+
+
+STEP06_COUNTERS = [  # (what, metric, glue key): the counters that tell step 06's two changes apart
+    ("global load instructions", "smsp__inst_executed_op_global_ld.sum", "gld"),
+    ("global load sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "gld_sectors"),
+    ("global store sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "gst_sectors"),
+    ("shared load instructions", "smsp__inst_executed_op_shared_ld.sum", "lds"),
+    ("shared load wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "lds_wavefronts"),
+    ("shared store wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "sts_wavefronts"),
+    ("kernel time (ms)", "gpu__time_duration.sum", "time"),
+]
+
+
+def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_vectorized") -> None:
+    """Step 06's two changes told apart by the profiler (one launch each at 4096, H200): float4 global accesses
+    change the global columns, the transposed sA the shared ones."""
+    rec = profile.load(COUNTERS_GPU)
+    a, b = rec.get(before), rec.get(step)
+    if not a or not b:
+        print("no profiler record of steps 05 and 06")
+        return
+    print(f"Nsight Compute at {SIZE} on the {COUNTERS_GPU}: {before} -> {step}")
+    for what, metric, key in STEP06_COUNTERS:
+        scale = 1e-6 if metric == "gpu__time_duration.sum" else 1
+        ratio = b[metric] / a[metric]
+        spec = ",.2f" if scale != 1 else ",.0f"
+        print(f"  {what:26s} {format(a[metric] * scale, spec):>13s} -> {format(b[metric] * scale, spec):>13s}  "
+              f"(x {ratio:.2f})")
+        glue(f"ch4_s06_{key}", ratio)
 
 
 def min_registers(tm: int, tn: int) -> int:
@@ -130,8 +190,9 @@ def min_registers(tm: int, tn: int) -> int:
 
 
 def registers(arch: str = "sm_90") -> None:
-    """Registers per thread: the model's least, this machine's compile (NVRTC, printed), and the compile the GPU
-    ran (the profiler's record); blocks per SM from each (explore.blocks_per_sm)."""
+    """Registers per thread: the model's least (with the blocks per SM it would allow), the compile the GPU ran
+    (the profiler's record, with its blocks per SM and the occupancy the profiler measured), and this machine's
+    compile (NVRTC; its count varies by release, so no blocks are derived from it: the GPU's count is the one)."""
     rec = profile.load(COUNTERS_GPU)
     for step in NEW:
         inst = gemmlab.instance(step)
@@ -140,15 +201,15 @@ def registers(arch: str = "sm_90") -> None:
         tm, tn = thread_tile(step)
         least = min_registers(tm, tn)
         b_model = explore.blocks_per_sm(least, threads, res.shared_bytes, 90)[0]
-        b_here = explore.blocks_per_sm(res.registers, threads, res.shared_bytes, 90)[0]
         gpu_regs = int(rec.get(step, {}).get("launch__registers_per_thread", 0))
+        occupancy = rec.get(step, {}).get("sm__warps_active.avg.pct_of_peak_sustained_active", float("nan"))
         b_gpu = explore.blocks_per_sm(gpu_regs, threads, res.shared_bytes, 90)[0] if gpu_regs else 0
         glue(f"ch4_min_regs{_num(step)}", least); glue(f"ch4_model_blocks{_num(step)}", b_model)
         glue(f"ch4_gpu_blocks{_num(step)}", b_gpu)
-        print(f"{step:24s} {threads} threads: model >= {least:3d} regs ({b_model} blocks/SM) | here {res.registers:3d} "
-              f"({b_here}) | GPU run {gpu_regs or '-':>3} ({b_gpu or '-'})")
-    print(f"here: NVRTC {nvrtc.version()}, {arch}; GPU run: Nsight Compute's launch__registers_per_thread "
-          f"({COUNTERS_GPU})")
+        print(f"{step:24s} {threads} threads: model >= {least:3d} regs ({b_model} blocks/SM) | GPU run "
+              f"{gpu_regs or '-':>3} regs: {b_gpu or '-'} block(s)/SM, occupancy {occupancy:4.1f}% | here {res.registers:3d} regs")
+    print(f"GPU run: Nsight Compute's launch__registers_per_thread and occupancy ({COUNTERS_GPU}); here: NVRTC "
+          f"{nvrtc.version()}, {arch}, another compiler release")
 
 
 def sass_excerpt(step: str = "sgemm/07_warptiling", lines: int = 16, arch: str = "sm_90") -> None:
@@ -280,6 +341,9 @@ def heat_map(step: str = "sgemm/07_warptiling", size: int = SIZE) -> None:
          or "the defaults")
     glue("ch4_default_pct", at_default["pct_of_baseline"] if at_default else float("nan"))
     glue("ch4_tuned_n", len(recs))
+    glue("ch4_tuned_date", best["date"])
+    glue("ch4_tuned_protocol", "interleaved with cuBLAS" if best["date"] >= gemmlab.results.INTERLEAVED_SINCE
+         else "cuBLAS timed first, the older protocol")
 
 
 def claim(arch: str = "sm_75") -> None:

@@ -229,6 +229,29 @@ def fix_store(step: str = "sgemm/07_warptiling") -> None:
         glue(f"ch5_{layout}_bytes", extra)
 
 
+VARIANTS_SCRIPT = "lab/ch5-variants/gpu.sh"  # times step 07 with padded and swizzled sA (not run yet)
+
+
+def timing(step: str = "sgemm/07_warptiling") -> None:
+    """What the records say about the fixes' speed: no record times step 07's padded or swizzled variant (the
+    benchmark records name steps and tiles, not variants; lab/ch5-variants has no results yet), so the count is
+    the evidence; the one timed relative is the lab's XOR fix of step 11's transposed store (sgemm-vs-cublas),
+    timed interleaved with step 11 itself, round by round."""
+    variant_records = [r for r in gemmlab.results.load() if r["step"] == step and r.get("variant")]
+    print(f"records of {step}'s padded or swizzled variant: {len(variant_records)} (script: {VARIANTS_SCRIPT})")
+    exp = gemmlab.results.experiment("sgemm-vs-cublas")
+    runs = {v["name"]: [r for r in v["runs"] if r.get("interleaved")] for v in exp["variants"]}
+    for source, label in (("step 11 as committed", "step 11 as it is"), ("XOR-swizzled sA", "step 11, sA XOR-swizzled")):
+        pcts = [r["pct"] for r in runs[source]]
+        print(f"{label:25s} {' '.join(f'{x:.1f}%' for x in pcts)} of cuBLAS ({exp['gpu']}, {exp['size']}, "
+              f"{len(pcts)} interleaved rounds, results/experiments/sgemm-vs-cublas/interleaved-2026-11-24.log)")
+        glue(f"ch5_xor11_{'xor' if 'XOR' in source else 'step'}", sum(pcts) / len(pcts))
+    glue("ch5_xor11_rounds", len(runs["step 11 as committed"]))
+    own = [r["pct"] for r in runs["step 11 as committed"]]
+    glue("ch5_xor11_spread", max(own) - min(own))
+    glue("ch5_xor11_gpu", exp["gpu"])
+
+
 def show_variant(layout: str = "swizzled", step: str = "sgemm/07_warptiling"):
     """The lines of step 07 that a variant changes, as a unified diff (a highlighted listing)."""
 

@@ -15,7 +15,9 @@ import numpy as np
 import gemmlab
 from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
 from gemmlab.chapters import plots
-from gemmlab.chapters.glue import glue
+from gemmlab.chapters.glue import VALUES, glue
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 
 STEPS = ["sgemm/07_warptiling", "sgemm/08_register_prefetch", "sgemm/09_double_buffer", "sgemm/10_cp_async",
          "sgemm/11_fragment_prefetch"]
@@ -112,6 +114,64 @@ def latency_picture(work: int = 4, latency: int = 12) -> None:
     plt.show()
 
 
+# ------------------------------------------------------------------------------------ cp.async commit groups
+GROUP_STATES = ["not issued", "in flight", "computed now", "done, stage free"]
+GROUP_COLOURS = ["white", "#f28e2b", "#4e79a7", "0.85"]
+
+
+def cp_async_groups(stages: int, tiles: int) -> np.ndarray:
+    """Step 10's commit groups, as its loop moves them: row 0 is the prologue (groups 0 .. stages - 2 committed),
+    row t + 1 the loop's iteration t after `cp_async_wait_group<stages - 2>()` and the commit of group
+    t + stages - 1 (group g holds tile g's copies; an empty group past the last tile). Entry [row, g]: an index into
+    GROUP_STATES. wait_group<N> returns when at most N of the thread's committed groups are still in flight, and
+    groups complete in commit order, so after it the oldest committed - N groups are done: tile t's."""
+    if stages < 2 or tiles < 1:
+        raise ValueError("cp.async needs at least 2 stages and 1 tile")
+    groups = tiles + stages - 1
+    state = np.zeros((tiles + 1, groups), dtype=int)
+    state[0, :stages - 1] = 1
+    committed = stages - 1
+    for t in range(tiles):
+        done = committed - (stages - 2)          # wait_group<stages - 2>: groups 0 .. done - 1 are complete
+        assert done == t + 1, "tile t must be complete when iteration t computes it"
+        committed += 1                           # commit group t + stages - 1
+        row = state[t + 1]
+        row[:t] = 3
+        row[t] = 2
+        row[t + 1:committed] = 1
+    return state
+
+
+def draw_cp_async_groups(stages: int = 3, tiles: int = 6, ax=None):
+    """The picture of cp_async_groups: one row per moment (prologue, then each iteration), one column per commit
+    group (= tile); each in-flight or computed group labelled with the shared-memory stage it fills. Returns ax."""
+    state = cp_async_groups(stages, tiles)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.45 * (tiles + 1) + 1.2))
+    ax.imshow(state, cmap=ListedColormap(GROUP_COLOURS), vmin=-0.5, vmax=3.5, aspect="auto")
+    for (r, g), v in np.ndenumerate(state):
+        if v in (1, 2):
+            ax.text(g, r, f"stage {g % stages}" if g < tiles else "empty", ha="center", va="center", fontsize=7,
+                    color="white")
+    ax.set_xticks(range(state.shape[1]), [f"group {g}" for g in range(state.shape[1])], fontsize=7)
+    ax.set_yticks(range(tiles + 1), ["prologue: commit 0.." + str(stages - 2)] +
+                  [f"t={t}: wait_group<{stages - 2}>, commit {t + stages - 1}" for t in range(tiles)], fontsize=7)
+    ax.set_xticks(np.arange(-0.5, state.shape[1]), minor=True)
+    ax.set_yticks(np.arange(-0.5, tiles + 1), minor=True)
+    ax.grid(which="minor", color="white", lw=2)
+    ax.tick_params(which="minor", length=0)
+    ax.legend(handles=[Patch(color=c, label=n) for c, n in zip(GROUP_COLOURS[1:], GROUP_STATES[1:])],
+              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    ax.set_title(f"NUM_STAGES = {stages}: {stages - 1} groups in flight while one tile is computed", fontsize=9)
+    return ax
+
+
+def groups_picture(stages: int = 3, tiles: int = 6) -> None:
+    draw_cp_async_groups(stages, tiles)
+    plt.tight_layout()
+    plt.show()
+
+
 # ------------------------------------------------------------------------------------------ profiler records
 def record(step: str) -> dict:
     """A step's warp states at 4096 from the recorded profiles: stalls per issued instruction by reason, cycles per
@@ -198,21 +258,23 @@ def predict(step: str) -> None:
 
 
 def registers() -> None:
-    """Registers and blocks per SM of steps 07 to 09: this machine's compile (sm_75 and sm_90, spills) and, for
-    sm_90, the compile the GPU ran (the profiler's record)."""
+    """Registers and blocks per SM of steps 07 to 09: on sm_75 (a T4) this machine's compile; on sm_90 the compile
+    the GPU ran (the profiler's record: its registers, the blocks per SM they allow, the occupancy it measured),
+    with this machine's register count beside it (another NVRTC release: no blocks are derived from it)."""
     for step in STEPS[:3]:
         inst = gemmlab.instance(step)
         threads = inst.step.launch(SIZE, SIZE, SIZE, inst.params).threads
-        for arch, cc in (("sm_75", 75), ("sm_90", 90)):
-            r = inst.resources(arch)
-            blocks, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes, cc)
-            print(f"{step} {arch}: {r.registers} registers, {r.spill_stores} B spilled, "
-                  f"{blocks} block(s) of {threads} threads per SM ({limiter})")
+        r = inst.resources("sm_75")
+        blocks, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes, 75)
+        print(f"{step} sm_75: {r.registers} registers, {r.spill_stores} B spilled, "
+              f"{blocks} block(s) of {threads} threads per SM ({limiter})")
+        here = inst.resources("sm_90")
         gpu = record(step).get("registers")
         if gpu:
-            blocks = blocks_per_sm(int(gpu), threads, inst.resources("sm_90").shared_bytes, 90)[0]
+            blocks = blocks_per_sm(int(gpu), threads, here.shared_bytes, 90)[0]
             glue(f"ch6_gpu_regs{_v(step)}", gpu); glue(f"ch6_gpu_blocks{_v(step)}", blocks)
-            print(f"{step} on the {COUNTERS_GPU} (profiler): {gpu:.0f} registers, {blocks} block(s) per SM")
+            print(f"{step} sm_90, GPU run (profiler): {gpu:.0f} registers, {blocks} block(s) per SM, occupancy "
+                  f"{record(step)['occupancy']:.1f}% (here: {here.registers} registers, {here.spill_stores} B spilled)")
     print("NVRTC", nvrtc.version())
     notes = gemmlab.registry.get("sgemm/09_double_buffer").compiler_notes("sm_75", nvrtc.version())
     print("sgemm/09_double_buffer on sm_75 with other NVRTC releases (measured):", "; ".join(notes) or "the same")
@@ -269,6 +331,62 @@ def sweep(step: str, top: int = 8) -> None:
         print(f"{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}  WARP {p['WARP_M']}x"
               f"{p['WARP_N']}  THREAD {p['THREAD_M']}x{p['THREAD_N']}{stages}  ({r['date']})")
     print(gemmlab.results.timing_note(recs))
+
+
+# --------------------------------------------------------------------------- what each change of a step brings
+def sweep_record(step: str, **params) -> dict | None:
+    """The recorded run of `step` at 4096 with its default tiles changed by `params` (one GPU), or None."""
+    want = {**gemmlab.registry.get(step).resolve({}), **params}
+    recs = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == step and r["m"] == SIZE])
+    return next((r for r in recs if all(r["params"].get(k) == v for k, v in want.items())), None)
+
+
+def _tiles(p: dict) -> str:
+    return (f"BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']} WARP {p['WARP_M']}x{p['WARP_N']} "
+            f"THREAD {p['THREAD_M']}x{p['THREAD_N']}")
+
+
+def _line(label: str, r: dict | None) -> str:
+    if not r:
+        return f"  {label:37s} no record"
+    old = "" if r["date"] >= gemmlab.results.INTERLEAVED_SINCE else ", cuBLAS timed first"
+    return f"  {label:37s} {r['pct_of_baseline']:5.1f}% of cuBLAS  {_tiles(r['params'])}  ({r['date']}{old})"
+
+
+PARTS = {  # step: [(label, step, params)], pairs from one run where the records have them
+    "sgemm/08_register_prefetch": [
+        ("step 07, BLOCK_K 8", "sgemm/07_warptiling", {"WARP_M": 32, "WARP_N": 64}),
+        ("step 07, BLOCK_K 16", "sgemm/07_warptiling", {"WARP_M": 32, "WARP_N": 64, "BLOCK_K": 16}),
+        ("step 09 (08 + 2 buffers), BLOCK_K 8", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64, "BLOCK_K": 8}),
+        ("step 09 (08 + 2 buffers), BLOCK_K 16", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64}),
+    ],
+    "sgemm/11_fragment_prefetch": [
+        ("step 09, 8 x 8 thread tile", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64}),
+        ("step 11's prefetch alone, 8 x 8", "sgemm/11_fragment_prefetch",
+         {"BLOCK_N": 128, "WARP_M": 32, "WARP_N": 64, "THREAD_N": 8}),
+        ("step 09 with 11's 8 x 16 tile alone", "sgemm/09_double_buffer", {"BLOCK_N": 256, "WARP_N": 64, "THREAD_N": 16}),
+        ("both (step 11, 16 x 8 thread tile)", "sgemm/11_fragment_prefetch", {"THREAD_M": 16, "THREAD_N": 8}),
+    ],
+}
+
+
+def parts(step: str) -> None:
+    """The recorded sweeps' configurations that take `step`'s changes apart, each pair from one run (its date and
+    protocol printed); glues the gains the chapter quotes."""
+    rows = [(label, sweep_record(s, **p)) for label, s, p in PARTS[step]]
+    print(f"records at {SIZE} that take {step}'s changes apart (each with its run's date):")
+    for label, r in rows:
+        print(_line(label, r))
+    v = _v(step)
+    if all(r for _, r in rows):
+        (_, a), (_, b), (_, c), (_, d) = rows
+        glue(f"ch6_parts{v}_ab", b["tflops"] / a["tflops"]); glue(f"ch6_parts{v}_cd", d["tflops"] / c["tflops"])
+        glue(f"ch6_parts{v}_b", b["pct_of_baseline"]); glue(f"ch6_parts{v}_c", c["pct_of_baseline"])
+        glue(f"ch6_parts{v}_a", a["pct_of_baseline"]); glue(f"ch6_parts{v}_d", d["pct_of_baseline"])
+        glue(f"ch6_parts{v}_date", a["date"])
+        if f"ch6_gain{v}" in VALUES:  # the step's measured gain (where_we_are) without the tile change's part
+            glue(f"ch6_rest{v}", VALUES[f"ch6_gain{v}"] / (b["tflops"] / a["tflops"]))
+    print("(lab/ch6-parts/gpu.sh re-measures these pairs, and step 08 without its register cap, in one interleaved run)")
 
 
 def explain() -> None:

@@ -2,8 +2,10 @@
 
 The steps: hopper/01_wgmma (wgmma from tiles the threads copy), hopper/02_tma (TMA and one mbarrier),
 hopper/03_tma_ring (a ring of full/empty mbarriers), then hgemm/08_wgmma (a producer warp group and setmaxnreg).
-Every number the chapter quotes comes from results/ (the benchmark records of one run on an H200, its Nsight
-Compute warp states) or from a model here; the notebook calls one function per figure or table.
+Every timing the chapter quotes comes from one run (results/nvidia-h200.json, RUN_DATE, selected by one_run); the
+profiler's counters from results/nvidia-h200.ncu.json; the board's clock and power from a lab run on the same GPU
+model (POWER_RUN); the L2 counters of the tile order from an H100 experiment (l2_evidence says so). The notebook
+calls one function per figure or table.
 """
 from __future__ import annotations
 
@@ -26,14 +28,27 @@ KEYS = {"hgemm/07_cp_async": "v07", "hopper/01_wgmma": "h01", "hopper/02_tma": "
 BLOCK_M, BLOCK_K = 128, 64
 
 
-def records(gpu: str = GPU) -> list[dict]:
-    """The chapter's steps' records on `gpu`: the last one per (step, size), which is one benchmark run (the steps
-    and cuBLAS timed in turn); [] when nothing is recorded."""
+RUN_DATE = "2026-11-29"  # the one H200 run (lab/one-run/gpu.sh) every timing of chapters 7c and 7d comes from
+TENSOR_FLOPS_PER_CLOCK = 4096  # dense fp16 flops per SM per clock on Hopper: 4 tensor cores x 512 FMA x 2
+POWER_RUN = "hgemm-past-cublas"  # the lab run on the same GPU model that logged SM clock and board power (nvidia-smi)
+
+
+def one_run(steps, sizes=SIZES, gpu: str = GPU, date: str = RUN_DATE, recs: list[dict] | None = None) -> list[dict]:
+    """The records of `steps` at `sizes` from one run: `gpu`'s records dated `date` (the last per step and size),
+    by size then in the order of `steps`; [] when that run is not recorded. Records of another GPU or another
+    day never enter, so no comparison mixes two runs or two GPUs."""
+    steps = list(steps)
     last = {}
-    for r in results.load(gpu):
-        if r["step"] in STEPS and r["m"] in SIZES:
+    for r in results.load(gpu) if recs is None else recs:
+        if r.get("gpu") == gpu and str(r.get("date", "")).startswith(date) and r["step"] in steps \
+                and r["m"] in sizes:
             last[(r["step"], r["m"])] = r
-    return [last[k] for k in sorted(last, key=lambda k: (k[1], STEPS.index(k[0])))]
+    return [last[k] for k in sorted(last, key=lambda k: (k[1], steps.index(k[0])))]
+
+
+def records(gpu: str = GPU) -> list[dict]:
+    """The chapter's steps' records on `gpu` from the one run of RUN_DATE (the steps and cuBLAS timed in turn)."""
+    return one_run(STEPS, gpu=gpu)
 
 
 def at(step: str, size: int) -> dict | None:
@@ -92,6 +107,46 @@ def draw_warpgroups(block_n: int = 256, ax=None):
     ax.set_title(f"One block: a {BLOCK_M} x {block_n} tile of C, 64 rows per warp group; each wgmma m64n{block_n}k16 "
                  "reads A and B from shared memory", fontsize=8)
     return ax
+
+
+def tile_order(tiles_m: int, tiles_n: int, group_m: int) -> np.ndarray:
+    """The Python twin of the steps' tile order: entry (i, j) is the launch index of the block that computes block
+    row i, block column j. Block `id` goes `id % band_rows` rows down a band of GROUP_M block rows, then to the
+    band's next column (GROUP_M = 1 is row-major order)."""
+    if min(tiles_m, tiles_n, group_m) < 1:
+        raise ValueError("tiles_m, tiles_n and group_m must be at least 1")
+    order = np.empty((tiles_m, tiles_n), dtype=int)
+    for i in range(tiles_m * tiles_n):
+        band, in_band = divmod(i, group_m * tiles_n)
+        rows = min(group_m, tiles_m - band * group_m)
+        order[band * group_m + in_band % rows, in_band // rows] = i
+    return order
+
+
+def wave_footprint(tiles_m: int, tiles_n: int, group_m: int, wave: int) -> dict:
+    """The block rows of A and block columns of B that the first `wave` blocks read, and the bytes per k tile of
+    those panels (128-row A panels, 256-column B panels, fp16): what one wave asks of L2 and DRAM."""
+    first = tile_order(tiles_m, tiles_n, group_m) < wave
+    rows, cols = int(first.any(axis=1).sum()), int(first.any(axis=0).sum())
+    return {"rows": rows, "cols": cols, "kb_per_k_tile": (rows * BLOCK_M + cols * 256) * BLOCK_K * 2 / 1024}
+
+
+def draw_tile_order(tiles_m: int = 8, tiles_n: int = 8, group_m: int = 4, wave: int = 16):
+    """Row-major order beside banded order (GROUP_M rows at a time): each tile's launch index, the first wave of
+    `wave` blocks shaded, and the A rows and B columns that wave reads."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, g in zip(axes, (1, group_m)):
+        order = tile_order(tiles_m, tiles_n, g)
+        ax.imshow(order < wave, cmap="Blues", vmin=0, vmax=1.6)
+        for (i, j), v in np.ndenumerate(order):
+            ax.text(j, i, str(v), ha="center", va="center", fontsize=7)
+        fp = wave_footprint(tiles_m, tiles_n, g, wave)
+        ax.set_title(f"GROUP_M = {g}: the first {wave} blocks read\n{fp['rows']} block rows of A and "
+                     f"{fp['cols']} block columns of B", fontsize=9)
+        ax.set_xticks([]); ax.set_yticks([])
+    fig.suptitle("Launch order of the tiles of C (blockIdx order); shaded: the blocks running together", fontsize=9)
+    plt.tight_layout()
+    return axes
 
 
 def parity_schedule(k_tiles: int, stages: int = 1) -> list[dict]:
@@ -189,6 +244,72 @@ def ring_prediction(size: int = 4096, stages: int = 4, gpu: str = GPU) -> dict |
             "peak": spec.fp16_tensor_tflops}
 
 
+def serial_prediction(gpu: str = GPU, block_n: int = 256) -> dict:
+    """hopper/01 and 02's model: one stage, so a k tile costs its copy plus its math. The copy of the A and B tiles
+    at the SM's share of DRAM bandwidth, the math at the spec sheet's peak; returns both times and the TFLOP/s."""
+    spec = hardware.spec_for(gpu)
+    tile_bytes = (BLOCK_M + block_n) * BLOCK_K * 2
+    copy = tile_bytes / (spec.dram_gbps * 1e9 / spec.sms) * 1e6
+    c = k_tile_compute_us(gpu, block_n)
+    return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c,
+            "tflops": 2 * BLOCK_M * block_n * BLOCK_K * spec.sms / ((copy + c) * 1e-6) / 1e12}
+
+
+def board_clock(gpu: str = GPU) -> dict:
+    """The SM clock and board power nvidia-smi logged while GEMMs of 4096 ran for 2 s each (POWER_RUN, the same GPU
+    model): median, lowest, highest; and the clock the spec sheet's peak assumes (peak / (SMs x flops per clock))."""
+    past = results.experiment(POWER_RUN)
+    rows = [p for p in past["power"] if p["n"] == 4096]
+    mhz, watts = [p["sm_clock_mhz"] for p in rows], [p["power_w"] for p in rows]
+    spec = hardware.spec_for(gpu)
+    return {"gpu": past["gpu"], "date": past["date"], "mhz": float(np.median(mhz)), "mhz_lo": min(mhz),
+            "mhz_hi": max(mhz), "watts": float(np.median(watts)), "n": len(rows),
+            "spec_mhz": spec.fp16_tensor_tflops * 1e12 / (spec.sms * TENSOR_FLOPS_PER_CLOCK) / 1e6}
+
+
+def explain_gap(step: str, model_tflops: float, size: int = 4096) -> dict | None:
+    """From a model's TFLOP/s (spec sheet's clock) to the record: the model at the clock the board holds under load;
+    then what the tensor pipe delivers at that clock in the share of time Nsight Compute finds it busy (peak x
+    clock x busy), beside the record and the profiler's top stall (why the pipe idles)."""
+    r, prof = at(step, size), profiled(step)
+    if r is None or prof is None:
+        return None
+    clk = board_clock()
+    scale = clk["mhz"] / clk["spec_mhz"]
+    peak = hardware.spec_for(GPU).fp16_tensor_tflops
+    return {"model": model_tflops, "at_clock": model_tflops * scale, "busy_pct": prof["tensor_pct"],
+            "peak_at_clock": peak * scale, "busy_bound": peak * scale * prof["tensor_pct"] / 100,
+            "measured": r["tflops"], "stall": prof["stalls"][0][0]}
+
+
+def gap_table() -> str:
+    """Each step's prediction against its record at 4096, and what closes the gap: the clock, then the tensor
+    pipe's idle share with the top stall that causes it."""
+    clk = board_clock()
+    ser, ring = serial_prediction(), ring_prediction(4096)
+    models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"],
+              "hgemm/08_wgmma": ring["tflops_03"]}
+    lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
+             f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz",
+             f"{'step':19s} {'model':>5s} {'at clock':>9s} {'peak x clock x busy':>20s} {'measured':>9s}  top stall"]
+    for step, model in models.items():
+        g = explain_gap(step, model)
+        if g:
+            lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:9.0f} {g['peak_at_clock']:7.0f} x "
+                         f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
+    return "\n".join(lines)
+
+
+def setmaxnreg_check() -> str:
+    """Step 08 compiled as it is and without setmaxnreg_inc, and step 03 (the same consumers' 128 accumulators, no
+    setmaxnreg, 256 threads): registers and spills (compile only)."""
+    plain = gemmlab.kernel.edited("hgemm/08_wgmma", "setmaxnreg_inc<232>();", "", backend="cpu")
+    rows = [("hgemm/08_wgmma", "as it is", gemmlab.instance("hgemm/08_wgmma")),
+            ("hgemm/08_wgmma", "without setmaxnreg_inc", plain),
+            ("hopper/03_tma_ring", "", gemmlab.instance("hopper/03_tma_ring"))]
+    return "\n".join(f"{name:18s} {who:22s} {k.resources('sm_90')}" for name, who, k in rows)
+
+
 def profiled(step: str, gpu: str = GPU) -> dict | None:
     """Nsight Compute at 4096 (one launch): the top three stalls and the tensor pipe's busy share."""
     m = profile.load(gpu).get(step)
@@ -199,9 +320,10 @@ def profiled(step: str, gpu: str = GPU) -> dict | None:
             "registers": m.get("launch__registers_per_thread")}
 
 
-def stall_table() -> str:
+def stall_table(upto: str = STEPS[-1]) -> str:
+    """Nsight Compute at 4096, the new steps up to `upto`: the tensor pipe's busy share and the top three stalls."""
     lines = [f"{'step (ncu, 4096, ' + GPU + ')':38s} {'tensor pipe':>11s}  top stalls (warps per issued instruction)"]
-    for s in STEPS[1:]:
+    for s in STEPS[1:STEPS.index(upto) + 1]:
         p = profiled(s)
         lines.append(f"{s:38s} " + (f"{p['tensor_pct']:10.0f}%  " + ", ".join(f"{k} {v:.1f}" for k, v in p["stalls"])
                                     if p else "recorded data missing"))
@@ -226,6 +348,8 @@ def glue_all() -> None:
     4096 and 8192, the models' numbers and the profiler's."""
     recs = records()
     glue("ch7c_gpu", recs[0]["gpu"] if recs else "GPU (recorded data missing)")
+    glue("ch7c_run_date", recs[0]["date"] if recs else RUN_DATE)
+    glue("ch7c_sms", hardware.spec_for(GPU).sms)
     for r in recs:
         key = f"ch7c_{KEYS[r['step']]}_{r['m']}"
         glue(f"{key}_tflops", r["tflops"])
@@ -243,6 +367,25 @@ def glue_all() -> None:
     if p:
         for k in ("tile_02_us", "load_us", "tile_03_us", "tflops_03", "peak"):
             glue(f"ch7c_pred_{k}", p[k])
+    ser = serial_prediction()
+    for k in ("copy_us", "tflops", "bytes"):
+        glue(f"ch7c_ser_{k}", ser[k])
+    clk = board_clock()
+    for k in ("mhz", "mhz_lo", "mhz_hi", "watts", "spec_mhz"):
+        glue(f"ch7c_clk_{k}", clk[k])
+    glue("ch7c_clk_date", clk["date"])
+    models = {"h01": ("hopper/01_wgmma", ser["tflops"]), "h02": ("hopper/02_tma", ser["tflops"])}
+    if p:
+        models.update({"h03": ("hopper/03_tma_ring", p["tflops_03"]), "v08": ("hgemm/08_wgmma", p["tflops_03"])})
+    for key, (step, model) in models.items():
+        g = explain_gap(step, model)
+        if g:
+            glue(f"ch7c_{key}_at_clock", g["at_clock"]); glue(f"ch7c_{key}_busy_bound", g["busy_bound"])
+            glue("ch7c_peak_at_clock", g["peak_at_clock"])
+    for g, key in ((1, "row"), (16, "band")):
+        fp = wave_footprint(8192 // BLOCK_M, 8192 // 256, g, hardware.spec_for(GPU).sms)
+        glue(f"ch7c_fp_{key}_rows", fp["rows"]); glue(f"ch7c_fp_{key}_cols", fp["cols"])
+        glue(f"ch7c_fp_{key}_kb", fp["kb_per_k_tile"])
     for s in STEPS[1:]:
         prof = profiled(s)
         if prof:
@@ -251,33 +394,17 @@ def glue_all() -> None:
             glue(f"ch7c_{KEYS[s]}_registers", prof["registers"])
 
 
-def wgmma_experiment() -> str:
-    """hgemm/08's experiment (results/experiments/hgemm-wgmma, an H100): the tile order and the ring's depth, timed
-    launch by launch next to cuBLAS, and Nsight Compute at 8192; glues what the prose quotes (ch7c_wg_*)."""
+def l2_evidence() -> str:
+    """Nsight Compute at 8192 in the lab's experiment on the tile order (results/experiments/hgemm-wgmma, an H100):
+    L2 hit rate, L2 busy and the tensor pipe with row-major order and with bands of 16; counters only, no timing
+    (the chapter's timings are the H200 run's). Glues what the prose quotes (ch7c_wg_*)."""
     wg = results.experiment("hgemm-wgmma")
-    lines = [f"{wg['gpu']}, {wg['date']}; % of cuBLAS (the faster of cupy/torch, same run), median of the repeats"]
-    il = next(e for e in wg["experiments"] if e["name"] == "interleaved")  # the first runs timed cuBLAS once a round
-    lines.append(f"{il['name']}: {il['question']}")
-    for spec, runs in il["runs"].items():
-        cols = []
-        for size in SIZES:
-            rs = [r for r in runs if r["size"] == size]
-            if rs:
-                cols.append(f"{size}: {np.median([r['pct'] for r in rs]):5.1f}% "
-                            f"({np.median([r['tflops'] for r in rs]):4.0f} TFLOP/s, n={len(rs)})")
-        lines.append(f"  {spec:36s} " + "   ".join(cols))
-    lines.append(f"\nNsight Compute at 8192:  {'':24s} time (ms)  SM clock (GHz)  tensor pipe  L2 hit  L2 busy")
-    for label, r in wg["ncu"].items():
-        if not label.endswith("at 4096"):  # the 4096 profiles belong to step 09's section (chapter 7d)
-            lines.append(f"  {label:46s} {r['duration_ms']:6.2f}  {r['sm_clock_ghz']:10.2f}  {r['tensor_pipe_pct']:10.0f}%"
-                         f"  {r['l2_hit_pct']:5.0f}%  {r['l2_busy_pct']:6.0f}%")
     row, band = wg["ncu"]["NUM_STAGES=4, GROUP_M=1"], wg["ncu"]["NUM_STAGES=4, GROUP_M=16"]
+    lines = [f"Nsight Compute, step 08 at 8192 ({wg['gpu']}, {wg['date']}):  L2 hit  L2 busy  tensor pipe"]
+    for label, r in (("row-major (GROUP_M = 1)", row), ("bands of 16 (GROUP_M = 16)", band)):
+        lines.append(f"  {label:44s} {r['l2_hit_pct']:5.0f}%  {r['l2_busy_pct']:6.0f}%  {r['tensor_pipe_pct']:10.0f}%")
     for key, r in (("row", row), ("band", band)):
         for m in ("tensor_pipe_pct", "l2_hit_pct", "l2_busy_pct"):
             glue(f"ch7c_wg_{key}_{m}", r[m])
     glue("ch7c_wg_gpu", wg["gpu"])
-    glue("ch7c_wg_band_clock", band["sm_clock_ghz"])
-    glue("ch7c_wg_max_clock", hardware.spec_for(wg["gpu"]).boost_mhz / 1000)  # the spec sheet's boost clock
-    for key, spec in (("step", "step"), ("g1", "step:GROUP_M=1"), ("wait1", "s08_wait1")):
-        glue(f"ch7c_wg_il_{key}", float(np.median([r["pct"] for r in il["runs"][spec] if r["size"] == 8192])))
     return "\n".join(lines)

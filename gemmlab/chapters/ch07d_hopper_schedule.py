@@ -1,36 +1,95 @@
 """Chapter 7d, the Hopper schedule: hgemm/09 to 12 (persistent grid, TMA-store epilogue, mma in flight, stream-K).
 
-The chapter's record wrangling, glue() calls, figures and tables, one function per figure; the notebook
-(book/07d_hopper_schedule.ipynb) calls each once. Every number comes from results/ (live on a GPU).
+The chapter's record wrangling, glue() calls, figures, models and tables, one function per figure; the notebook
+(book/07d_hopper_schedule.ipynb) calls each once. Every timing comes from one run on an H200 (chapter 7c's
+one_run: results/nvidia-h200.json, dated RUN_DATE), the warp states from results/nvidia-h200.ncu.json, the board's
+clock and the fixed-clock timings from the lab's run on the same GPU model (results/experiments/hgemm-past-cublas).
 """
 from __future__ import annotations
-
-import gzip
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
 from gemmlab import hardware, profile
+from gemmlab.chapters import ch07c_hopper_wgmma as ch7c
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
+import contextlib
+import io
+from matplotlib.patches import Rectangle
+import gzip
 
 STEPS = ["hgemm/08_wgmma", "hgemm/09_persistent", "hgemm/10_tma_store", "hgemm/11_mma_in_flight", "hgemm/12_stream_k"]
-SIZES = [1024, 2048, 4096, 8192, 16384]
+SIZES = (4096, 8192)
+GPU = ch7c.GPU
+BLOCK_M, BLOCK_N, BLOCK_K, BOX = 128, 256, 64, 64  # the block tile, its k tile, and the TMA store's box of C
+
+
+def _key(step: str) -> str:
+    return f"v{int(step.split('/')[1][:2])}"
 
 
 def records() -> dict:
-    """The chapter's records (live on a GPU): steps 08 to 12 against cuBLAS; glues each step's % and the GPU."""
-    sizes = gemmlab.bench.live_sizes(SIZES, steps=STEPS, dtype="float16")
-    recs = gemmlab.benchmark(STEPS, sizes=sizes, verbose=False)
-    at = {(r["step"], r["m"]): r for r in recs}
-    for name in STEPS:
-        if (name, 8192) in at:
-            glue(f"ch7d_v{int(name.split('/')[1][:2])}_pct", at[(name, 8192)]["pct_of_baseline"])
-            glue(f"ch7d_v{int(name.split('/')[1][:2])}_tflops", at[(name, 8192)]["tflops"])
-            glue(f"ch7d_v{int(name.split('/')[1][:2])}_cublas", at[(name, 8192)]["baseline_tflops"])
-    glue("ch7d_gpu", recs[0]["gpu"] if recs else hardware.NO_DATA)
+    """Steps 08 to 12 against cuBLAS at 4096 and 8192 from the one run (ch7c.one_run: one GPU, one date), by
+    (step, size); glues the GPU, the run's date, and each step's TFLOP/s, % of cuBLAS and cuBLAS's own rate."""
+    at = {(r["step"], r["m"]): r for r in ch7c.one_run(STEPS, SIZES)}
+    for (step, n), r in at.items():
+        glue(f"ch7d_{_key(step)}_{n}", r["pct_of_baseline"])
+        glue(f"ch7d_{_key(step)}_{n}_tflops", r["tflops"])
+        glue(f"ch7d_{_key(step)}_{n}_cublas", r["baseline_tflops"])
+    for (step, n), r in at.items():  # each step against the one before, in TFLOP/s, and cuBLAS beside each
+        prev = at.get((STEPS[STEPS.index(step) - 1], n)) if step != STEPS[0] else None
+        if prev:
+            glue(f"ch7d_{_key(step)}_{n}_gain", 100 * (r["tflops"] / prev["tflops"] - 1))
+            glue(f"ch7d_{_key(step)}_{n}_cgain", 100 * (r["baseline_tflops"] / prev["baseline_tflops"] - 1))
+    glue("ch7d_gpu", next(iter(at.values()))["gpu"] if at else hardware.NO_DATA)
+    clk = ch7c.board_clock()
+    glue("ch7d_clk_lo", clk["mhz_lo"]); glue("ch7d_clk_hi", clk["mhz_hi"]); glue("ch7d_clk_watts", clk["watts"])
+    glue("ch7d_run_date", ch7c.RUN_DATE)
+    rates = [r["baseline_tflops"] for r in at.values() if r["m"] == 4096]
+    if rates:
+        glue("ch7d_cublas4096_lo", min(rates)); glue("ch7d_cublas4096_hi", max(rates))
+    with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
+        predictions(at); profile_table(STEPS); stream_k_model()
     return at
+
+
+def table(at: dict, steps) -> None:
+    """The run's records of `steps`: TFLOP/s, % of cuBLAS and cuBLAS's own rate beside each, at 4096 and 8192."""
+    print(gemmlab.bench.table([r for (s, _), r in sorted(at.items(), key=lambda kv: (kv[0][1], STEPS.index(kv[0][0])))
+                               if s in steps]))
+
+
+def stalls(step: str) -> dict | None:
+    """Nsight Compute, one launch at 4096 (clock locked by the profiler): time, tensor pipe busy, top stalls."""
+    m = profile.load(GPU).get(step)
+    if not m:
+        return None
+    return {"us": m["gpu__time_duration.sum"] / 1e3,
+            "tensor": m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"],
+            "stalls": profile.stall_reasons(m, top=4)}
+
+
+def profile_table(steps) -> None:
+    """The profiler's view of `steps` at 4096: one launch each, time, tensor pipe busy and the top stalls (warps
+    stalled per issued instruction); glues each step's time, busy share and its top two stalls."""
+    print(f"Nsight Compute at 4096, {GPU}: time (us)  tensor pipe busy  top stalls per issued instruction")
+    for step in steps:
+        st = stalls(step)
+        if st is None:
+            print(f"  {step:24s} recorded data missing")
+            continue
+        print(f"  {step:24s} {st['us']:8.1f}  {st['tensor']:15.1f}%   " + ", ".join(f"{k} {v:.2f}" for k, v in st["stalls"]))
+        k = _key(step)
+        glue(f"ch7d_n{k}_us", st["us"]); glue(f"ch7d_n{k}_tensor", st["tensor"])
+        for i, (name, v) in enumerate(st["stalls"][:3]):
+            glue(f"ch7d_n{k}_stall{i}", name); glue(f"ch7d_n{k}_stall{i}_v", v)
+        glue(f"ch7d_n{k}_lg", dict(st["stalls"]).get("lg_throttle", 0.0))
+        glue(f"ch7d_n{k}_mio", dict(st["stalls"]).get("mio_throttle", 0.0))
+        prev = stalls(STEPS[STEPS.index(step) - 1]) if step != STEPS[0] else None
+        if prev:
+            glue(f"ch7d_n{k}_gain", 100 * (prev["us"] / st["us"] - 1))
 
 
 def tile_owners(tiles_m: int, tiles_n: int, blocks: int, group_m: int = 0) -> np.ndarray:
@@ -71,127 +130,113 @@ def persistent_picture(tiles_m: int = 6, tiles_n: int = 8, blocks: int = 10, gro
     plt.tight_layout(); plt.show()
 
 
-def waves(at: dict) -> int:
-    """The model before step 09: step 08's blocks (one per tile) in waves over the SMs; returns the SMs."""
-    sms = hardware.spec_for(at[("hgemm/08_wgmma", 4096)]["gpu"]).sms if ("hgemm/08_wgmma", 4096) in at \
-        else hardware.SPECS["h100-sxm"].sms
-    print(f"{sms} SMs (the records' GPU); step 08 launches one block per 128 x 256 tile:")
-    for n in (1024, 2048, 4096, 8192):
-        tiles = int(np.prod(gemmlab.step("hgemm/08_wgmma", backend="cpu").launch_config(n, n, n).grid))
-        print(f"  {n:5d}: {tiles:5d} tiles = {tiles / sms:5.2f} waves, {tiles // sms + (tiles % sms > 0)} tile"
-              f" boundaries (ring fill + epilogue) per SM, each tile {n // 64} k tiles long")
-        if n == 4096:
-            glue("ch7d_tiles_4096", tiles); glue("ch7d_sms", sms)
-            glue("ch7d_last_wave_pct", 100 * (tiles % sms or sms) / sms)
-    return sms
+def tile_model(size: int, at: dict | None = None, sms: int | None = None) -> dict:
+    """What a tile costs on one SM at `size`, from step 08's record: the tiles and waves, a tile's time (the run's
+    rate shared out over the SMs' tiles), the ring's fill (one k tile's load, 7c's serial model) and the epilogue
+    (64 KB of C at the SM's share of DRAM bandwidth), each as a share of a tile."""
+    spec = hardware.spec_for(GPU)
+    sms = sms or spec.sms
+    tiles, k_tiles = (size // BLOCK_M) * (size // BLOCK_N), size // BLOCK_K
+    r = (at or {}).get(("hgemm/08_wgmma", size))
+    tflops = r["tflops"] if r else spec.fp16_tensor_tflops
+    waves = tiles / sms
+    tile_us = 2.0 * size ** 3 / (tflops * 1e12) / np.ceil(waves) * 1e6
+    fill_us = ch7c.serial_prediction()["copy_us"]
+    epi_us = BLOCK_M * BLOCK_N * 2 / (spec.dram_gbps * 1e9 / sms) * 1e6
+    return {"tiles": tiles, "sms": sms, "waves": waves, "k_tiles": k_tiles, "last_wave_pct": 100 * (tiles % sms or sms) / sms,
+            "tile_us": tile_us, "fill_us": fill_us, "epilogue_us": epi_us,
+            "fill_pct": 100 * fill_us / tile_us, "epilogue_pct": 100 * epi_us / tile_us}
 
 
-def step09(at: dict) -> None:
-    """Step 08 against 09 by size, and Nsight Compute at 4096 (time, clock, tensor pipe, L2)."""
-    for name in ("hgemm/08_wgmma", "hgemm/09_persistent"):
-        print(f"{name:20s} " + "  ".join(f"{n}: {at[(name, n)]['pct_of_baseline']:5.1f}%" for n in (1024, 2048, 4096, 8192, 16384)
-                                           if (name, n) in at))
-    wg = gemmlab.results.experiment("hgemm-wgmma")
-    n8, n9 = wg["ncu"].get("step 08 at 4096"), wg["ncu"].get("step 09 at 4096")
-    if n8 and n9:
-        print("\nNsight Compute, one launch at 4096:   time (ms)  SM clock (GHz)  tensor pipe  L2 hit  L2 busy")
-        for label, r in (("step 08", n8), ("step 09", n9)):
-            print(f"  {label:34s} {r['duration_ms']:6.3f}  {r['sm_clock_ghz']:10.2f}  {r['tensor_pipe_pct']:10.0f}%  "
-                  f"{r['l2_hit_pct']:5.0f}%  {r['l2_busy_pct']:6.0f}%")
-        glue("ch7d_n8_tensor", n8["tensor_pipe_pct"]); glue("ch7d_n9_tensor", n9["tensor_pipe_pct"])
-        glue("ch7d_n8_ms", n8["duration_ms"]); glue("ch7d_n9_ms", n9["duration_ms"])
-    for name, key in (("hgemm/08_wgmma", "v8"), ("hgemm/09_persistent", "v9")):
-        for n in (1024, 2048, 4096, 8192):
-            if (name, n) in at:
-                glue(f"ch7d_{key}_{n}", at[(name, n)]["pct_of_baseline"])
+def predictions(at: dict) -> None:
+    """The models before steps 09, 10 and 11, at 4096 and 8192: waves and the last wave's fill (09), the ring's fill
+    per tile that a persistent grid hides (09), the epilogue that TMA stores hide (10), and the tensor pipe's idle
+    share in step 10's profile, all that keeping a group in flight can win (11). Glues what the prose quotes."""
+    print(f"{'size':>5s} {'tiles':>6s} {'waves':>6s} {'last wave':>9s} {'tile (us)':>9s} {'fill (us)':>9s}"
+          f" {'09 wins':>8s} {'epilogue (us)':>13s} {'10 wins':>8s}")
+    for n in SIZES:
+        m = tile_model(n, at)
+        print(f"{n:5d} {m['tiles']:6d} {m['waves']:6.2f} {m['last_wave_pct']:8.0f}% {m['tile_us']:9.1f} {m['fill_us']:9.2f}"
+              f" {m['fill_pct']:7.1f}% {m['epilogue_us']:13.2f} {m['epilogue_pct']:7.1f}%")
+        for k in ("tiles", "waves", "last_wave_pct", "tile_us", "fill_us", "fill_pct", "epilogue_us", "epilogue_pct"):
+            glue(f"ch7d_m_{k}_{n}", m[k])
+    glue("ch7d_sms", tile_model(4096)["sms"])
+    st = stalls("hgemm/10_tma_store")
+    if st:
+        glue("ch7d_m11_idle", 100 - st["tensor"]); glue("ch7d_m11_gain", 100 * (100 / st["tensor"] - 1))
+        print(f"11: at most the tensor pipe's idle share in step 10's profile, {100 - st['tensor']:.1f}% of the time"
+              f" (+{100 * (100 / st['tensor'] - 1):.1f}% if it all went)")
 
 
-def step10(at: dict, sms: int) -> None:
-    """Steps 09 and 10 against cuBLAS, and Nsight Compute's tensor pipe and lg_throttle stalls."""
-    for name in ("hgemm/09_persistent", "hgemm/10_tma_store"):
-        print(f"{name:20s} " + "  ".join(f"{n}: {at[(name, n)]['pct_of_baseline']:5.1f}% of cuBLAS "
-                                           f"({at[(name, n)]['baseline_tflops']:.0f} TFLOP/s)" for n in (4096, 8192) if (name, n) in at))
-    past = gemmlab.results.EXPERIMENTS / "hgemm-past-cublas"
-    runs = {("step 09", n): past / f"gpu-run-2026-11-26-tma-store/ncu-09_persistent-{n}.csv.gz" for n in (4096, 8192)}
-    runs.update({("step 10", n): past / f"gpu-run-2026-11-26-tma-store/ncu-10_tma_store-{n}.csv.gz" for n in (4096, 8192)})
-    runs.update({("cuBLAS", n): past / f"ncu-2026-11-26/ncu-cublas-{n}.csv.gz" for n in (4096, 8192)})
-    ncu = {key: profile.parse_raw_csv(gzip.open(path, "rt").read()) for key, path in runs.items() if path.exists()}
-    print("\nNsight Compute, one launch each (H100, 2026-11-26):   time (us)  tensor pipe busy  lg_throttle per issue")
-    for (who, n), m in sorted(ncu.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"  {who:8s} at {n}   {m['gpu__time_duration.sum'] / 1e3:10.1f}  {m['sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed']:15.1f}%"
-              f"  {m.get('smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio', 0):12.2f}")
-    for n in (4096, 8192):
-        for who, key in (("step 09", "n9"), ("step 10", "n10"), ("cuBLAS", "nc")):
-            glue(f"ch7d_{key}_tensor_{n}", ncu[(who, n)]["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"])
-            glue(f"ch7d_{key}_us_{n}", ncu[(who, n)]["gpu__time_duration.sum"] / 1e3)
-        glue(f"ch7d_n9_lg_{n}", ncu[("step 09", n)]["smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"])
-        for name, key in (("hgemm/10_tma_store", "v10"),):
-            if (name, n) in at:
-                glue(f"ch7d_{key}_{n}", at[(name, n)]["pct_of_baseline"])
-                glue(f"ch7d_{key}_cublas_{n}", at[(name, n)]["baseline_tflops"])
-    tiles10 = (4096 // 128) * (4096 // 256)  # step 10's 128 x 256 block tiles at 4096 (its grid is persistent)
-    glue("ch7d_tiles10_4096", tiles10); glue("ch7d_waves10_4096", tiles10 / sms)
-    rates = [r["cublas_tflops"] for r in gemmlab.results.experiment("hgemm-past-cublas")["timed"] if r["n"] == 4096]
-    glue("ch7d_cublas4096_lo", min(rates)); glue("ch7d_cublas4096_hi", max(rates))
+def epilogue_boxes(block_m: int = BLOCK_M, block_n: int = BLOCK_N, box: int = BOX, bufs: int = 2) -> np.ndarray:
+    """Step 10's epilogue: for each 64 x 64 box of the block tile, (consumer warp group, staging buffer, store
+    order within the warp group). A warp group owns 64 rows; it writes its boxes left to right into a ring of
+    `bufs` staging buffers, so box j reuses buffer j % bufs once box j - bufs has been stored."""
+    rows, cols = block_m // box, block_n // box
+    out = np.empty((rows, cols, 3), dtype=int)
+    for i in range(rows):
+        for j in range(cols):
+            out[i, j] = (i // (64 // box) if box <= 64 else 0, j % bufs, j)
+    return out
 
 
-def _h200_pair(*steps: str) -> list[dict]:
-    """Two steps' records against cuBLAS on an H200 at 4096 and 8192 (live on a GPU), printed as a table with each
-    record's alone-timed share; returns the records."""
-    h200 = gemmlab.benchmark(list(steps), sizes=[4096, 8192], gpu="NVIDIA H200", verbose=False)
-    print(gemmlab.bench.table(h200))
-    for r in h200:
-        if "pct_of_baseline_alone" in r:
-            print(f"  alone, back to back: {r['step']} at {r['m']}: {r['pct_of_baseline_alone']:.1f}% of cuBLAS")
-    return h200
+def draw_epilogue(bufs: int = 2):
+    """The picture before step 10: the 128 x 256 tile of C as eight 64 x 64 boxes, each warp group's four boxes
+    written in turn through a ring of `bufs` staging buffers and stored by TMA."""
+    boxes = epilogue_boxes(bufs=bufs)
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    colours = ("tab:blue", "tab:orange")
+    for (i, j), _ in np.ndenumerate(boxes[:, :, 0]):
+        wg, buf, order = boxes[i, j]
+        ax.add_patch(Rectangle((j * BOX, i * BOX), BOX, BOX, color=colours[wg], alpha=0.35 + 0.3 * buf, ec="white"))
+        ax.text(j * BOX + BOX / 2, i * BOX + BOX / 2, f"warp group {wg + 1}\nbox {order}: staging buffer {buf}\n"
+                f"then one TMA store", ha="center", va="center", fontsize=7)
+    ax.set_xlim(0, BLOCK_N); ax.set_ylim(BLOCK_M, 0); ax.set_aspect("equal"); ax.axis("off")
+    ax.set_title(f"Step 10's epilogue: {boxes.shape[0] * boxes.shape[1]} boxes of 64 x 64 per tile; each consumer warp "
+                 f"group writes its {boxes.shape[1]} through a ring of {bufs} staging buffers", fontsize=8)
+    return ax
 
 
-def step11() -> dict:
-    """Steps 10 and 11 on an H200 (records, the lab's rounds, clocks, fixed clock, Nsight Compute); returns the lab's results."""
-    # Steps 10 and 11 against cuBLAS on an H200 (the records; live on a GPU): rotated order, and each alone
-    _h200_pair("hgemm/10_tma_store", "hgemm/11_mma_in_flight")
-    # The lab's runs of both steps in one loop with cuBLAS, several rounds per way of timing (results.json)
-    past = gemmlab.results.experiment("hgemm-past-cublas")
-    s10, s11 = "hgemm/10_tma_store", "hgemm/11_mma_in_flight"
-    print(f"\n{past['gpu']}, {past['date']}: % of the faster cuBLAS call in the same loop, lowest to highest round")
-    for mode in ("rotated", "fixed", "other", "cold", "alone"):
-        for n in (4096, 8192):
-            rows = [r for r in past["timed"] if r["mode"] == mode and r["n"] == n and {s10, s11} <= set(r["pct"])]
-            v10, v11 = [r["pct"][s10] for r in rows], [r["pct"][s11] for r in rows]
-            gain = [b - a for a, b in zip(v10, v11)]
-            cublas = [r["cublas_tflops"] for r in rows]
-            print(f"  {mode:8s} {n}  step 10 {min(v10):5.1f} to {max(v10):5.1f}%   step 11 {min(v11):5.1f} to {max(v11):5.1f}%"
-                  f"   11 - 10: {min(gain):+.1f} to {max(gain):+.1f} points   cuBLAS {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s"
-                  f"   ({len(rows)} rounds)")
-            for key, vals in (("v11", v11), ("gain11", gain), ("cublas11", cublas)):
-                glue(f"ch7d_{key}_{mode}_{n}_lo", min(vals)); glue(f"ch7d_{key}_{mode}_{n}_hi", max(vals))
-    calls = (s10, s11, "cupy.matmul", "torch.matmul")
-    clocks = [p["sm_clock_mhz"] for p in past["power"] if p["n"] == 4096 and p["call"] in calls]
-    watts = [p["power_w"] for p in past["power"] if p["n"] == 4096 and p["call"] in calls]
-    print(f"\nEach call alone for 2 s at 4096 (nvidia-smi, every run): SM clock {min(clocks):.0f} to {max(clocks):.0f} MHz, "
-          f"{min(watts):.0f} to {max(watts):.0f} W")
-    glue("ch7d_clock11_lo", min(clocks)); glue("ch7d_clock11_hi", max(clocks))
-    fixed = past["fixed_clock"]["4096"]
-    print("At the base clock under Nsight Compute, L2 left warm, 4096: " + ", ".join(
-        f"{who} {v['median_us']:.1f} us" for who, v in sorted(fixed.items())) + " (median of 20 launches each)")
-    glue("ch7d_fixed11_us", fixed["step 11"]["median_us"]); glue("ch7d_fixedcublas_us", fixed["cuBLAS"]["median_us"])
-    run11 = gemmlab.results.EXPERIMENTS / "hgemm-past-cublas" / "gpu-run-2026-11-28-step11"
-    runs = {(who, n): run11 / f"ncu-{who}-{n}.csv.gz" for who in ("10_tma_store", "11_mma_in_flight") for n in (4096, 8192)}
-    ncu11 = {key: profile.parse_raw_csv(gzip.open(path, "rt").read()) for key, path in runs.items() if path.exists()}
-    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-    print("\nNsight Compute, one launch each (H200, 2026-11-28):  time (us)  tensor pipe busy  stalls per issue: barrier  mio_throttle")
-    for (who, n), m in sorted(ncu11.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"  step {who[:2]} at {n}   {m['gpu__time_duration.sum'] / 1e3:10.1f}  {m['sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed']:15.1f}%"
-              f"  {m.get(stall.format('barrier'), 0):24.2f}  {m.get(stall.format('mio_throttle'), 0):12.2f}")
-        glue(f"ch7d_n{who[:2]}h_tensor_{n}", m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"])
-        glue(f"ch7d_n{who[:2]}h_barrier_{n}", m.get(stall.format("barrier"), 0))
-    return past
+def inflight_timeline(k_tiles: int, pending: int, issue: float = 1.0, run: float = 4.0) -> list[tuple]:
+    """One consumer warp group's k tiles on the tensor pipe: (start, end, released) per group. A group's wgmmas are
+    issued in `issue`, run for `run`; with wgmma_wait<pending> the warp group issues group t + 1 once at most
+    `pending` groups are unfinished, and releases stage t at the wait that retires group t."""
+    out, pipe_free, last_issue = [], 0.0, 0.0
+    for t in range(k_tiles):
+        start_issue = last_issue
+        if pending == 0 and out:
+            start_issue = max(start_issue, out[-1][1])  # waited for the previous group before issuing this one
+        start = max(start_issue + issue, pipe_free)
+        end = start + run
+        pipe_free = end
+        last_issue = start_issue + issue
+        out.append((start, end, end))
+    if pending:  # with one group pending, group t is released at the wait after issuing group t + 1
+        out = [(s, e, max(e, out[i + 1][0] if i + 1 < len(out) else e)) for i, (s, e, _) in enumerate(out)]
+    return out
 
 
-def stream_k_picture() -> int:
-    """Each SM's work in the last two waves at 8192 (whole tiles, then shared); glues the model's saving."""
-    # Each SM's work in the last two waves at 8192 on an H200's 132 SMs: tiles of 128 x 256
-    sms = 132
+def draw_inflight(k_tiles: int = 5):
+    """The picture before step 11: one consumer warp group's groups on the tensor pipe with wgmma_wait<0> (step 10:
+    a gap before each group, its issue) and with wgmma_wait<1> (step 11: the next group issued while one runs)."""
+    fig, ax = plt.subplots(figsize=(9, 2.2))
+    for y, pending, label in ((1, 0, "step 10: wgmma_wait<0>"), (0, 1, "step 11: wgmma_wait<1>")):
+        for t, (s, e, rel) in enumerate(inflight_timeline(k_tiles, pending)):
+            ax.barh(y, e - s, left=s, height=0.5, color="tab:orange")
+            ax.text((s + e) / 2, y, f"k tile {t}", ha="center", va="center", fontsize=7)
+            ax.plot([rel, rel], [y - 0.3, y + 0.3], color="k", lw=1)
+        ax.text(-0.3, y, label, ha="right", va="center", fontsize=8)
+    ax.set_yticks([]); ax.set_xticks([]); ax.set_xlabel("time (a group's issue takes a fifth of its run, for the picture)")
+    ax.set_title("A consumer's wgmma groups on the tensor pipe; black tick: the stage goes back to the producer",
+                 fontsize=8)
+    ax.set_xlim(-9, None)
+    return ax
+
+
+def stream_k_model() -> int:
+    """The stream-K model: each size's waves, the last wave, the k tiles per block that sharing saves and the gain
+    if the hand-over cost nothing; glues them and MIN_GAIN; returns the SMs."""
+    sms = hardware.spec_for(GPU).sms  # the run's GPU; tiles of 128 x 256
     for n in (4096, 8192):
         tiles, k_tiles = (n // 128) * (n // 256), n // 64
         glue(f"ch7d_sk_tiles_{n}", tiles); glue(f"ch7d_sk_rounds_{n}", tiles // sms); glue(f"ch7d_sk_last_{n}", tiles % sms)
@@ -203,6 +248,12 @@ def stream_k_picture() -> int:
               f" per SM, a gain of {100 * (whole / (whole - saving) - 1):.1f}% if it cost nothing")
     glue("ch7d_sms_h200", sms)
     glue("ch7d_min_gain", gemmlab.registry.get("hgemm/12_stream_k").params["MIN_GAIN"].default)
+    return sms
+
+
+def stream_k_picture() -> int:
+    """Each SM's work in the last two waves at 8192 (whole tiles, then shared), after the model; returns the SMs."""
+    sms = stream_k_model()
     fig, axes = plt.subplots(1, 2, figsize=(11, 2.6), sharey=True)
     whole, last = divmod(8192 // 128 * 8192 // 256, sms)
     for ax, (title, busy) in zip(axes, [("step 11: whole tiles", [whole + (sm < last) for sm in range(sms)]),
@@ -214,51 +265,31 @@ def stream_k_picture() -> int:
     return sms
 
 
-def step12(past: dict, sms: int) -> None:
-    """Steps 11 and 12 on an H200: records, the lab's rounds, the fixed clock, the timeline, least busy SM."""
-    # Steps 11 and 12 against cuBLAS on an H200 (the records of one run each; live on a GPU): rotated order, and alone
-    h200 = _h200_pair("hgemm/11_mma_in_flight", "hgemm/12_stream_k")
-    rates = [r["baseline_tflops"] for r in h200 if r["m"] == 4096]
-    print(f"  (one run each: cuBLAS's own rate at 4096 moved from {min(rates):.0f} to {max(rates):.0f} TFLOP/s between them;"
-          " the rounds below time all the calls in one loop)")
-    # The lab's run of 11, 12 and 12 sharing at any gain (MIN_GAIN=1) in one loop with cuBLAS (results.json);
-    # a round here is one pass of the timing loop
-    s11, s12, any12 = "hgemm/11_mma_in_flight", "hgemm/12_stream_k", "hgemm/12_stream_k:MIN_GAIN=1"
-    print(f"\n% of the faster cuBLAS call in the same loop, lowest to highest of three rounds ({past['gpu']})")
-    for n in (4096, 8192):
-        for mode in ("rotated", "cold", "alone"):
-            rows = [r for r in past["timed"] if r["mode"] == mode and r["n"] == n and {s12, any12} <= set(r["pct"])]
-            v12 = [r["pct"][s12] for r in rows]
-            gain, gain_any = ([r["pct"][who] - r["pct"][s11] for r in rows] for who in (s12, any12))
-            print(f"  {mode:8s} {n}  step 12 {min(v12):5.1f} to {max(v12):5.1f}%   12 - 11: {min(gain):+.1f} to "
-                  f"{max(gain):+.1f} points   sharing at any gain - 11: {min(gain_any):+.1f} to {max(gain_any):+.1f}")
-            for key, vals in (("v12", v12), ("gain12", gain), ("gainany12", gain_any)):
-                glue(f"ch7d_{key}_{mode}_{n}_lo", min(vals)); glue(f"ch7d_{key}_{mode}_{n}_hi", max(vals))
-    print("\nAt the base clock under Nsight Compute, L2 warm (median of 20 launches, us):")
-    for key, what, tag in (("fixed_clock_stream_k", "MIN_GAIN=16", "k"), ("fixed_clock_stream_k_any_gain", "any gain", "any")):
-        for n in ("4096", "8192"):
-            t = past[key][n]
-            print(f"  {n} ({what}): " + ", ".join(f"{who} {v['median_us']:.1f}" for who, v in sorted(t.items())))
-            glue(f"ch7d_fixed12_{tag}_{n}_gain", 100 * (t["step 11"]["median_us"] / t["step 12"]["median_us"] - 1))
-            glue(f"ch7d_fixed12_{tag}_{n}_pct", 100 * t["cuBLAS"]["median_us"] / t["step 12"]["median_us"])
+def step12(at: dict, sms: int) -> None:
+    """Steps 11 and 12: the run's records; at the base clock (the lab's run on this GPU model, Nsight Compute, 20
+    launches each); the timeline of one launch with the last wave shared; the least busy SM's tensor pipe."""
+    table(at, STEPS[3:])
+    past = gemmlab.results.experiment("hgemm-past-cublas")
+    print(f"\nAt the base clock (Nsight Compute locks it), L2 warm, median of 20 launches ({past['gpu']}, {past['date']}):")
+    for n in ("4096", "8192"):
+        t = past["fixed_clock_stream_k"][n]
+        print(f"  {n}: " + ", ".join(f"{who} {v['median_us']:.1f} us" for who, v in sorted(t.items())))
+        glue(f"ch7d_fixed12_{n}_gain", 100 * (t["step 11"]["median_us"] / t["step 12"]["median_us"] - 1))
+        glue(f"ch7d_fixed11_{n}_us", t["step 11"]["median_us"]); glue(f"ch7d_fixed12_{n}_us", t["step 12"]["median_us"])
+        glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"])
     tl = {(t["run"], t["n"], t["max_split"]): t for t in past["timeline"]}
-    print("\nTimeline, one launch, every tile of the last wave shared (us from the launch's start):")
-    for n in (4096, 8192):
-        shared, whole = tl[("stream-k", n, 4)], tl[("stream-k", n, 1)]
-        e = shared["events"]
-        print(f"  {n}: last round starts {e['range']['median']:.1f}, parts handed over by {e['handed']['median']:.1f}, "
-              f"finishing blocks wait and load {shared['wait_us']['median']:.1f} (max {shared['wait_us']['max']:.1f}), "
-              f"last block done {e['end']['median']:.1f} (median), launch {shared['launch_us']:.1f}; with whole tiles "
-              f"{whole['launch_us']:.1f}")
-        glue(f"ch7d_tl_wait_{n}", shared["wait_us"]["median"]); glue(f"ch7d_tl_shared_{n}", shared["launch_us"])
-        glue(f"ch7d_tl_whole_{n}", whole["launch_us"])
-        # what sharing costs a block, in k tiles of time: its last wave's span less the k tiles of its range
-        rounds, k_tiles, tiles = n // 128 * n // 256 // sms, n // 64, n // 128 * n // 256
-        per_k = e["range"]["median"] / (rounds * k_tiles)
-        glue(f"ch7d_sk_cost_{n}", (e["end"]["median"] - e["range"]["median"]) / per_k - tiles % sms * k_tiles / sms)
+    print("\nTimeline of one launch at 4096 with every tile of the last wave shared (us from the launch's start):")
+    n = 4096
+    shared = tl[("stream-k", n, 4)]
+    e = shared["events"]
+    print(f"  last round starts {e['range']['median']:.1f}, parts handed over by {e['handed']['median']:.1f}, finishing "
+          f"blocks wait and load {shared['wait_us']['median']:.1f}, last block done {e['end']['median']:.1f} (medians)")
+    rounds, k_tiles, tiles = n // BLOCK_M * n // BLOCK_N // sms, n // BLOCK_K, n // BLOCK_M * n // BLOCK_N
+    per_k = e["range"]["median"] / (rounds * k_tiles)  # one k tile's time, from the full waves before the last
+    glue("ch7d_sk_cost_4096", (e["end"]["median"] - e["range"]["median"]) / per_k - tiles % sms * k_tiles / sms)
     run12 = gemmlab.results.EXPERIMENTS / "hgemm-past-cublas" / "gpu-run-2026-11-28-stream-k" / "part3"
     busy = "sm__pipe_tensor_cycles_active.{}.pct_of_peak_sustained_elapsed"
-    print("\nNsight Compute, one launch at 8192: tensor pipe busy, average and least busy SM")
+    print(f"\nNsight Compute, one launch at 8192 ({past['gpu']}, {past['date']}): tensor pipe busy, average and least busy SM")
     for who in ("11_mma_in_flight", "12_stream_k"):
         row = profile.raw_csv_rows(gzip.open(run12 / f"ncu-{who}-8192.csv.gz", "rt").read())[-1]
         m = {key: float(row[busy.format(key)]) for key in ("avg", "min")}
@@ -266,14 +297,11 @@ def step12(past: dict, sms: int) -> None:
         glue(f"ch7d_n{who[:2]}k_min_8192", m["min"])
 
 
-
-def ladder(at: dict, h200: list | None = None) -> None:
-    """Steps 08 to 10 on the records' GPU and 10 to 12 on an H200, in TFLOP/s with cuBLAS's band."""
-    h200 = h200 if h200 is not None else gemmlab.benchmark(STEPS[2:], sizes=[4096, 8192], gpu="NVIDIA H200",
-                                                            verbose=False)
+def ladder(at: dict) -> None:
+    """Steps 08 to 12 from the one run, at 4096 and 8192, in TFLOP/s with cuBLAS's band (its drift over the run)."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
-    plots.ladder(list(at.values()), STEPS[:3], ax=axes[0], size=8192)
-    plots.ladder(h200, STEPS[2:], ax=axes[1], size=8192)
+    for ax, n in zip(axes, SIZES):
+        plots.ladder(list(at.values()), STEPS, ax=ax, size=n)
     plt.tight_layout(); plt.show()
 
 

@@ -1,6 +1,7 @@
-"""Exercises the reader solves and the course checks: one per core chapter, each a real step with a gap.
+"""Exercises the reader solves and the course checks: one per core chapter, each a variation of a real step, with a gap.
 
-An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`) in which the lines of one idea are cut
+An exercise is a step's `.cu` (`kernels/exercises/chN_<idea>.cu`), changed into a variation the chapter taught but
+did not show (its own listing pasted in fails), in which the lines of one idea are cut
 out between `// ---- EXERCISE: ... ----` and `// ---- END ----`. The reader writes those lines; `check()`
 splices them into the template, runs the kernel against float64 on several shapes (non-multiples of the
 tile among them) on the GPU or in the CPU emulator, then checks the property the chapter is about
@@ -41,6 +42,8 @@ from ..runtime.source import KERNELS
 from ..measure import fusion
 from .show import Listing, highlighted_lines
 from ..measure.fusion import check as fcheck
+from ..runtime.kernel import Instance
+from . import swizzle as sw_model
 
 EXERCISES_DIR = KERNELS / "exercises"
 SOLUTIONS_DIR = EXERCISES_DIR / "solutions"
@@ -240,6 +243,8 @@ def step_spec(ex: Exercise):
 def build(ex: Exercise, backend: str, source: str | None = None, **params):
     """The exercise's kernel from `source` (None: the chapter's step, or a variation's solution) for `backend`."""
     if ex.fused:
+        if source is None and ex.variation:
+            source = splice(ex.name, solution(ex.name))
         return fusion.step(ex.step, backend=backend, source=source, **params)
     if not ex.variant:
         return step(ex.step, backend=backend, source=source, **params)
@@ -417,8 +422,17 @@ def _ch3_diagnose(ctx: Context) -> list[Item]:
 _ARCHS = ("sm_75", "sm_90")
 
 
+def _instance(ex: Exercise, source: str | None = None):
+    """The exercise's kernel for compile-only analysis (registers, SASS): `source`, or the chapter's step (a
+    variation: the course's solution), at the variation's parameters."""
+    if not ex.variant:
+        return instance(ex.step, source=source)
+    return Instance(step_spec(ex), {}, splice(ex.name, solution(ex.name)) if source is None else source)
+
+
 def _ch4_property(ctx: Context) -> list[Item]:
     items = []
+    ex = ctx.exercise
     if not nvrtc.available():
         items.append(Item("registers", None, "NVRTC is not installed here: pip install nvidia-cuda-nvrtc "
                           "(gemmlab[analysis]) to count registers and spills without a GPU"))
@@ -426,36 +440,57 @@ def _ch4_property(ctx: Context) -> list[Item]:
         mine_text, ref_text = [], []
         worse = []
         for arch in _ARCHS:
-            mine = instance(ctx.exercise.step, source=ctx.source).resources(arch)
-            ref = instance(ctx.exercise.step).resources(arch)
+            mine = _instance(ex, ctx.source).resources(arch)
+            ref = _instance(ex).resources(arch)
             mine_text.append(f"{arch}: {mine.registers} registers, {mine.local_bytes} B stack, spills "
                              f"{mine.spill_stores}/{mine.spill_loads} B")
             ref_text.append(f"{ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/{ref.spill_loads} B")
             if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
                 worse.append(arch)
-        detail = "; ".join(mine_text) + f" (the step: {'; '.join(ref_text)})"
+        detail = "; ".join(mine_text) + f" (the solution: {'; '.join(ref_text)})"
         if worse:
             items.append(Item("registers", False, detail,
                               f"on {', '.join(worse)} part of a[], b[] or acc[][] lives in local memory (stack, "
                               "spills): an array stays in registers only if every index is known at compile time. "
-                              "Unroll every loop over m and n with #pragma unroll and index with the loop counters."))
+                              "Unroll every loop over m, n and j with #pragma unroll and index with the loop "
+                              "counters."))
         else:
             items.append(Item("registers", True, detail))
+    p = ctx.kernel.params
+    tm, tn = p["THREAD_M"], p["THREAD_N"]
     mine_c = _gemm_counters(ctx.cpu_kernel(), (128, 128, 64), 1)
-    ref_c = _gemm_counters(_reference_kernel(ctx.exercise), (128, 128, 64), 1)
+    ref_c = _gemm_counters(_reference_kernel(ex), (128, 128, 64), 1)
     got = mine_c.totals.get("shared_load_requests", 0)
     want = ref_c.totals.get("shared_load_requests", 0)
-    detail = f"{got} shared load requests for one 128x128x64 block (the step: {want})"
-    items.append(_at_most("shared loads", got, want, detail,
-                          "each k step should read THREAD_M values of sA and THREAD_N of sB once into a[] and b[], "
-                          "then do THREAD_M x THREAD_N FMAs from registers; reading sA and sB inside the m/n loop "
-                          "pays a shared load per FMA."))
+    warps, steps = _threads_2d_of(p) // 32, 64
+    per_k = got / (warps * steps)
+    detail = (f"{per_k:g} shared loads per thread per k step, {got} for one 128x128x64 block (this {tm} x {tn} "
+              f"block with b[] as float4s: {want / (warps * steps):g} = {tm} + {tn} / 4; {tm * tn} FMAs per k step "
+              "either way)")
+    if got <= want * 1.05:
+        items.append(Item("shared loads", True, detail))
+    elif round(per_k) == tm + tn:
+        items.append(Item("shared loads", False, detail + f": your gap reads b[] one float at a time, as the "
+                          f"chapter's 8 x 8 loop does; this exercise asks for a {tm} x {tn} block whose sB sliver is "
+                          f"{tn // 4} float4 loads",
+                          f"{tm} + {tn} = {tm + tn} loads a k step, where the chapter's 8 x 8 block paid 8 + 8 = 16 "
+                          f"for the same {tm * tn} FMAs: a long thin block costs more loads unless its long sliver "
+                          f"is read 16 bytes at a time. Which of a[] and b[] is contiguous in shared memory?"))
+    else:
+        items.append(Item("shared loads", False, detail,
+                          f"each k step should read the {tm} values of sA's column k and the {tn} of sB's row k once, "
+                          f"b[] as {tn // 4} float4s, then do {tm} x {tn} FMAs from registers; reading sA or sB "
+                          "inside the m/n loop pays a shared load per FMA."))
     return items
+
+
+def _threads_2d_of(p: dict) -> int:
+    return (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
 
 
 # --- ch5: the swizzle ---------------------------------------------------------------------------------
 def _ch5_property(ctx: Context) -> list[Item]:
-    size = (256, 256, 64)
+    size = (256, 256, 96)
     mine = _gemm_counters(ctx.cpu_kernel(), size, 1)
     ref = _gemm_counters(_reference_kernel(ctx.exercise), size, 1)
     items = []
@@ -472,11 +507,13 @@ def _ch5_property(ctx: Context) -> list[Item]:
                 continue
             if kind == "ldmatrix":
                 nway = got / want
-                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes, and the 8 rows of an 8x8 "
-                        f"matrix, one 16-byte chunk each, must land on 8 different 16-byte groups of the 32 banks "
-                        f"(128 bytes). XOR the chunk index col / 8 with bits of the row that differ between those 8 "
-                        f"rows, and never with more than the {rows[arr] // 16} chunks a row has"
-                        + (" (2 rows of sA share one 128-byte line: use row / 2)" if rows[arr] < 128 else "") + ".")
+                chunks = rows[arr] // 16
+                repeat = 8 // np.gcd(chunks, 8)  # rows r and r + repeat start on the same 16-byte bank group
+                hint = (f"{nway:.0f}-way conflicts: a row of {arr} is {rows[arr]} bytes ({chunks} chunks of 16 "
+                        f"bytes), so without a swizzle rows r and r + {repeat} start on the same 16-byte group of the "
+                        f"32 banks (128 bytes): the 8 rows of an 8x8 matrix fall on {repeat} group(s) where they need "
+                        f"8. Which rows of those 8 must move, and by how many chunks, without leaving their row of "
+                        f"{chunks} chunks?")
             else:
                 hint = "the 16-byte stores conflict: 8 consecutive chunks of a row must stay on 8 different bank groups."
             items.append(Item(f"bank conflicts ({arr} {kind})", False, detail, hint))
@@ -484,17 +521,28 @@ def _ch5_property(ctx: Context) -> list[Item]:
 
 
 def _ch5_diagnose(ctx: Context) -> list[Item]:
-    return [Item("diagnosis", None, "the swizzle moved data to the wrong place",
+    code = _gap_code(ctx)
+    chunks = ctx.kernel.params["BLOCK_K"] // 8
+    if re.search(r"CHUNKS\s*<\s*8\s*\?\s*CHUNKS\s*:\s*8", code):
+        return [Item("diagnosis", None, f"this is the chapter's swizzle (XOR = min(chunks per row, 8)), made for rows "
+                     f"of a power-of-two width: here a row of sA has {chunks} chunks (BLOCK_K = "
+                     f"{ctx.kernel.params['BLOCK_K']}, 96 bytes), so XOR = {min(chunks, 8)} and chunk c ^ (row % "
+                     f"{min(chunks, 8)}) reaches chunks 6 and 7, outside the row: two elements land on one place",
+                     f"an XOR with mask x keeps chunk c inside a row of {chunks} chunks only if it never flips a bit "
+                     f"that can carry c past {chunks - 1}: which masks are safe for {chunks} chunks?", note=True)]
+    return [Item("diagnosis", None, "the swizzle moved data to the wrong place (two elements on one place, or "
+                 "outside the tile)",
                  "swizzle<WIDTH> must be a permutation inside each row that keeps the 8 halves of a chunk together: "
                  "row * WIDTH + (new chunk) * 8 + col % 8, the new chunk between 0 and WIDTH / 8 - 1 and different for "
-                 "different chunks of a row (XOR with a mask below WIDTH / 8 does both; sA has 4 chunks a row).",
+                 f"different chunks of a row; sA's rows have {chunks} chunks here, sB's {ctx.kernel.params['BLOCK_N'] // 8}.",
                  note=True)]
 
 
 # --- ch6: prefetch -----------------------------------------------------------------------------------
-def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
-    """Whether, in the SASS of the K loop, the global loads come before the FMAs and the shared stores after."""
-    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(instance(step_name, source=source).sass(arch))["loop"]]
+def _loop_order(inst, arch: str, two_slots: bool = False) -> tuple[bool, str]:
+    """Whether, in the SASS of the K loop of `inst`, the global loads come before the FMAs and the shared stores
+    after (two_slots: the stores go to the slot nobody reads, so only the loads' place is checked)."""
+    loop = [op.split(".")[0] for op in nvrtc.split_at_loop(inst.sass(arch))["loop"]]
     runs: list[list] = []
     for op in loop:
         if op in ("LDG", "STS", "BAR", "FFMA", "LDS"):
@@ -504,25 +552,92 @@ def _loop_order(source: str, step_name: str, arch: str) -> tuple[bool, str]:
                 runs.append([op, 1])
     order = " ".join(f"{o}x{n}" for o, n in runs)
     short = re.sub(r"(?:(?:LDS|FFMA)x\d+ )+(?:LDS|FFMA)x\d+", "LDS/FFMA...", order)
+    short = re.sub(r"(?:(?:LDS/FFMA\.\.\.|FFMAx\d+|STSx\d+) )+(?:LDS/FFMA\.\.\.|FFMAx\d+)", "LDS/FFMA/STS...",
+                   short)  # stores to the other slot, scheduled among the FMAs
     if "LDG" not in loop or "FFMA" not in loop or "STS" not in loop:
         return False, short
+    if two_slots:  # each stretch between barriers that has FMAs issues its loads first; its stores may mix in
+        stretches = " ".join(loop).split("BAR")
+        with_fma = [s.split() for s in stretches if "FFMA" in s.split()]
+        ok = any("LDG" in s for s in with_fma) and all(s.index("LDG") < s.index("FFMA") for s in with_fma
+                                                        if "LDG" in s)
+        return ok, short
     first_ffma, last_ffma = loop.index("FFMA"), len(loop) - 1 - loop[::-1].index("FFMA")
     ok = loop.index("LDG") < first_ffma and len(loop) - 1 - loop[::-1].index("STS") > last_ffma
     return ok, short
 
 
+def _tiles_and_barriers(kern, tiles: int = 6) -> tuple[float, float]:
+    """K tiles loaded from global memory per K tile computed, and __syncthreads() per K tile in the loop (the
+    one before it, after tile 0's store, left out): one 128 x 128 block over `tiles` K tiles."""
+    p = kern.params
+    c = kern.counters(128, 128, p["BLOCK_K"] * tiles, max_blocks=1)
+    tile_bytes = 4 * p["BLOCK_K"] * (p["BLOCK_M"] + p["BLOCK_N"])
+    loaded = c.totals.get("global_load_bytes", 0) / c.blocks / tile_bytes
+    return loaded / tiles, (c.barriers / c.blocks - 1) / tiles
+
+
 def _ch6_property(ctx: Context) -> list[Item]:
+    ex = ctx.exercise
+    items = []
     if not nvrtc.available():
-        return [Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order of "
-                     "loads and FMAs in the SASS is not checked")]
-    ok, order = _loop_order(ctx.source, ctx.exercise.step, "sm_75")
-    detail = f"the K loop's SASS on sm_75: {order}"
-    if ok:
-        return [Item("prefetch", True, detail + " (the next tile's LDGs are issued before this tile's FMAs)")]
-    return [Item("prefetch", False, detail, "the next tile's global loads (LDG) must be issued before this tile's "
-                 "FMAs, and stored to shared memory (STS) after them: call load_tiles((t + 1) * BLOCK_K) first, then "
-                 "compute_tile(), then a barrier (no thread still reads tile t), store_tiles(), and a barrier (tile "
-                 "t + 1 complete before anyone reads it). Then the loads' latency hides behind the FMAs.")]
+        items.append(Item("prefetch", None, "NVRTC is not installed here (pip install nvidia-cuda-nvrtc): the order "
+                          "of loads and FMAs in the SASS is not checked"))
+    else:
+        ok, order = _loop_order(_instance(ex, ctx.source), "sm_75", two_slots=True)
+        detail = f"the K loop's SASS on sm_75: {order}"
+        if ok:
+            items.append(Item("prefetch", True, detail + " (each tile's global loads issued before its FMAs)"))
+        else:
+            items.append(Item("prefetch", False, detail, "in the loop the LDGs come after the FMAs: the loads then "
+                              "wait for global memory with nothing to hide behind. Which tile's loads can be issued "
+                              "before this tile's FMAs, and into which registers?"))
+        mine, ref = _instance(ex, ctx.source).resources("sm_75"), _instance(ex).resources("sm_75")
+        detail = (f"sm_75: {mine.registers} registers, {mine.local_bytes} B stack, spills {mine.spill_stores}/"
+                  f"{mine.spill_loads} B (the solution: {ref.registers}, {ref.local_bytes} B, {ref.spill_stores}/"
+                  f"{ref.spill_loads} B)")
+        if mine.local_bytes > ref.local_bytes or mine.spills > ref.spills:
+            items.append(Item("registers", False, detail, "r0 and r1 (or acc) live in local memory: a set of "
+                              "registers picked at run time (by t % 2, a reference or pointer that depends on t) "
+                              "cannot stay in registers. Make the choice at compile time."))
+        else:
+            items.append(Item("registers", True, detail))
+    loaded, per_tile = _tiles_and_barriers(ctx.cpu_kernel())
+    want_loaded, want_barriers = _tiles_and_barriers(_reference_kernel(ex))
+    detail = (f"{per_tile:g} __syncthreads() and {loaded:.3g} tile loads from global memory per K tile (6 K tiles "
+              f"of one block; two tiles ahead: {want_barriers:g} and {want_loaded:g})")
+    if per_tile <= want_barriers + 1e-9 and loaded <= want_loaded + 1e-9:
+        items.append(Item("two tiles ahead", True, detail))
+        return items
+    found = []
+    if loaded > want_loaded + 1e-9:
+        found.append(f"{(loaded - want_loaded) * 6:.0f} of the 6 tiles were loaded twice: tile 1, waiting in r1 since "
+                     "before the loop, is loaded again, so the loop keeps only one tile ahead")
+    if per_tile > want_barriers + 1e-9:
+        found.append(f"{per_tile:g} barriers per K tile, as the chapter's one-buffer loop (08) has: with two slots "
+                     "one is enough")
+    items.append(Item("two tiles ahead", False, detail + ": " + "; ".join(found),
+                      "with two slots, the store of tile t + 1 goes to the slot nobody reads during tile t, so no "
+                      "barrier is needed before it; and with two sets of registers, the loads of tile t + 2 can start "
+                      "while tile t + 1 still waits in the other set. Draw the three tiles t, t + 1, t + 2: where is "
+                      "each during the FMAs of tile t?"))
+    return items
+
+
+def _ch6_diagnose(ctx: Context) -> list[Item]:
+    """A wrong result with the helpers of two tiles ahead: the usual slips."""
+    code = _gap_code(ctx)
+    found = []
+    if re.search(r"load_tiles\s*\(\s*r\w*\s*,\s*\(?\s*t\s*\+\s*1\b", code):
+        found.append("a load of tile t + 1: before the loop tile 1 already waits in r1, so the loop loads t + 2")
+    if re.search(r"compute_tile\s*\(\s*t\s*%\s*2\s*\)", code) or "? r0 : r1" in code.replace(" ", " "):
+        found.append("a slot or register set picked at run time (t % 2)")
+    detail = "; ".join(found) if found else ("a tile was computed from a slot before its store, or a set of registers "
+                                              "overwritten before it was stored")
+    return [Item("diagnosis", None, detail, "follow tiles 0, 1, 2 and 3 through the loop by hand: when is each loaded, "
+                 "into which set, stored into which slot, and computed from it? A store into a slot must come after "
+                 "the barrier that ends the last read of that slot, and before the barrier that precedes its read.",
+                 note=True)]
 
 
 # --- ch7: the ldmatrix address ------------------------------------------------------------------------
@@ -600,20 +715,28 @@ def _lane_table(source: str) -> tuple[list[tuple[int, int]] | None, str]:
     return table, ""
 
 
+_A_WALK = [(lane % 16, lane // 16 * 8) for lane in range(32)]  # the chapter's: A's quarters (and B's with .trans)
+_BT_WALK = [(lane // 16 * 8 + lane % 8, lane // 8 % 2 * 8) for lane in range(32)]  # B stored transposed, no .trans
+
+
 def _ch7_lanes(ctx: Context) -> list[Item]:
     table, why = _lane_table(ctx.source)
     if table is None:
         return [Item("lane addresses", None, f"not evaluated ({why}); the result above is the check")]
-    want = [(lane % 16, lane // 16 * 8) for lane in range(32)]
-    quarters = ["top, k 0-7", "bottom, k 0-7", "top, k 8-15", "bottom, k 8-15"]
+    want = _BT_WALK
+    quarters = ["n 0-7, k 0-7", "n 0-7, k 8-15", "n 8-15, k 0-7", "n 8-15, k 8-15"]
     for lane, (got, exp) in enumerate(zip(table, want)):
         if got != exp:
             i = lane // 8
+            same = (" These are the chapter's addresses (A's walk: matrices 0..3 = top/bottom at k 0-7, then at "
+                    "k 8-15), which read B's quarters in another order: matrix 1 would be n 8-15, k 0-7."
+                    if table == _A_WALK else "")
             return [Item("lane addresses", False, f"lane {lane} points at row {got[0]}, column {got[1]} of the 16x16 "
-                         f"piece; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) quarter: "
-                         f"row {exp[0]}, column {exp[1]}",
-                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i; matrices 0 and 1 are the top and "
-                         "bottom 8 rows at columns 0-7, matrices 2 and 3 the same rows at columns 8-15.")]
+                         f"piece of sB; it gives row {lane % 8} of matrix {i}, which must be the ({quarters[i]}) "
+                         f"quarter: row {exp[0]}, column {exp[1]}.{same}",
+                         "lanes 8i .. 8i + 7 give the 8 row addresses of matrix i, and matrix i lands in the i-th "
+                         "register: rB[n][0], rB[n][1] (n 0-7, k 0-7 then k 8-15), rB[n + 1][0], rB[n + 1][1] "
+                         "(n 8-15). Write down, for each matrix, its first row (n) and column (k) in the piece.")]
     return [Item("lane addresses", True, "all 32 lanes point at the rows and columns the four matrices need")]
 
 
@@ -641,7 +764,7 @@ def _ch8_property(ctx: Context) -> list[Item]:
     stores = sorted({s.array for s in mine.select("global", "store")})
     got, want = c_bytes(mine), c_bytes(ref)
     items = []
-    detail = f"each block reads {got:.0f} B of C (the step: {want:.0f} B; M=16 K=48 L=80 N=144)"
+    detail = f"each block reads {got:.0f} B of C (the solution: {want:.0f} B; M=16 K=48 L=80 N=144)"
     items.append(_at_most("C read once per block", got, want, detail,
                           "stage C's slice with stage_Y(C, L, N, l0, n0) into sY once for the whole block, then read "
                           "sY: every thread of the block uses every element of the slice, so reading C from global "
@@ -651,7 +774,33 @@ def _ch8_property(ctx: Context) -> list[Item]:
                           "phase 2 writes only E; T lives in sT, in shared memory."))
     else:
         items.append(Item("T stays on chip", True, "the only global stores are to E"))
+
+    def panel_loads(cn):  # sT is the kernel's dynamic shared memory, read in phase 2 only
+        return sum(s.requests for s in cn.select("shared", "load", "dynamic")) / cn.blocks
+
+    got, want = panel_loads(mine), panel_loads(ref)
+    tm = ctx.kernel.params["THREAD_M"]
+    detail = (f"{got:.0f} shared load requests of the panel per block (the K-major panel read in float2s: "
+              f"{want:.0f}; THREAD_M = {tm})")
+    items.append(_at_most("panel read in pairs", got, want, detail,
+                          f"a thread reads its {tm} values of one column of T one float at a time; in the K-major "
+                          "panel they sit side by side, so one 8-byte load (float2) takes two of them."))
     return items
+
+
+def _ch8_diagnose(ctx: Context) -> list[Item]:
+    """A wrong E: the row-major panel of step 02 read from the K-major one, or another slip."""
+    code = re.sub(r"\s+", "", _gap_code(ctx))
+    if "*LP+" in code or re.search(r"sT\[\(?thread_row\+m\)?\*", code):
+        return [Item("diagnosis", None, "your a[m] reads sT[(thread_row + m) * LP + l], the row-major panel of step 02 "
+                     "(chapter 8's phase 2); here phase 1 stores the panel K-major, T[panel_row + m][l] at "
+                     "sT[l * PANEL_M + m], so those reads pick up other rows and columns of T",
+                     "write down where phase 1 (above the gap) stores acc[m][n] of its tile, and read it back from "
+                     "the same place", note=True)]
+    return [Item("diagnosis", None, "E is wrong: check the index of sT, the slice of C staged for each (l0, n0), and "
+                 "the barriers around sY",
+                 "phase 1 (above the gap) shows where the panel lives: T[panel_row + m][l] is sT[l * PANEL_M + m]",
+                 note=True)]
 
 
 # --- ch1: the roofline, turned around (a Python exercise) -----------------------------------------------
@@ -822,6 +971,558 @@ def frame(ctx: Context) -> list[Item]:
     return []  # only the gap differs: nothing to say
 
 
+# ------------------------------------------------------------------------------------------------
+# Exercises of chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, checked case by case
+# ------------------------------------------------------------------------------------------------
+def _py_fn(ctx: Context, name: str, signature: str) -> Callable | Item:
+    """The reader's function `name` from the executed file, or a failed item saying it is missing."""
+    fn = ctx.kernel.get(name)
+    if callable(fn):
+        return fn
+    return Item(name, False, f"no function {name}{signature} defined", f"keep the line `def {name}{signature}:`")
+
+
+def _py_call(fn, *args):
+    """fn(*args), or (None, the error as a sentence): the reader's code may raise anything."""
+    try:
+        return fn(*args), ""
+    except Exception as e:  # noqa: BLE001 (the reader's code: any error is a verdict)
+        return None, f"{fn.__name__}{args} raised {type(e).__name__}: {e}"
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+# --- ch5: the transposed store of sA at a deeper tile (BLOCK_K = 16, 32) --------------------------------
+_CH5_PARAMS = dict(BLOCK_M=128, BLOCK_N=128, WARP_M=64, WARP_N=32, THREAD_M=8, THREAD_N=8)  # sgemm/07's
+_CH5_DEPTHS = (8, 16, 32)
+
+
+def _ch5_chapter_offset(k: int, m: int, block_k: int) -> int:
+    return k * 128 + (m ^ ((k & 4) << 2))  # the chapter's Swizzle<1,4,5> on sA[k][m]
+
+
+def _ch5_requests(fn, block_k: int, access: str):
+    """The model's requests of one K tile of step 07 at this BLOCK_K (swizzle.sgemm_requests), each address of
+    sA[k][m] moved to the reader's offset."""
+    reqs, size = sw_model.sgemm_requests("sgemm/07_warptiling", access, BLOCK_K=block_k, **_CH5_PARAMS)
+    return [[4 * fn(*divmod(a // 4, 128), block_k) for a in r] for r in reqs], size
+
+
+def _ch5_placement(fn, block_k: int) -> str:
+    """'' if sa_offset places the BLOCK_K x 128 tile one to one, every float4 of a row whole and 16-byte aligned,
+    within twice the tile's floats; else what is wrong, for the first element that shows it."""
+    seen: dict[int, tuple[int, int]] = {}
+    for k in range(block_k):
+        for m in range(128):
+            off, err = _py_call(fn, k, m, block_k)
+            if err:
+                return err
+            if not _is_int(off):
+                return f"sa_offset({k}, {m}, {block_k}) returned {off!r}, not an integer"
+            if not 0 <= off < 2 * 128 * block_k:
+                return (f"sa_offset({k}, {m}, {block_k}) = {off}: outside 0 .. {2 * 128 * block_k - 1} (twice the "
+                        f"tile's {128 * block_k} floats, more shared memory than a pad or a swizzle needs)")
+            if off in seen:
+                k0, m0 = seen[off]
+                return (f"sA[{k0}][{m0}] and sA[{k}][{m}] both land at offset {off} (BLOCK_K = {block_k}): one "
+                        "overwrites the other")
+            seen[off] = (k, m)
+            if m % 4 and off != fn(k, m - m % 4, block_k) + m % 4:
+                return (f"the float4 sA[{k}][{m - m % 4}..{m - m % 4 + 3}] is split (sa_offset gives "
+                        f"{[fn(k, m - m % 4 + i, block_k) for i in range(4)]}): the compute loop reads it with one "
+                        "16-byte load, so its 4 floats must stay side by side")
+            if m % 4 == 0 and off % 4:
+                return (f"sa_offset({k}, {m}, {block_k}) = {off}: a float4 read from there is not 16-byte aligned "
+                        "(the first float of each aligned float4 must land on a multiple of 4: a pad of a multiple of 4 "
+                        "floats, an XOR on bit 2 of m or above)")
+    return ""
+
+
+_PY_TO_C = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%", ast.BitXor: "^",
+            ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>"}
+
+
+def _py_expr_to_c(node, names: dict) -> str | None:
+    """An integer expression of Python (names, int constants, + - * // % ^ & | << >>, unary -) as C, fully
+    parenthesized; None for anything else (a call, a conditional, a float)."""
+    if isinstance(node, ast.Constant) and _is_int(node.value) and abs(node.value) < 2**31:
+        return str(node.value)
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c(node.left, names), _py_expr_to_c(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    return None
+
+
+def _ch5_c_offset(source: str) -> str | None:
+    """The reader's sa_offset as C, if its body is one `return` of an integer expression of k, m and block_k."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "sa_offset" and len(fn.args.args) == 3:
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                k, m, bk = (a.arg for a in fn.args.args)
+                return _py_expr_to_c(body[0].value, {k: "k", m: "m", bk: "BLOCK_K"})
+    return None
+
+
+def _ch5_step07_with(offset_c: str) -> str:
+    """Step 07's kernel with sA flat (twice the tile, the most sa_offset may use) and every access of sA[k][m]
+    through the reader's offset."""
+    text = (KERNELS / "sgemm" / "07_warptiling.cu").read_text()
+    edits = [("__shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];",
+              "__shared__ __align__(16) float sA[2 * BLOCK_K * BLOCK_M];"),
+             ("&sA[k][thread_row + i * WARP_SUB_M]", "&sA[sa_offset_<BLOCK_K>(k, thread_row + i * WARP_SUB_M)]"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int THREAD_M, int THREAD_N>\n"
+              "__global__",
+              "template <int BLOCK_K>\n__device__ __forceinline__ int sa_offset_(int k, int m) { return "
+              f"{offset_c}; }}\n\ntemplate <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, "
+              "int THREAD_M, int THREAD_N>\n__global__")]
+    edits += [(f"sA[c + {j}][r] =", f"sA[sa_offset_<BLOCK_K>(c + {j}, r)] =") for j in range(4)]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch5/deep_tile_swizzle's emulator check needs "
+                              "updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch5_emulated(ctx: Context, block_k: int = 16) -> Item:
+    """The reader's sa_offset spliced into step 07 at BLOCK_K = 16, run in the emulator: C against float64, and
+    the sA store's and load's wavefronts per request as the emulator counts them (analysis mode, one block)."""
+    offset_c = _ch5_c_offset(ctx.source)
+    label = f"emulator (step 07, BLOCK_K = {block_k})"
+    if offset_c is None:
+        return Item(label, None, "not run: sa_offset is not one `return` of an integer expression of k, m and "
+                    "block_k, so it cannot be spliced into the kernel; the model above is the check", note=True)
+    try:
+        kern = step("sgemm/07_warptiling", backend="cpu", source=_ch5_step07_with(offset_c), BLOCK_K=block_k)
+        report = verify(kern, raise_on_fail=False)
+        counters = kern.counters(256, 256, 64, max_blocks=1)
+    except GemmlabError as e:
+        return Item(label, False, f"your sa_offset in step 07 does not run: {str(e).splitlines()[0]}")
+    store = counters.shared_wavefronts_per_request("store", array="sA")
+    load = counters.shared_wavefronts_per_request("load", array="sA")
+    detail = (f"sa_offset spliced into the kernel: C {'right' if report.passed else 'wrong'} against float64 "
+              f"on {len(report.cases)} shapes; sA stores {store:g}, sA float4 loads {load:g} wavefronts per "
+              "request (256 x 256 x 64, one block)")
+    if not report.passed:
+        return Item(label, False, detail + ": " + str(report).removeprefix("FAIL: ").split("\n")[0])
+    return Item(label, store <= 1.0 + 1e-9 and load <= 4.0 + 1e-9, detail)
+
+
+def _ch5_deep_property(ctx: Context) -> list[Item]:
+    fn = _py_fn(ctx, "sa_offset", "(k, m, block_k)")
+    if isinstance(fn, Item):
+        return [fn]
+    for bk in _CH5_DEPTHS:
+        why = _ch5_placement(fn, bk)
+        if why:
+            return [Item("placement", False, why, "sa_offset must place each of the BLOCK_K x 128 floats of the tile "
+                         "at its own offset, keep the 4 floats of each aligned float4 of a row together, and use at "
+                         "most twice the tile's shared memory")]
+    depths = ", ".join(map(str, _CH5_DEPTHS))
+    items = [Item("placement", True, f"one to one, float4s whole and aligned, at BLOCK_K = {depths}")]
+    got = {}
+    for bk in _CH5_DEPTHS:
+        for access in ("sA store", "sA load"):
+            reqs, size = _ch5_requests(fn, bk, access)
+            got[bk, access] = (sw_model.per_request(reqs, size), sw_model.ideal_wavefronts(32, size))
+    detail = "; ".join(f"BLOCK_K = {bk}: store {got[bk, 'sA store'][0]:g}, load {got[bk, 'sA load'][0]:g}"
+                       for bk in _CH5_DEPTHS) + " wavefronts per request (the fewest: store 1, load 4)"
+    bad = [(bk, a) for (bk, a), (per, ideal) in got.items() if per > ideal + 1e-9]
+    if not bad:
+        return items + [Item("bank conflicts", True, detail), _ch5_emulated(ctx)]
+    bk, access = bad[0]
+    per, ideal = got[bk, access]
+    if access == "sA store":
+        rows = ", ".join(f"k + {4 * q}" if q else "k" for q in range(bk // 4))
+        hint = (f"at BLOCK_K = {bk} the {bk // 4} lanes that share a row m of A store its float4s transposed into "
+                f"rows {rows} of sA, {128 // bk} columns per row in one request: those rows must start on different "
+                f"banks ({per:g}-way conflict now). Which bits of k tell those rows apart?")
+        if all(fn(k, m, bk) == _ch5_chapter_offset(k, m, bk) for k in range(bk) for m in range(128)):
+            detail += (f": this is the chapter's Swizzle<1,4,5>, m ^ ((k & 4) << 2), made for BLOCK_K = 8, where a "
+                       f"warp's store touches rows k and k + 4 only; at BLOCK_K = {bk} it touches rows {rows}, and "
+                       "rows k and k + 8 get the same XOR")
+    else:
+        hint = (f"the compute loop's float4 reads of one row k of sA take {per:g} wavefronts, not {ideal}: a "
+                "swizzle must move whole 16-byte chunks and keep the 8 chunks a quarter warp reads on different banks")
+    return items + [Item("bank conflicts", False, detail, hint), _ch5_emulated(ctx)]
+
+
+# --- ch7b: cp.async.wait_group in a ring that commits a group only for a tile it loads -------------------
+def _ch7b_want(t: int, num_tiles: int, num_stages: int) -> int:
+    """Groups newer than tile t's own at its wait: the tiles loaded after it, t + 1 .. t + NUM_STAGES - 2."""
+    return min(num_stages - 2, num_tiles - 1 - t)
+
+
+_CH7B_CASES = [(s, n) for s in (2, 3, 4, 5, 6) for n in range(1, 3 * s + 2)]
+
+
+_PY_CMP_TO_C = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def _py_expr_to_c_ext(node, names: dict) -> str | None:
+    """_py_expr_to_c, plus min(a, b), max(a, b), `a if c else b` and one comparison (for wait_count)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+            and len(node.args) == 2 and not node.keywords:
+        a, b = (_py_expr_to_c_ext(x, names) for x in node.args)
+        return None if a is None or b is None else f"{node.func.id}({a}, {b})"
+    if isinstance(node, ast.IfExp):
+        c, a, b = (_py_expr_to_c_ext(x, names) for x in (node.test, node.body, node.orelse))
+        return None if None in (c, a, b) else f"({c} ? {a} : {b})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _PY_CMP_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.comparators[0], names)
+        return None if a is None or b is None else f"({a} {_PY_CMP_TO_C[type(node.ops[0])]} {b})"
+    if isinstance(node, ast.BinOp) and type(node.op) in _PY_TO_C:
+        a, b = _py_expr_to_c_ext(node.left, names), _py_expr_to_c_ext(node.right, names)
+        return None if a is None or b is None else f"({a} {_PY_TO_C[type(node.op)]} {b})"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _py_expr_to_c_ext(node.operand, names)
+        return None if inner is None else f"(-{inner})"
+    return _py_expr_to_c(node, names)
+
+
+def _py_return_as_c(source: str, name: str, c_names: tuple, ext: bool = False) -> str | None:
+    """Function `name`'s body as C, if it is one `return` of an integer expression of its arguments (named
+    c_names in C); None otherwise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == name and len(fn.args.args) == len(c_names):
+            body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                names = {a.arg: c for a, c in zip(fn.args.args, c_names)}
+                return (_py_expr_to_c_ext if ext else _py_expr_to_c)(body[0].value, names)
+    return None
+
+
+def _ch7b_step07_with(wait_c: str) -> str:
+    """Step 07's kernel committing a group only for a tile it loads, each wait_group taking the reader's count."""
+    text = (KERNELS / "hgemm" / "07_cp_async.cu").read_text()
+    waits = "\n".join(f"    {'if' if n == 0 else 'else if'} (n == {n}) cp_async_wait_group<{n}>();" for n in range(8))
+    edits = [("        if (s < num_tiles) copy_tiles(s, s * BLOCK_K);\n        cp_async_commit();",
+              "        if (s < num_tiles) { copy_tiles(s, s * BLOCK_K); cp_async_commit(); }"),
+             ("        cp_async_wait_group<NUM_STAGES - 2>();", "        wait_tile_<NUM_STAGES>(t, num_tiles);"),
+             ("        if (t + NUM_STAGES - 1 < num_tiles) copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "        cp_async_commit();",
+              "        if (t + NUM_STAGES - 1 < num_tiles) {\n"
+              "            copy_tiles(next_stage, (t + NUM_STAGES - 1) * BLOCK_K);\n"
+              "            cp_async_commit();\n        }"),
+             ("template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__",
+              "template <int NUM_STAGES>\n__device__ __forceinline__ void wait_tile_(int t, int num_tiles) {\n"
+              f"    const int n = {wait_c};\n{waits}\n    else cp_async_wait_group<8>();\n}}\n\n"
+              "template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARP_M, int WARP_N, int NUM_STAGES>\n__global__")]
+    for old, new in edits:
+        if old not in text:
+            raise ConfigError(f"step 07 no longer holds {old!r}: ch7b/ring_wait's emulator check needs updating")
+        text = text.replace(old, new)
+    return text
+
+
+def _ch7b_emulated(ctx: Context) -> Item:
+    """The reader's wait_count in step 07 (no empty groups) at NUM_STAGES = 3 and 4, K of 2 x NUM_STAGES + 1
+    k tiles, against float64. The emulator lands a thread's cp.async copies only when a wait_group retires their
+    group, so a wait that leaves tile t's group pending computes on a stage's old contents: a wrong C."""
+    wait_c = _py_return_as_c(ctx.source, "wait_count", ("t", "num_tiles", "NUM_STAGES"), ext=True)
+    label = "emulator (step 07, NUM_STAGES = 3 and 4)"
+    if wait_c is None:
+        return Item(label, None, "not run: wait_count is not one `return` of an integer expression of t, num_tiles "
+                    "and num_stages (min, max and `a if c else b` allowed), so it cannot be spliced into the kernel; "
+                    "the model above is the check", note=True)
+    parts, ok = [], True
+    for stages in (3, 4):
+        tiles = 2 * stages + 1
+        try:
+            kern = step("hgemm/07_cp_async", backend="cpu", source=_ch7b_step07_with(wait_c), NUM_STAGES=stages,
+                        BLOCK_M=64, BLOCK_N=64, WARP_M=32, WARP_N=32)
+            right = verify(kern, cases=[Case("random", 64, 64, 32 * tiles)], raise_on_fail=False).passed
+        except GemmlabError as e:
+            return Item(label, False, f"your wait_count in step 07 does not run: {str(e).splitlines()[0]}")
+        ok &= right
+        parts.append(f"NUM_STAGES = {stages}, {tiles} k tiles: C {'right' if right else 'wrong'}")
+    return Item(label, ok, "wait_count spliced into the kernel (a group committed only for a tile loaded), "
+                "against float64: " + "; ".join(parts)
+                + ("" if ok else " (the emulator lands a thread's copies only when a wait retires their group: "
+                   "a wait that leaves tile t's group pending computes on the stage's old contents)"))
+
+
+def _ch7b_property(ctx: Context) -> list[Item]:
+    fn = _py_fn(ctx, "wait_count", "(t, num_tiles, num_stages)")
+    if isinstance(fn, Item):
+        return [fn]
+    race, slow = [], []
+    for stages, tiles in _CH7B_CASES:
+        for t in range(tiles):
+            got, err = _py_call(fn, t, tiles, stages)
+            if err:
+                return [Item("ring", False, err, "it gets the k tile t (0 .. num_tiles - 1), the number of k tiles "
+                             "and NUM_STAGES, and returns the N of cp.async.wait_group N as an integer")]
+            if not _is_int(got) or got < 0:
+                return [Item("ring", False, f"wait_count({t}, {tiles}, {stages}) returned {got!r}: wait_group takes "
+                             "a whole number, 0 or more", "return an integer")]
+            want = _ch7b_want(t, tiles, stages)
+            where = f"NUM_STAGES = {stages}, {tiles} k tiles, tile {t}{' (the last)' if t == tiles - 1 else ''}"
+            if got > want:
+                race.append((where, f"wait_group {got} lets the {got} newest group{'s' if got != 1 else ''} stay "
+                             f"pending, but only {want} group{'s' if want != 1 else ''} were committed after tile "
+                             f"{t}'s own, so tile {t}'s may be pending too: the mma reads stage {t % stages} before "
+                             "its copies land", tiles > stages))
+            elif got < want:
+                waited = ", ".join(str(t + 1 + i) for i in range(want - got))
+                free = f"tiles {t + 1} .. {t + want}" if want > 1 else f"tile {t + 1}"
+                slow.append((where, f"wait_group {got} also waits for tile{'s' if want - got > 1 else ''} {waited} "
+                             f"({free} may stay in flight): their copies no longer run under tile {t}'s mma"))
+    n = sum(tiles for _, tiles in _CH7B_CASES)
+    cases = f"{n} waits: NUM_STAGES 2 to 6, 1 to 3 x NUM_STAGES + 1 k tiles"
+    if race:
+        where, why, _ = next((r for r in race if r[2]), race[0])
+        hint = ("a group is committed only when a tile is loaded, so near the end fewer groups are newer than tile "
+                "t's: count them for the last NUM_STAGES - 1 tiles")
+        if all(_py_call(fn, t, tiles, s)[0] == s - 2 for s, tiles in _CH7B_CASES[:8] for t in range(tiles)):
+            why += (" (wait_group NUM_STAGES - 2 is the chapter's count, right in step 07 because it commits a group "
+                    "in every iteration, an empty one past the last tile, so NUM_STAGES - 2 groups are always newer "
+                    "than tile t's; this loop commits no empty group)")
+        return [Item("no race", False, f"{len(race)} of {n} waits too shallow; e.g. {where}: {why}", hint),
+                _ch7b_emulated(ctx)]
+    items = [Item("no race", True, f"every tile's copies land before its mma reads them ({cases})")]
+    if slow:
+        where, why = slow[0]
+        return items + [Item("overlap", False, f"{len(slow)} of {n} waits deeper than they need; first, {where}: "
+                             f"{why}", "wait for tile t's group and for no newer one: leave pending every group "
+                             "committed after tile t's"), _ch7b_emulated(ctx)]
+    return items + [Item("overlap", True, "no wait stalls on a tile newer than the one it is for"), _ch7b_emulated(ctx)]
+
+
+# --- ch7d: stream-K's pieces when a block's range spans several tiles -------------------------------------
+def _ch7d_reference(block: int, blocks: int, tiles: int, k_tiles: int) -> list:
+    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
+    if begin == end:
+        return []
+    first, last = begin // k_tiles, (end - 1) // k_tiles
+    out = [(last, max(begin - last * k_tiles, 0), end - last * k_tiles)]
+    out += [(i, 0, k_tiles) for i in range(last - 1, first, -1)]
+    if first != last:
+        out.append((first, begin - first * k_tiles, k_tiles))
+    return out
+
+
+_CH7D_CASES = [(b, t, k) for k in (1, 3, 4, 8) for t in range(1, 10) for b in range(1, 13)]
+
+
+def _ch7d_where(blocks: int, tiles: int, k_tiles: int) -> str:
+    def n(count, word):
+        return f"{count} {word}{'s' if count != 1 else ''}"
+    return f"{n(blocks, 'block')}, {n(tiles, 'tile')} of {n(k_tiles, 'k tile')}"
+
+
+def _ch7d_pieces(fn, blocks: int, tiles: int, k_tiles: int):
+    """Every block's pieces as a list of (tile, k_begin, k_end), or a sentence saying what is wrong."""
+    where = _ch7d_where(blocks, tiles, k_tiles)
+    out = []
+    for b in range(blocks):
+        got, err = _py_call(fn, b, blocks, tiles, k_tiles)
+        if err:
+            return None, err
+        try:
+            ps = [tuple(int(x) for x in p) for p in got]
+        except (TypeError, ValueError):
+            return None, f"{where}: pieces({b}, ...) returned {got!r}, not a list of (tile, k_begin, k_end)"
+        if any(len(p) != 3 for p in ps):
+            return None, f"{where}: pieces({b}, ...) returned {got!r}: each piece is (tile, k_begin, k_end)"
+        for tile, k0, k1 in ps:
+            if not (0 <= tile < tiles and 0 <= k0 < k1 <= k_tiles):
+                return None, (f"{where}: block {b}'s piece {(tile, k0, k1)} is not k tiles k_begin .. k_end - 1 of "
+                              f"a tile (0 <= tile < {tiles}, 0 <= k_begin < k_end <= {k_tiles})")
+        out.append(ps)
+    return out, ""
+
+
+def _ch7d_coverage(pieces: list, blocks: int, tiles: int, k_tiles: int) -> str:
+    where = _ch7d_where(blocks, tiles, k_tiles)
+    owner = {}
+    for b, ps in enumerate(pieces):
+        for tile, k0, k1 in ps:
+            for kt in range(k0, k1):
+                if (tile, kt) in owner:
+                    return f"{where}: k tile {kt} of tile {tile} is done by block {owner[tile, kt]} and block {b}"
+                owner[tile, kt] = b
+    total = tiles * k_tiles
+    for i in range(total):
+        if (i // k_tiles, i % k_tiles) not in owner:
+            return f"{where}: k tile {i % k_tiles} of tile {i // k_tiles} is done by no block"
+    for b in range(blocks):
+        begin, end = total * b // blocks, total * (b + 1) // blocks
+        mine = sorted(t * k_tiles + kt for (t, kt), o in owner.items() if o == b)
+        if mine != [*range(begin, end)]:
+            return (f"{where}: block {b} does k tiles {mine[:1] + ['...'] + mine[-1:] if mine else 'none'} of the "
+                    f"numbering tile * k_tiles + kt, not its range {begin} .. {end - 1}")
+    return ""
+
+
+def _ch7d_finish_time(pieces: list, k_tiles: int) -> int:
+    """When the last block is done, in k-tile times: each piece takes its k tiles; the piece that ends a tile
+    (k_end == k_tiles, k_begin > 0) then waits until every other block's part of that tile is handed over.
+    Waits only ever point at blocks of lower index (they hold the tile's earlier k tiles), so one pass in block
+    order settles every time: nothing here can hang."""
+    handed: dict[int, int] = {}  # tile -> when its last hand-over is done
+    finish = 0
+    for ps in pieces:
+        now = 0
+        for tile, k0, k1 in ps:
+            now += k1 - k0
+            if k1 < k_tiles:
+                handed[tile] = max(handed.get(tile, 0), now)
+            elif k0 > 0:
+                now = max(now, handed.get(tile, 0))
+        finish = max(finish, now)
+    return finish
+
+
+def _ch7d_property(ctx: Context) -> list[Item]:
+    fn = _py_fn(ctx, "pieces", "(block, blocks, tiles, k_tiles)")
+    if isinstance(fn, Item):
+        return [fn]
+    slow = []
+    for blocks, tiles, k_tiles in _CH7D_CASES:
+        got, why = _ch7d_pieces(fn, blocks, tiles, k_tiles)
+        why = why or _ch7d_coverage(got, blocks, tiles, k_tiles)
+        if why:
+            hint = ("block b's range is k tiles tiles * k_tiles * b // blocks .. tiles * k_tiles * (b + 1) // blocks "
+                    "- 1, numbered tile * k_tiles + kt; cut it at the tiles' edges into pieces")
+            ranges = [tiles * k_tiles * (b + 1) // blocks - tiles * k_tiles * b // blocks for b in range(blocks)]
+            if max(ranges) > k_tiles and all(len(p) <= 2 for p in (got or [])):
+                why += (" (two pieces a block at most, as step 12's unit() cuts them: its ranges are at most one tile "
+                        "long, since MAX_SPLIT shares a last-wave tile among several blocks; here a range is up to "
+                        f"{max(ranges)} k tiles, {k_tiles} a tile)")
+                hint = "the tiles between a range's two ends are whole pieces of their own"
+            return [Item("coverage", False, why, hint)]
+        mine, best = _ch7d_finish_time(got, k_tiles), _ch7d_finish_time(
+            [_ch7d_reference(b, blocks, tiles, k_tiles) for b in range(blocks)], k_tiles)
+        if mine > best:
+            slow.append((blocks, tiles, k_tiles, mine, best))
+    items = [Item("coverage", True, f"every k tile once, each block its own range, on {len(_CH7D_CASES)} cases "
+                  "(1 to 12 blocks, 1 to 9 tiles of 1, 3, 4 or 8 k tiles)")]
+    if not slow:
+        return items + [Item("no waiting chain", True, "every block is done by the time its longest range allows")]
+    blocks, tiles, k_tiles, mine, best = max(slow, key=lambda s: s[3] - s[4])
+    return items + [Item("no waiting chain", False, f"slower on {len(slow)} cases; worst, "
+                         f"{_ch7d_where(blocks, tiles, k_tiles)}: the last block is done after {mine} k-tile times, "
+                         "where "
+                         f"{best} suffice", "a block that ends a tile waits for the blocks before it to hand over "
+                         "their part; if they each finish their own first tile before handing over, the waits form "
+                         "a chain down to block 0. Order the pieces so that no block waits before it has handed over")]
+
+
+# --- ch9: a tile counter that nothing resets and only its writers change -----------------------------------
+_U32 = 2**32
+_CH9_CASES = [(launch, parts) for parts in (1, 2, 3, 4) for launch in (0, 1, 2, 7)] + \
+    [(_U32 // parts - 1 + d, parts) for parts in (1, 2, 3, 4) for d in (0, 1, 2)]
+
+
+def _ch9_property(ctx: Context) -> list[Item]:
+    """Phase 2 of launch `launch` polls a counter that `parts` groups of phase 1 each add 1 to (release) after
+    storing their part of the tile of T; nothing resets it, so it starts the launch at launch * parts (mod 2^32).
+    A model of the poll: bounded, so a condition that is never true is reported, not waited for."""
+    fn = _py_fn(ctx, "ready", "(value, launch, parts)")
+    if isinstance(fn, Item):
+        return [fn]
+    for launch, parts in _CH9_CASES:
+        start = launch * parts % _U32
+        for stored in range(parts + 1):
+            value = (start + stored) % _U32
+            got, err = _py_call(fn, value, launch, parts)
+            if err:
+                return [Item("tile counter", False, err, "ready gets the counter's 32-bit value, the launch's number "
+                             "and the groups that store a tile, and returns True or False")]
+            where = f"launch {launch}, {parts} group{'s' if parts > 1 else ''} per tile"
+            if stored < parts and got:
+                why = (f"{where}: the counter reads {value} after {stored} of {parts} groups released their part, "
+                       "and ready says yes: phase 2 copies a tile of T "
+                       + ("not stored yet" if stored == 0 else "half stored")
+                       + (f" ({value} is what the launches before left: nothing resets the counter)"
+                          if stored == 0 and launch else ""))
+                hint = ("the counter only grows, one per group per launch: which value does it reach when this "
+                        "launch's groups have all released?")
+                if all(bool(_py_call(fn, v, L, p)[0]) == (v != 0) for v, L, p in
+                       ((0, 0, 1), (1, 0, 1), (1, 0, 2), (2, 1, 2), (9, 4, 2), (0, 5, 3))):
+                    why += (": `value != 0` is the chapter's test, right in step 08, where one atomic add releases "
+                            "the whole tile and the readers take the count back to 0; here several groups add and "
+                            "nobody subtracts")
+                return [Item("tile counter", False, why, hint)]
+            if stored == parts and not got:
+                why = (f"{where}: every group released (the counter reads {value}), yet ready says no: the poll "
+                       "would spin for ever, a deadlock (the check stops it after the last release)")
+                hint = ("the counter is a 32-bit unsigned integer: it wraps to 0 after 2^32 - 1. Compare the distance "
+                        "from this launch's starting value, taken modulo 2^32, not the values themselves"
+                        if launch * parts + parts >= _U32 else
+                        "after this launch's releases the counter holds (launch + 1) * parts: every group of every "
+                        "launch so far added 1")
+                return [Item("tile counter", False, why, hint)]
+    return [Item("tile counter", True, f"ready only once every group released, on {len(_CH9_CASES)} (launch, groups) "
+                 "cases, through the counter's wrap at 2^32")]
+
+
+_LISTINGS_B = {  # the chapters' own computations, as the functions these exercises ask for
+    "ch5/deep_tile_swizzle": '''
+def sa_offset(k, m, block_k):
+    # chapter 5's Swizzle<1,4,5> on step 07's sA: column m of row k at m ^ ((k & 4) << 2)
+    return k * 128 + (m ^ ((k & 4) << 2))
+''',
+    "ch7b/ring_wait": '''
+def wait_count(t, num_tiles, num_stages):
+    # step 07: cp_async_wait_group<NUM_STAGES - 2>() in every iteration
+    return num_stages - 2
+''',
+    "ch7d/stream_k_pieces": '''
+def pieces(block, blocks, tiles, k_tiles):
+    # step 12's unit(): the beginning of the range's last tile, then the end of its first
+    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
+    if begin == end:
+        return []
+    first, last = begin // k_tiles, (end - 1) // k_tiles
+    out = [(last, max(begin - last * k_tiles, 0), end - last * k_tiles)]
+    if first != last:
+        out.append((first, begin - first * k_tiles, k_tiles))
+    return out
+''',
+    "ch9/monotone_flag": '''
+def ready(value, launch, parts):
+    # step 08's producer: wait until the counter is nonzero
+    return value != 0
+''',
+}
+_PY_TASKS = {  # what a Python exercise's notebook cell says the check does (ch1's text is the default)
+    "ch5/deep_tile_swizzle": "Write the function in the cell below and run it; the check places step 07's sA tile "
+                             "through it at BLOCK_K = 8, 16 and 32 and counts the wavefronts of the transposed stores "
+                             "and of the compute loop's float4 reads with the chapter's model; then it splices it "
+                             "into step 07 at BLOCK_K = 16 and counts them again in the emulator.",
+    "ch7b/ring_wait": "Write the function in the cell below and run it; the check runs the ring's waits for 2 to 6 "
+                      "stages and 1 to 3 x NUM_STAGES + 1 k tiles, and says where a tile is read too early or a wait "
+                      "stalls on a newer tile; then it runs step 07 with your count in the emulator, at 3 and 4 "
+                      "stages, against float64.",
+    "ch7d/stream_k_pieces": "Write the function in the cell below and run it; the check deals out 1 to 9 tiles to 1 to "
+                            "12 blocks, checks that every k tile is done once, by the block whose range holds it, and "
+                            "times the waits between blocks.",
+    "ch9/monotone_flag": "Write the function in the cell below and run it; the check plays the releases of each tile "
+                         "launch after launch, through the counter's wrap at 2^32, with a bounded poll: a condition "
+                         "that never comes true is a FAIL, not a hang.",
+}
+_PY_TASKS = {name: f"{text} `exercises.show(\"{name}\")` prints the whole task (the function's docstring "
+              "says what it gets and returns)." for name, text in _PY_TASKS.items()}
+
+
 _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
     Exercise("ch1/smallest_n", 1, "",
@@ -862,34 +1563,70 @@ _EXERCISES = [
              variant={"params": _variant_params(BLOCK=(32, (8, 16, 32)), BLOCK_K=(8, (4, 8, 16, 32, 64))),
                       "summary": "chapter 3's exercise: rectangular tiles, BLOCK_K != BLOCK"}),
     Exercise("ch4/register_blocking", 4, "sgemm/05_2d_blocktiling",
-             "the 2D register-blocking inner loop: slivers in registers, an outer product (checks registers/spills)",
-             _ch4_property, minutes=20, after="the next section (vectorized loads).",
-             hints=("Per k, a thread needs THREAD_M values of A's column and THREAD_N of B's row; every FMA of its "
-                    "THREAD_M x THREAD_N outer product reuses them. Load them once, into a[] and b[].",
-                    "Three loops over m and n, each with #pragma unroll and indexed by the loop counter only, so the "
-                    "arrays stay in registers: a[m] = sA[...][k], b[n] = sB[k][...], acc[m][n] += a[m] * b[n].")),
+             "a 4 x 16 register block (not the chapter's 8 x 8) whose sB sliver is read as float4s (checks results "
+             "at 4 x 16, registers/spills, shared loads per k step)",
+             _ch4_property, minutes=20,
+             after="the next section (vectorized loads). Harder: 16 x 4, where the long sliver is a column of sA: "
+                   "what must change in sA's layout before it can be read as float4s (step 06 does it)?",
+             hints=("Per k step a thread needs 4 values of sA's column k and 16 of sB's row k. Which of the two "
+                    "runs is contiguous in shared memory, and how many 16-byte loads would cover it?",
+                    "a[m] = sA[thread_row + m][k] for m < 4 (strided: scalars); for j < THREAD_N / 4, "
+                    "*reinterpret_cast<const float4*>(&sB[k][thread_col + 4 * j]) gives b[4j .. 4j + 3]; then the "
+                    "outer product, every loop under #pragma unroll."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8, 16)), THREAD_M=(4, (4,)), THREAD_N=(16, (16,))),
+                      "summary": "chapter 4's exercise: a 4 x 16 register block, sB read as float4s"}),
     Exercise("ch6/register_prefetch", 6, "sgemm/08_register_prefetch",
-             "issue the next tile's global loads before this tile's FMAs (checks the loop's order in SASS)",
-             _ch6_property, minutes=20, after="the next section (double buffering in shared memory).",
-             hints=("A global load takes hundreds of cycles; the FMAs of one tile take about as long. Which must "
-                    "be issued first so that one hides the other, and where may the loaded values be stored?",
-                    "load_tiles((t + 1) * BLOCK_K) into registers, compute_tile() on shared memory, __syncthreads(), "
-                    "store_tiles(), __syncthreads().")),
+             "prefetch two tiles ahead: two sets of staging registers, two shared slots, one barrier per K tile "
+             "(checks the loop's order in SASS, barriers and global loads per tile, registers)",
+             _ch6_property, _ch6_diagnose, minutes=30,
+             after="the next section (double buffering in shared memory: compare your loop with step 09's). Harder: "
+                   "three tiles ahead with three sets of registers; count the registers (k.resources()) and say when "
+                   "it stops paying.",
+             hints=("A load issued during tile t's FMAs has one tile's FMAs to land in 08. Where could tile t + 1 "
+                    "wait so that its loads get two? And when may tile t + 1 be stored into a slot that nobody reads "
+                    "during tile t: which barrier does that make unnecessary?",
+                    "r0 and r1 alternate, and so do slots 0 and 1; a register set picked by t % 2 at run time leaves "
+                    "the registers for local memory, so take two tiles per trip round the loop (t += 2) and write "
+                    "the two halves out, each: load tile + 2, compute this slot, store tile + 1 into the other, one "
+                    "barrier."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(8, (8,)), WARP_M=(64, (32, 64)), WARP_N=(32, (32, 64)),
+                                                THREAD_M=(8, (4, 8)), THREAD_N=(8, (4, 8))),
+                      "rules": registry._rules_warps(2),
+                      "summary": "chapter 6's exercise: register prefetch two tiles ahead"}),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
-             "the row each lane hands to ldmatrix.x4 (checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
-             minutes=15, after="the next section (the ldmatrix bank conflicts).",
-             hints=("ldmatrix.x4 reads four 8x8 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i. "
-                    "Which quarter of the 16x16 A piece must each matrix be for mma's a[0..3]?",
-                    "Matrix 0: rows 0-7, columns 0-7; matrix 1: rows 8-15, columns 0-7; matrices 2 and 3: the same "
-                    "rows at columns 8-15. lane_row = lane_id % 16, lane_col = (lane_id / 16) * 8.")),
+             "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
+             "checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
+             minutes=15, after="the next section (the ldmatrix bank conflicts). Harder: the same piece read with "
+                               "two ldmatrix.x2 instead of one x4 (lanes 16-31 then give no address).",
+             hints=("In sB (B transposed) a row is one column of C (an n) and runs along k. mma's B fragment for "
+                    "n 0-7 needs k 0-7 and k 8-15 in consecutive registers: which two quarters of the piece come "
+                    "first, and how does that differ from A's order (top, bottom, then the next k)?",
+                    "Lanes 0-7 and 8-15 both walk n 0-7 (lane_id % 8), at k 0 and k 8; lanes 16-31 do the same for "
+                    "n 8-15: the n offset comes from lane_id / 16, the k offset from bit 3 of lane_id."),
+             variation=True,
+             variant={"summary": "chapter 7's exercise: ldmatrix addresses of the transposed B operand"}),
     Exercise("ch7/swizzle", 7, "hgemm/03_swizzled",
-             "an XOR swizzle that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
-             _ch5_property, _ch5_diagnose, minutes=30, after="the next section of chapter 7.", aliases=("ch5/swizzle",),
-             hints=("Draw the 8 rows one ldmatrix matrix reads: which 16-byte group of the 128 banks' bytes does "
-                    "each row's chunk land on, with and without the swizzle?",
-                    "XOR the chunk index (col / 8) with the low bits of the row that differ between those 8 rows, "
-                    "masked to the chunks a row has (WIDTH / 8); when a row is shorter than 128 bytes, use the row "
-                    "of the 128-byte line (row / (128 / (2 * WIDTH))).")),
+             "an XOR swizzle for 96-byte rows (BLOCK_K = 48, not a power of two) and 256-byte rows, one function "
+             "for both, that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
+             _ch5_property, _ch5_diagnose, minutes=30,
+             after="the next section of chapter 7. Harder: BLOCK_K = 40 (80-byte rows, 5 chunks): why does no XOR "
+                   "swizzle work, and what would (padding, chapter 5)?", aliases=("ch5/swizzle",),
+             hints=("Without a swizzle, where does chunk c of row r start, counted in 16-byte bank groups (mod 8)? "
+                    "Tabulate it for the 8 rows of an ldmatrix matrix at 6 chunks a row and at 16: which rows "
+                    "collide, and which XOR masks keep a chunk inside a row of 6?",
+                    "With 6 chunks a row, rows r and r + 4 collide and only bit 0 of the chunk index may flip "
+                    "(0<->1, 2<->3, 4<->5): the largest power of two dividing the chunks per row (CHUNKS & -CHUNKS) "
+                    "bounds the XOR; the rows that share a mask are 8 / XOR apart. At 16 chunks this is the chapter's "
+                    "swizzle."),
+             variation=True,
+             variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
+                                                BLOCK_K=(48, (48,)), WARP_M=(64, (32, 64)), WARP_N=(64, (32, 64))),
+                      "rules": registry._mma_tiling_rules(16, 16, 16),
+                      "summary": "chapter 7's exercise: a swizzle for 96-byte rows (BLOCK_K = 48)"}),
     Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
              "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "
              "NUM_STAGES (checks several trips round rings of 3 and 5 stages)", _ring_property, _ring_diagnose,
@@ -905,14 +1642,70 @@ _EXERCISES = [
                                                 GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
                       "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
-             "the fused kernel's second phase, E = T C from the panel of T on chip (checks C's traffic)",
-             _ch8_property, minutes=45, after="the next section (the fused kernel's measurements); then chapter 9.",
-             hints=("After phase 1 the block's panel of T (its rows, all L columns) sits in sT. Each output "
-                    "E[row][col] is a dot product of a row of sT and a column of C: which part of C does the whole "
-                    "block need for one slice of columns, and how many times should it be read?",
-                    "Loop over slices of L: stage_Y(C, L, N, l0, n0) copies C's slice into sY once for the block, "
-                    "then a barrier, then each thread's FMAs read sT and sY, then a barrier before the next slice; "
-                    "store E at the end.")),
+             "the fused kernel's second phase, E = T C, from a panel of T stored K-major and read in float2s (checks "
+             "results, C's traffic, T on chip, the panel's shared loads)",
+             _ch8_property, _ch8_diagnose, minutes=45,
+             after="the next section (the fused kernel's measurements); then chapter 9. Harder: THREAD_M = 4, "
+                   "with the panel read as float4s: which alignment must thread_row and PANEL_M then have?",
+             hints=("After phase 1 the block's panel of T (its PANEL_M rows, all L columns) sits in sT, stored the "
+                    "way phase 1 wrote it. Each E[row][col] is a row of T times a column of C: which part of C does "
+                    "the whole block need for one slice of E's columns, and how often must it come from global "
+                    "memory?",
+                    "Loop over E's columns (n0, BLOCK_N at a time) and, inside, over L (l0, BLOCK_K at a time): stage "
+                    "C's slice with stage_Y into sY once for the block, a barrier, each thread's FMAs with a[m] from "
+                    "the K-major panel (sT[(l0 + k) * PANEL_M + thread_row + m], two at a time through a const "
+                    "float2*) and b[n] from sY, a barrier; store E at the end of each n0."),
+             variation=True),
+    # chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, each a variation of what the chapter shows
+    Exercise("ch5/deep_tile_swizzle", 5, "",
+             "a swizzle for step 07's transposed sA store at BLOCK_K = 16 and 32, where the chapter's Swizzle<1,4,5> "
+             "(made for 8) leaves conflicts (Python; counts wavefronts per request with the chapter's model, then in "
+             "step 07 in the emulator)",
+             _ch5_deep_property, minutes=25,
+             after="the next section of chapter 5. Harder: at BLOCK_K = 64 a warp's store touches 16 rows of sA, "
+                   "two columns each; is there still an XOR that removes the conflicts and keeps the float4s whole?",
+             hints=("List the lanes of one warp's store request at BLOCK_K = 16: lanes 4r .. 4r + 3 hold row r of A's "
+                    "tile and store into rows c + j of sA for c = 0, 4, 8, 12. Which rows of sA does one request "
+                    "touch, at which columns, and on which banks?",
+                    "Four rows, k, k + 4, k + 8, k + 12, eight columns each: XOR (k / 4) into the two column bits "
+                    "above those eight (bits 3 and 4), i.e. m ^ ((k / 4) * (128 / block_k)); at BLOCK_K = 8 this is "
+                    "the chapter's m ^ ((k & 4) << 2)."),
+             variation=True, python=True),
+    Exercise("ch7b/ring_wait", 7, "",
+             "the cp.async.wait_group count of step 07's ring when no empty group is committed past the last tile "
+             "(Python; checks every wait for a race or a stall, 2 to 6 stages, then runs it in step 07 in the emulator)",
+             _ch7b_property, minutes=15,
+             after="the next section of chapter 7b. Harder: with no empty groups, which other line of step 07's "
+                   "loop could go, and what would it cost?",
+             hints=("Number the commit groups: one per tile, in tile order. At tile t's wait, which groups have been "
+                    "committed, and how many of them are newer than tile t's own? Count it for t = 0 and for the "
+                    "last tile.",
+                    "Groups newer than tile t's: tiles t + 1 .. min(t + NUM_STAGES - 2, num_tiles - 1), so "
+                    "min(NUM_STAGES - 2, num_tiles - 1 - t)."),
+             variation=True, python=True),
+    Exercise("ch7d/stream_k_pieces", 7, "",
+             "stream-K's pieces of a block's range when it spans several tiles, in an order that never makes a "
+             "block wait before it hands over (Python; checks coverage and the waits on 432 cases)",
+             _ch7d_property, minutes=25,
+             after="chapter 8. Harder: step 12 shares only the last wave; write the pieces for a hybrid that deals "
+                   "the full waves whole and shares the last wave among all blocks.",
+             hints=("Draw a range that starts inside tile f and ends inside tile l > f + 1: it holds the end of f, "
+                    "tiles f + 1 .. l - 1 whole and the beginning of l. Which of those pieces wait for another block, "
+                    "and for which?",
+                    "Only the end of f waits (for lower blocks' parts of f). Do the beginning of l first (hand it "
+                    "over), then tiles l - 1 .. f + 1 whole, then the end of f."),
+             variation=True, python=True),
+    Exercise("ch9/monotone_flag", 9, "",
+             "the wait condition of a tile counter that several groups release and nothing resets, launch after "
+             "launch (Python; a bounded model of the poll: a deadlock is a FAIL, not a hang)", _ch9_property,
+             minutes=15,
+             after="the chapter's measurements. Harder: which fence must each group issue before its add, and which "
+                   "one the producer after its acquire, so that TMA reads the stores (step 08's comments say).",
+             hints=("Write down the counter's value at the start of launch 0, 1, 2 with 2 groups per tile, and after "
+                    "each release. Which value says 'every group of this launch has stored its part'?",
+                    "It starts launch L at L * parts and ends it at (L + 1) * parts, modulo 2^32: compare the distance "
+                    "(value - L * parts) % 2**32 with parts."),
+             variation=True, python=True),
 ]
 
 
@@ -983,13 +1776,13 @@ def show(name: str):
             inside = False
         marked.append(f'<span style="background:#fff3b0;display:inline-block;min-width:100%">{hl}</span>'
                       if inside or _END.match(src) else hl)
-    return Listing(f"kernels/exercises/{ex.stem}.cu: {ex.summary} (the gap is marked)", marked, text)
+    return Listing(f"kernels/exercises/{ex.file.name}: {ex.summary} (the gap is marked)", marked, text)
 
 
 def start(name: str, directory: str | Path = "exercises", force: bool = False) -> Path:
     """Write the template to ./exercises/<name>.cu for the reader to edit; an existing copy is kept unless force."""
     ex = get(name)
-    path = Path(directory) / f"{ex.name}.cu"
+    path = Path(directory) / f"{ex.name}{ex.file.suffix}"  # .py for a Python exercise
     if path.exists() and not force:
         return path
     if path.is_symlink() and not path.exists() and not force:
@@ -1011,7 +1804,7 @@ def start(name: str, directory: str | Path = "exercises", force: bool = False) -
 
 
 def started_path(name: str, directory: str | Path = "exercises") -> Path:
-    return Path(directory) / f"{get(name).name}.cu"
+    return Path(directory) / f"{get(name).name}{get(name).file.suffix}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1116,6 +1909,7 @@ def smallest_n(gpu, precision):
 ''',
 }
 
+_LISTINGS.update(_LISTINGS_B)
 
 # ------------------------------------------------------------------------------------------------
 # check
@@ -1303,8 +2097,11 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
         else:
             kern = build(ex, where, text)
     except GemmlabError as e:
+        note = _listing_note(ex, text)
         verdict.items.append(Item("compiles", False, _relabel(str(e), ex, gap_line),
-                                  "fix the first error the compiler names; the rest often follow from it."))
+                                  "" if note else "fix the first error the compiler names; the rest often follow "
+                                  "from it."))
+        verdict.items += note
         return verdict
     ctx = Context(ex, text, where, kern)
     finished = True
@@ -1331,6 +2128,23 @@ def check(name: str, code: str | None = None, path: str | Path | None = None, ba
     elif where != "gpu":
         verdict.items.append(Item("speed", None, f"no GPU here; on one, the check times your kernel against {ex.step}"))
     return verdict
+
+
+def _listing_note(ex: Exercise, text: str) -> list[Item]:
+    """A variation's answer that is the chapter's own lines for the gap (so it does not compile here): say so."""
+    if not ex.variation or ex.python or not _START.search(text):
+        return []
+
+    def norm(code: str) -> str:
+        return re.sub(r"\s+", "", _without_comments(code))
+
+    if norm(gap_of(text)[1]) != norm(listing_gap(ex.name)):
+        return []
+    return [Item("diagnosis", None, f"these are chapter {ex.chapter_id}'s own lines (step {ex.step}), which do not fit "
+                 f"this variation: it asks for {ex.summary.split(' (checks')[0]}",
+                 f"read the task above the gap (exercises.show({ex.name!r})): the helpers and the data around the gap "
+                 "differ from the step's, so start from the template's gap, not from the step's lines",
+                 note=True)]
 
 
 def _guard(fn: Callable[[Context], list[Item]], ctx: Context) -> list[Item]:
@@ -1416,8 +2230,8 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
     edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
     ex = get(name)
     if ex.python:
-        what = ("Write the function in the cell below and run it; the check tries it on every GPU of the course's "
-                "table and on one in none, and says what is wrong.")
+        what = _PY_TASKS.get(name, "Write the function in the cell below and run it; the check tries it on every "
+                             "GPU of the course's table and on one in none, and says what is wrong.")
         gap = gap_of(template(name))[1]
     else:
         kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "

@@ -3,10 +3,9 @@
 //
 // sgemm track, step 05_2d_blocktiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
 //
-// Extends 04 by 2D register blocking: a thread computes a THREAD_M x THREAD_N tile of C. At each
-// k it copies a THREAD_M sliver of an sA column and a THREAD_N sliver of an sB row into
-// registers and accumulates their outer product: THREAD_M * THREAD_N FMAs for
-// THREAD_M + THREAD_N shared-memory loads (8x8: 64 FMAs for 16 loads, 0.25 loads per FMA).
+// A variation of 05 (chapter 4's exercise): the register block is 4 x 16, not 8 x 8 (THREAD_M = 4,
+// THREAD_N = 16; the check runs BLOCK_M = BLOCK_N = 128, BLOCK_K = 8, 256 threads). The same
+// 64 FMAs per k step; a[] is a strided column of sA, b[] a contiguous 64-byte run of an sB row.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA[BLOCK_M][BLOCK_K]: rows block_row.., columns k0..; sB[BLOCK_K][BLOCK_N]: rows k0..,
@@ -20,12 +19,13 @@ __global__ void sgemm_2d_blocktiling(int M, int N, int K, const float* A, const 
     constexpr int NUM_THREADS = (BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N);  // one per thread tile
     static_assert(BLOCK_M % THREAD_M == 0, "THREAD_M must divide BLOCK_M (whole thread tiles per tile)");
     static_assert(BLOCK_N % THREAD_N == 0, "THREAD_N must divide BLOCK_N (whole thread tiles per tile)");
+    static_assert(THREAD_N % 4 == 0, "THREAD_N must be a multiple of 4 (float4 reads of sB)");
     static_assert(NUM_THREADS <= 1024, "(BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N) threads exceed 1024");
     static_assert((BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
                   "the A and B tiles exceed 48 KB of static shared memory");
 
     __shared__ float sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K tile of A
-    __shared__ float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
+    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B (float4 reads)
 
     const int tid = threadIdx.x;
     const int thread_col = tid % (BLOCK_N / THREAD_N) * THREAD_N;  // first of its THREAD_N columns
@@ -64,12 +64,14 @@ __global__ void sgemm_2d_blocktiling(int M, int N, int K, const float* A, const 
 
 #pragma unroll
         for (int k = 0; k < BLOCK_K; ++k) {
-            // One k step of the thread's THREAD_M x THREAD_N tile: copy the THREAD_M values of sA's column k
-            // (rows thread_row..) into a[] and the THREAD_N values of sB's row k (columns thread_col..) into
-            // b[], then add their outer product into acc[][]: THREAD_M * THREAD_N FMAs from registers for
-            // THREAD_M + THREAD_N shared loads. Keep every array index a compile-time constant after
-            // unrolling (#pragma unroll), or the arrays leave the registers for local memory.
-            // ---- EXERCISE: 2D register blocking ----
+            // One k step of the thread's 4 x 16 tile (THREAD_M = 4 rows, THREAD_N = 16 columns): copy the 4
+            // values of sA's column k (rows thread_row..) into a[] and the 16 values of sB's row k (columns
+            // thread_col..) into b[], then add their outer product into acc[][]. Chapter 4's 8 x 8 block pays
+            // 8 + 8 = 16 shared loads per k; here the same loop would pay 4 + 16 = 20 for the same 64 FMAs.
+            // Read b[] with 128-bit loads (float4: sB is 16-byte aligned and thread_col a multiple of 16) so
+            // that a k step costs 4 + 16 / 4 = 8 shared loads, and keep every array index a compile-time
+            // constant after unrolling (#pragma unroll), or the arrays leave the registers for local memory.
+            // ---- EXERCISE: a 4 x 16 register block, sB read as float4 ----
             // your code: load the slivers a[] and b[], then acc[m][n] += a[m] * b[n]
             // ---- END ----
         }

@@ -3,7 +3,11 @@
 //
 // sgemm track, step 08_register_prefetch; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
 //
-// Extends 07 by loading the next tile while computing this one, to hide the latency of global
+// A variation of 08 (chapter 6's exercise): the loads run two tiles ahead, not one. Two sets of
+// staging registers (r0, r1) and two shared slots: while tile t is computed from one slot, tile
+// t + 1 waits in registers and tile t + 2 is loading, so a load has two tiles' FMAs to land, and
+// one barrier per K tile is enough. 08, which it varies, extends 07 by loading the next tile while
+// computing this one, to hide the latency of global
 // memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each
 // tile is loaded, then waited for at a barrier, then computed: no FMA runs while its loads are in
 // flight. Here the global loads of tile t+1 are issued into registers (staged_a, staged_b)
@@ -54,8 +58,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     static_assert(NUM_THREADS % (BLOCK_K / 4) == 0 && NUM_THREADS % (BLOCK_N / 4) == 0,
                   "BLOCK_K/4 and BLOCK_N/4 must divide the thread count (a thread stages one float4 column)");
     static_assert(NUM_THREADS <= 1024, "(BLOCK_M / WARP_M) * (BLOCK_N / WARP_N) warps exceed 1024 threads");
-    static_assert((BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
-                  "the A and B tiles exceed 48 KB of static shared memory");
+    static_assert(2 * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
+                  "two slots of the A and B tiles exceed 48 KB of static shared memory");
     constexpr int A_VECS = BLOCK_M * BLOCK_K / 4;       // float4s in the A tile (BLOCK_K / 4 per row)
     constexpr int B_VECS = BLOCK_K * BLOCK_N / 4;       // float4s in the B tile (BLOCK_N / 4 per row)
     constexpr int A_LOADS = cdiv(A_VECS, NUM_THREADS);  // float4s of A each thread stages
@@ -63,8 +67,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     constexpr int A_ROW_STEP = NUM_THREADS / (BLOCK_K / 4);  // rows between a thread's float4s of A
     constexpr int B_ROW_STEP = NUM_THREADS / (BLOCK_N / 4);  // and of B
 
-    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
-    __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
+    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, K-major
+    __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // two slots: BLOCK_K x BLOCK_N tiles of B
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32, lane_id = tid % 32;
@@ -81,8 +85,11 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     float acc[THREAD_M][THREAD_N] = {};  // THREAD_M x THREAD_N outputs, as 4x4 pieces
     float a[THREAD_M];                   // THREAD_M x 1 sliver of the A tile: column k, the thread's rows
     float b[THREAD_N];                   // 1 x THREAD_N sliver of sB: row k, the thread's columns
-    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA
-    float4 staged_b[B_LOADS];            // this thread's float4s of the next B tile, on their way to sB
+    struct Staged {                      // this thread's float4s of one A and B tile, on their way to shared
+        float4 a[A_LOADS];
+        float4 b[B_LOADS];
+    };
+    Staged r0, r1;                       // two sets: one tile waits in one while the next loads into the other
 
     // Staging, half 1: global -> registers. Float4 e of a tile (row-major) goes to thread
     // e % NUM_THREADS, so consecutive threads load consecutive 16 bytes of a row. Inside the
@@ -90,7 +97,7 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     // offsets, instead of recomputing row * K + col: fewer registers, so no spills under the cap.
     const float* a_src = A + (block_row + tid / (BLOCK_K / 4)) * K + tid % (BLOCK_K / 4) * 4;
     const float* b_src = B + tid / (BLOCK_N / 4) * N + block_col + tid % (BLOCK_N / 4) * 4;
-    auto load_tiles = [&](int k0) {
+    auto load_tiles = [&](Staged& s, int k0) {  // global -> registers s
         // One branch per tile: the whole tile inside the matrix and float4-aligned, or not.
         const bool a_inside = a_vec && block_row + BLOCK_M <= M && k0 + BLOCK_K <= K;
         const bool b_inside = b_vec && k0 + BLOCK_K <= K && block_col + BLOCK_N <= N;
@@ -99,8 +106,8 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = block_row + e / (BLOCK_K / 4), col = k0 + e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                staged_a[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
-                                 : load_float4_guarded(A, row, col, M, K, a_vec);
+                s.a[i] = a_inside ? *reinterpret_cast<const float4*>(a_src + i * A_ROW_STEP * K + k0)
+                               : load_float4_guarded(A, row, col, M, K, a_vec);
             }
         }
 #pragma unroll
@@ -108,46 +115,46 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
             const int e = i * NUM_THREADS + tid;
             const int row = k0 + e / (BLOCK_N / 4), col = block_col + e % (BLOCK_N / 4) * 4;
             if (e < B_VECS) {
-                staged_b[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
-                                 : load_float4_guarded(B, row, col, K, N, b_vec);
+                s.b[i] = b_inside ? *reinterpret_cast<const float4*>(b_src + (i * B_ROW_STEP + k0) * N)
+                               : load_float4_guarded(B, row, col, K, N, b_vec);
             }
         }
     };
     // Staging, half 2: registers -> shared. A's float4 runs along k, so it is transposed into one
     // float of 4 consecutive sA rows; B's float4 is stored whole.
-    auto store_tiles = [&]() {
+    auto store_tiles = [&](const Staged& s, int slot) {  // registers s -> shared slot
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_K / 4), c = e % (BLOCK_K / 4) * 4;
             if (e < A_VECS) {
-                sA[c + 0][r] = staged_a[i].x;
-                sA[c + 1][r] = staged_a[i].y;
-                sA[c + 2][r] = staged_a[i].z;
-                sA[c + 3][r] = staged_a[i].w;
+                sA[slot][c + 0][r] = s.a[i].x;
+                sA[slot][c + 1][r] = s.a[i].y;
+                sA[slot][c + 2][r] = s.a[i].z;
+                sA[slot][c + 3][r] = s.a[i].w;
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = i * NUM_THREADS + tid;
             const int r = e / (BLOCK_N / 4), c = e % (BLOCK_N / 4) * 4;
-            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[r][c]) = staged_b[i];
+            if (e < B_VECS) *reinterpret_cast<float4*>(&sB[slot][r][c]) = s.b[i];
         }
     };
 
-    // The FMAs of the tile in shared memory: acc += its A tile x its B tile.
-    auto compute_tile = [&]() {
+    // The FMAs of the tile in shared slot `slot`: acc += its A tile x its B tile.
+    auto compute_tile = [&](int slot) {
 #pragma unroll
         for (int k = 0; k < BLOCK_K; ++k) {
             // The slivers as float4s, one per sub-tile: sA row k holds column k of the A tile.
 #pragma unroll
             for (int i = 0; i < WARP_ITERS_M; ++i) {
-                const float4 v = *reinterpret_cast<const float4*>(&sA[k][thread_row + i * WARP_SUB_M]);
+                const float4 v = *reinterpret_cast<const float4*>(&sA[slot][k][thread_row + i * WARP_SUB_M]);
                 a[4 * i + 0] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
             }
 #pragma unroll
             for (int j = 0; j < WARP_ITERS_N; ++j) {
-                const float4 v = *reinterpret_cast<const float4*>(&sB[k][thread_col + j * WARP_SUB_N]);
+                const float4 v = *reinterpret_cast<const float4*>(&sB[slot][k][thread_col + j * WARP_SUB_N]);
                 b[4 * j + 0] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
             }
 #pragma unroll
@@ -161,26 +168,30 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     };
 
     const int num_tiles = cdiv(K, BLOCK_K);
-    load_tiles(0);
-    store_tiles();
-    __syncthreads();  // tile 0 is in shared memory for everyone
+    load_tiles(r0, 0);
+    store_tiles(r0, 0);
+    if (num_tiles > 1) load_tiles(r1, BLOCK_K);  // tile 1 waits in r1
+    __syncthreads();  // tile 0 is in slot 0 for everyone
 
+    // The K loop. Before it, tile 0 is in shared slot 0 and tile 1 in the registers r1. The helpers:
+    // load_tiles(r, k0) (global -> the registers r), store_tiles(r, slot) (registers -> shared slot 0
+    // or 1) and compute_tile(slot) (the FMAs of the tile in that slot). Chapter 6's step 08 keeps one
+    // tile ahead, in one set of registers and one buffer, with two barriers per tile. Here keep two
+    // tiles ahead: while tile t is computed, tile t + 1 waits in one set of registers and the loads of
+    // tile t + 2 are in flight into the other; one __syncthreads() per K tile. The registers must stay
+    // registers: which set a line uses has to be known at compile time. The gap as shipped is 07's
+    // order: correct, and nothing overlaps the loads.
+    // ---- EXERCISE: prefetch two tiles ahead ----
     for (int t = 0; t < num_tiles; ++t) {
-        // One K tile: tile t is in shared memory. Use load_tiles(k0) (global -> registers staged_a, staged_b),
-        // compute_tile() (the FMAs of the tile in shared memory) and store_tiles() (registers -> shared)
-        // so that the global loads of tile t + 1 are in flight while tile t is computed. The gap as
-        // shipped is 07's order: correct, and nothing overlaps the loads. One shared buffer: mind the
-        // barriers.
-        // ---- EXERCISE: prefetch into registers ----
-        compute_tile();
+        compute_tile(0);
         __syncthreads();
         if (t + 1 < num_tiles) {
-            load_tiles((t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
-            store_tiles();
+            load_tiles(r0, (t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
+            store_tiles(r0, 0);
         }
         __syncthreads();
-        // ---- END ----
     }
+    // ---- END ----
 
     // float4 stores of C; one branch for the block: inside and aligned, or guarded.
     const bool c_inside = b_vec && block_row + BLOCK_M <= M && block_col + BLOCK_N <= N;

@@ -16,7 +16,9 @@
 //   11_mma_in_flight    sm_90a: one k tile's wgmmas stay queued behind the running ones
 //   12_stream_k         sm_90a: the last wave's tiles are shared out by k tiles
 //
-// Extends nothing: the first tensor-core step. Three levels of tiling:
+// A variation of 01 (chapter 7's exercise): B's tile is stored transposed in shared memory,
+// sB[BLOCK_N][BLOCK_K] (K-major, as mma wants B), so ldmatrix reads it without .trans.
+// Three levels of tiling, as in 01:
 //   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of
 //                                 BLOCK_K, staging A and B tiles in shared memory
 //   warp tile  WARP_M x WARP_N:   C tile of one warp, kept in registers as fp32 accumulators
@@ -24,8 +26,8 @@
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   sA[BLOCK_M][BLOCK_K]: K-major (row-major) tile of A; ldmatrix reads its rows as they are.
-//   sB[BLOCK_K][BLOCK_N]: N-major (row-major) tile of B; mma wants B K-major ("col"), so
-//   ldmatrix.trans transposes each 8x8 matrix on the way into registers.
+//   sB[BLOCK_N][BLOCK_K]: K-major tile of B (B transposed: row n holds column n of B), the
+//   layout mma wants for B ("col"), so a plain ldmatrix (no .trans) reads it.
 //   Elements past M, N or K are stored as zero, so edge tiles need no special case.
 // Launch: blockDim (BLOCK_M/WARP_M * BLOCK_N/WARP_N * 32), gridDim (cdiv(N, BLOCK_N),
 //   cdiv(M, BLOCK_M)); static shared memory (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes.
@@ -53,7 +55,7 @@ __global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __h
     // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Row strides are
     // BLOCK_K * 2 and BLOCK_N * 2 bytes, multiples of 16 by the asserts above.
     __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, K-major
-    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major
+    __shared__ __align__(16) __half sB[BLOCK_N][BLOCK_K];  // BLOCK_N x BLOCK_K, K-major (B^T)
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32;
@@ -86,25 +88,27 @@ __global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __h
         for (int i = tid; i < BLOCK_K * BLOCK_N; i += NUM_THREADS) {
             const int r = i / BLOCK_N, c = i % BLOCK_N;
             const int gr = k0 + r, gc = block_col + c;
-            sB[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);
+            sB[c][r] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);  // transposed
         }
         // Every warp reads tiles that other warps wrote.
         __syncthreads();
 
 #pragma unroll
         for (int kk = 0; kk < BLOCK_K; kk += 2 * MMA_K) {
-            // One ldmatrix.x4 per 16x16 piece. Its matrices 0..3 must be the piece's (top, k 0-7),
-            // (bottom, k 0-7), (top, k 8-15), (bottom, k 8-15) 8x8 quarters.
-            //   A piece (m16 x k16): registers {0,1} are the mma A fragment for k 0-7, {2,3} for
-            //   k 8-15 (together: the m16n8k16 A fragment).
-            //   B piece (k16 x n16), transposed: registers {0,1} are the B fragments of the left
-            //   8 columns for k 0-7 and k 8-15, {2,3} those of the right 8 columns.
+            // One ldmatrix.x4 per 16x16 piece. A piece (m16 x k16): lane l points at row (l % 16),
+            // column 8 * (l / 16), so matrices 0..3 are its (top, k 0-7), (bottom, k 0-7), (top, k 8-15),
+            // (bottom, k 8-15) quarters: registers {0,1} the mma A fragment for k 0-7, {2,3} for k 8-15.
+            const int a_row = lane_id % 16;
+            const int a_col = (lane_id / 16) * 8;
+            // B piece (n16 x k16 of sB, B transposed): registers {0,1} must be the B fragments of
+            // the first 8 columns of C (n 0-7) for k 0-7 and k 8-15, {2,3} those of n 8-15.
             // ldmatrix.x4 takes one row address from each lane: lanes 8i .. 8i + 7 give the addresses of
-            // rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Which row (lane_row, 0..15) and which
-            // column (lane_col, 0 or 8) of the 16x16 piece must lane lane_id point at, so that matrices 0..3
-            // are the quarters listed above? (The same two numbers serve sA and sB, whose .trans load takes
-            // (k 0-7, left), (k 8-15, left), (k 0-7, right), (k 8-15, right): the same walk over the piece.)
-            // ---- EXERCISE: the ldmatrix address of each lane ----
+            // rows 0..7 of matrix i (each row: 8 halves, 16 bytes). Here it reads a 16 x 16 piece of sB, rows n
+            // (columns of C), columns k, and its matrices 0..3 land in rB[n][0], rB[n][1], rB[n + 1][0],
+            // rB[n + 1][1]: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15). Which row
+            // (lane_row, 0..15, an n) and column (lane_col, 0 or 8, a k) of the piece must lane lane_id point at?
+            // (A's walk, a_row and a_col above, takes the quarters in another order.)
+            // ---- EXERCISE: the ldmatrix address of each lane, B stored transposed ----
             const int lane_row = 0;  // your expression of lane_id
             const int lane_col = 0;  // your expression of lane_id
             // ---- END ----
@@ -113,13 +117,13 @@ __global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __h
 #pragma unroll
             for (int m = 0; m < MMA_TILES_M; ++m) {
                 ldmatrix_x4(rA[m][0][0], rA[m][0][1], rA[m][1][0], rA[m][1][1],
-                            &sA[warp_row + m * MMA_M + lane_row][kk + lane_col]);
+                            &sA[warp_row + m * MMA_M + a_row][kk + a_col]);
             }
             u32 rB[MMA_TILES_N][2][1];  // [mma tile][k half][register]
 #pragma unroll
             for (int n = 0; n < MMA_TILES_N; n += 2) {
-                ldmatrix_x4_trans(rB[n][0][0], rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0],
-                                  &sB[kk + lane_row][warp_col + n * MMA_N + lane_col]);
+                ldmatrix_x4(rB[n][0][0], rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0],
+                            &sB[warp_col + n * MMA_N + lane_row][kk + lane_col]);
             }
 
 #pragma unroll

@@ -3,7 +3,9 @@
 //
 // hgemm track, step 03_swizzled; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
 //
-// Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
+// A variation of 03 (chapter 7's exercise): BLOCK_K = 48, so a row of sA is 96 bytes (6 chunks of
+// 16 bytes), a width that is not a power of two; sB keeps BLOCK_N = 128 (256-byte rows).
+// 03 extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2
 // fall on the same 4 banks (4 wavefronts per matrix instead of 1); with rows of 128 bytes or
 // more all 8 do (8 wavefronts). Stores and ldmatrix row addresses go through the one helper
@@ -20,19 +22,20 @@
 //   cdiv(M, BLOCK_M)); static shared memory (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes.
 #include "common.cuh"
 
-// Element offset of (row, col) in a row-major shared tile WIDTH halves wide (WIDTH = BLOCK_K = 32
+// Element offset of (row, col) in a row-major shared tile WIDTH halves wide (WIDTH = BLOCK_K = 48
 // for sA, BLOCK_N = 128 for sB) whose 16-byte chunks (8 halves) are XOR-swizzled.
 template <int WIDTH>
 __device__ __forceinline__ int swizzle(int row, int col) {
-    static_assert(WIDTH >= 16 && (WIDTH & (WIDTH - 1)) == 0,
-                  "swizzled tile width must be a power of two, at least 16 halves");
+    static_assert(WIDTH >= 16 && WIDTH % 16 == 0,
+                  "swizzled tile width must be a whole, even number of 16-byte chunks");
     // Return where element (row, col) is stored. The rules: (1) a permutation inside each row: every
     // (row, col) of the tile gets its own offset, in the same row; (2) the 8 halves of a 16-byte chunk
     // stay together and in order (the copy stores whole chunks, ldmatrix reads whole chunks); (3) the 8
     // consecutive rows of any 8x8 matrix that an ldmatrix reads (8 rows, one 16-byte chunk column) fall
-    // on 8 different 16-byte groups of banks. 32 banks x 4 bytes = 128 bytes: a row of sA (64 bytes)
-    // is half of that, a row of sB (256 bytes) two of it. The gap as shipped does not swizzle.
-    // ---- EXERCISE: the swizzle ----
+    // on 8 different 16-byte groups of banks. 32 banks x 4 bytes = 128 bytes: a row of sA (96 bytes,
+    // BLOCK_K = 48 here) is three quarters of that, a row of sB (256 bytes) two of it. One function
+    // serves both widths. The gap as shipped does not swizzle.
+    // ---- EXERCISE: the swizzle for 96-byte rows ----
     return row * WIDTH + col;  // not swizzled: correct, with bank conflicts
     // ---- END ----
 }

@@ -1,0 +1,362 @@
+"""Chapter 3, shared-memory tiling: step 03 against step 02, its pictures, prediction, banks and counters.
+
+The chapter's record wrangling, glue() calls, figures and tables, one function per figure or table; the notebook
+(book/03_smem_tiling.ipynb) calls each once. Timings come from results/<gpu>.json (live on a GPU); the profiler's
+counters of steps 02 and 03 from results/nvidia-h200.ncu.json (an H200: the chapter says so). The model lives in
+tiling.py, the bank rules in swizzle.py, the site's control in sitecontrols.py; this module draws and quotes them.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import gemmlab
+from gemmlab import documents, hardware, nvrtc, profile, sitecontrols, tiling
+from gemmlab import swizzle as sw
+from gemmlab.chapters import plots
+from gemmlab.chapters.glue import glue
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Rectangle
+import ipywidgets as widgets
+
+STEPS = ["sgemm/02_coalesced", "sgemm/03_smem_tiling"]
+STEP = STEPS[1]
+SIZE = 4096
+BLOCK = 32                     # step 03's default tile edge
+COUNTERS_GPU = "NVIDIA H200"   # the GPU whose profiler record holds steps 02 and 03
+SECTOR = 32                    # bytes per sector (chapter 2)
+NOT_STALLS = ("selected", "not_selected")  # a warp that issued, or could have but another did: not a wait
+STALL_MEANING = {  # what a warp waits for, in Nsight Compute's words, shortened
+    "mio_throttle": "the queue that takes shared-memory instructions is full",
+    "long_scoreboard": "a global load has not arrived",
+    "lg_throttle": "the queue that takes global-memory instructions is full",
+    "barrier": "other warps have not reached `__syncthreads()`",
+    "short_scoreboard": "a shared-memory result has not arrived",
+    "dispatch_stall": "the dispatcher could not issue",
+    "math_pipe_throttle": "the arithmetic pipe is busy",
+    "wait": "a fixed latency",
+    "no_instruction": "the next instruction has not been fetched",
+}
+
+smem_tiling_twin = sitecontrols.smem_tiling_twin
+WARP_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"]
+
+
+def where_we_are(records: list) -> None:
+    """Glue step 02's and 03's figures at 4096 (GPU, date, % of cuBLAS, TFLOP/s, the gain) and print the records."""
+    at = {(r["step"], r["m"]): r for r in records}
+    v2, v3 = at.get((STEPS[0], SIZE)), at.get((STEP, SIZE))
+    if v2 and v3:
+        glue("ch3_gpu", v2["gpu"]); glue("ch3_date", v2["date"])
+        glue("ch3_v2_pct", v2["pct_of_baseline"]); glue("ch3_v2_tflops", v2["tflops"])
+        glue("ch3_v3_pct", v3["pct_of_baseline"]); glue("ch3_v3_tflops", v3["tflops"])
+        glue("ch3_speedup", v3["tflops"] / v2["tflops"])
+        glue("ch3_cublas", v3["baseline_tflops"])
+    print(gemmlab.bench.table(records))
+
+
+def traffic(size: int = SIZE) -> None:
+    """The model: bytes of A and B the whole grid requests from global memory, without and with tiles."""
+    print(f"{size}^3, bytes of A and B requested from global memory by the whole grid:")
+    for block in (None, 4, 8, 16, 32):
+        name = "step 02 (no tiling)" if block is None else f"step 03, BLOCK={block}"
+        print(f"  {name:22s} {tiling.global_bytes(size, size, size, block) / 2**30:8.1f} GiB"
+              f"   {tiling.intensity(size, size, size, block):5.2f} FLOP/byte")
+
+
+def sliding_window() -> None:
+    """The block's C tile and the K window it slides along A and B (tiling.draw_sliding_window)."""
+    tiling.draw_sliding_window(block=4, step=2, size=16)
+    plt.show()
+
+
+# ----------------------------------------------------------------------------------------------- who does what
+def roles(block: int = BLOCK) -> np.ndarray:
+    """The thread (tid = ty * BLOCK + tx) that stores each element of sA and of sB, and computes each element of
+    the C tile: the Python twin of step 03's indexing. Thread (ty, tx) stores sA[ty][tx] = A[row][k0 + tx] and
+    sB[ty][tx] = B[k0 + ty][col] and computes C[row][col], row = blockIdx.y BLOCK + ty, col = blockIdx.x BLOCK + tx;
+    all three maps are this one array."""
+    ty, tx = np.indices((block, block))
+    return ty * block + tx
+
+
+def draw_roles(block: int = BLOCK, thread: tuple[int, int] = (2, 5)):
+    """Who loads which element of the A and B tiles and who computes which element of C (colour: warp; black:
+    thread `thread` = (ty, tx)); outlined: the row of sA and the column of sB that thread reads in the inner loop.
+    Returns the three axes."""
+    own = roles(block)
+    ty, tx = thread
+    me = ty * block + tx
+    warps = own // 32
+    n_warps = int(warps.max()) + 1
+    cmap = ListedColormap((WARP_COLOURS * 32)[:n_warps])
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.9))
+    titles = [f"sA: thread (ty, tx) stores\nA[block_row + ty][k0 + tx]; it reads row {ty}",
+              f"sB: thread (ty, tx) stores\nB[k0 + ty][block_col + tx]; it reads column {tx}",
+              f"C tile: thread (ty, tx) computes\nC[block_row + ty][block_col + tx]"]
+    for i, (ax, title) in enumerate(zip(axes, titles)):
+        ax.imshow(warps, cmap=cmap, vmin=-0.5, vmax=n_warps - 0.5, interpolation="nearest")
+        ax.imshow(np.ma.masked_where(own != me, np.ones_like(own)), cmap=ListedColormap(["black"]),
+                  interpolation="nearest")
+        if i == 0:
+            ax.add_patch(Rectangle((-0.5, ty - 0.5), block, 1, fill=False, lw=2, ec="black"))
+        elif i == 1:
+            ax.add_patch(Rectangle((tx - 0.5, -0.5), 1, block, fill=False, lw=2, ec="black"))
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("tx (column)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("ty (row)", fontsize=8)
+    fig.suptitle(f"step 03, BLOCK = {block}: colour = warp ({n_warps} warps, one row of 32 threads each), "
+                 f"black = thread ({ty}, {tx})", fontsize=10)
+    fig.tight_layout()
+    return axes
+
+
+def show_roles(block: int = BLOCK, thread: tuple[int, int] = (2, 5)) -> None:
+    """Draw the roles picture and say what one thread and one warp do per tile."""
+    draw_roles(block, thread)
+    plt.show()
+    ty, tx = thread
+    warp = (ty * block + tx) // 32
+    rows = sorted({t // block for t in range(32 * warp, 32 * warp + 32)})
+    print(f"thread ({ty}, {tx}): per tile, stores 1 element of sA and 1 of sB, reads {block} of each (row {ty} of "
+          f"sA, column {tx} of sB), and adds to 1 element of C; its warp {warp} holds tile row(s) {rows}")
+
+
+# ----------------------------------------------------------------------------------------------- banks
+def bank(byte_address: int) -> int:
+    """The bank of a byte address: 32 banks of 4-byte words, word w in bank w % 32."""
+    return byte_address // sw.WORD % sw.BANKS
+
+
+def inner_loop_requests(block: int = BLOCK, k: int = 5, warp: int = 0) -> dict[str, list[int]]:
+    """The byte addresses the 32 lanes of `warp` read at step `k` of the inner loop (sA at 0, sB after it), and,
+    for contrast, the column read sA[tx][k] that the kernel does not make."""
+    tid = np.arange(32 * warp, 32 * warp + 32)
+    tx, ty = tid % block, tid // block
+    sb = block * block * tiling.FLOAT_BYTES
+    return {"sA[ty][k]": [int(4 * (t * block + k)) for t in ty],
+            "sB[k][tx]": [int(sb + 4 * (k * block + x)) for x in tx],
+            "sA[tx][k] (a column: not in step 03)": [int(4 * (x * block + k)) for x in tx]}
+
+
+def draw_banks(block: int = BLOCK, k: int = 5, warp: int = 0):
+    """One warp request per panel: lane -> the bank its word lives in; banks coloured by the distinct words asked
+    of them (green: one, red: more). Returns (axes, {access: wavefronts}) with the counts of swizzle.wavefronts."""
+    reqs = inner_loop_requests(block, k, warp)
+    fig, axes = plt.subplots(len(reqs), 1, figsize=(10, 1.9 * len(reqs)))
+    counts = {}
+    for ax, (name, addrs) in zip(axes, reqs.items()):
+        words: dict[int, set[int]] = {}
+        for a in addrs:
+            words.setdefault(bank(a), set()).add(a // sw.WORD)
+        n = counts[name] = sw.wavefronts(addrs)
+        for lane, a in enumerate(addrs):
+            ax.plot([lane, bank(a)], [1, 0], color="0.45", lw=0.7)
+        ax.scatter(range(32), [1] * 32, s=60, marker="s", color="#4e79a7", zorder=3)
+        colours = ["0.9" if b not in words else "#59a14f" if len(words[b]) == 1 else "#e15759" for b in range(32)]
+        ax.scatter(range(32), [0] * 32, s=60, marker="s", color=colours, zorder=3)
+        for b, ws in words.items():  # name the banks that several lanes ask of
+            lanes = sum(bank(a) == b for a in addrs)
+            if lanes > 1:
+                ax.text(b + 0.6, -0.05, f"{lanes} lanes, {len(ws)} word{'s' if len(ws) > 1 else ''}", fontsize=8,
+                        va="center")
+        ax.set_yticks([0, 1], ["bank", "lane"], fontsize=8)
+        ax.set_xticks(range(0, 32, 4))
+        ax.tick_params(labelsize=7)
+        ax.set_ylim(-0.3, 1.3)
+        ax.set_xlim(-1, 32)
+        distinct = len({a // sw.WORD for a in addrs})
+        kind = ("a broadcast" if distinct == 1 else "conflict-free" if n == 1 else f"a {n}-way conflict")
+        ax.set_title(f"{name}: {distinct} distinct word(s) in {len(words)} bank(s): {kind}, {n} wavefront(s)",
+                     fontsize=9)
+    fig.suptitle(f"step 03, BLOCK = {block}, warp {warp}, k = {k}: which bank each lane's word is in", fontsize=10)
+    fig.tight_layout()
+    return axes, counts
+
+
+def show_banks(block: int = BLOCK, k: int = 5) -> dict[str, int]:
+    """Draw the bank picture of the inner loop's reads; glue and return the wavefronts it predicts."""
+    _, counts = draw_banks(block, k)
+    plt.show()
+    glue("ch3_bank_column", counts["sA[tx][k] (a column: not in step 03)"])
+    return counts
+
+
+def bank_counts(block: int = BLOCK, size: int = 64) -> None:
+    """The emulator's count of step 03's shared loads (one block at size^3) beside the picture's prediction."""
+    predicted = {name.split("[")[0]: n for name, n in draw_counts(block).items() if "column" not in name}
+    counts = gemmlab.step(STEP, backend="cpu", BLOCK=block).counters(size, size, size, max_blocks=1)
+    for s in counts.select(space="shared", kind="load"):
+        print(f"{s.array} read: emulator {s.wavefronts / s.requests:g} wavefront per request over {s.requests} "
+              f"requests (at most {s.max}); the picture predicts {predicted[s.array]}")
+
+
+def draw_counts(block: int = BLOCK, k: int = 5) -> dict[str, int]:
+    """The picture's wavefronts per access, without drawing."""
+    return {name: sw.wavefronts(a) for name, a in inner_loop_requests(block, k).items()}
+
+
+# ----------------------------------------------------------------------------------------------- predict
+def predict(records: list) -> None:
+    """The model's prediction before the measurement: requested global bytes of 02 and 03 at 4096, their ratio,
+    and the speed-up bound it allows (the traffic ratio, capped by the FP32 peak of the records' GPU)."""
+    v2 = next((r for r in records if r["step"] == STEPS[0] and r["m"] == SIZE), None)
+    before = tiling.global_bytes(SIZE, SIZE, SIZE, None)
+    after = tiling.global_bytes(SIZE, SIZE, SIZE, BLOCK)
+    ratio = before / after
+    spec = hardware.spec_for(v2["gpu"]) if v2 else None
+    peak = spec.fp32_tflops if spec else float("nan")
+    cap = peak / v2["tflops"] if v2 else float("nan")
+    glue("ch3_ratio", ratio); glue("ch3_peak", peak); glue("ch3_peak_cap", cap)
+    glue("ch3_bound", min(ratio, cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
+    print(f"requested from global memory at {SIZE}^3: step 02 {before / 2**30:.0f} GiB, step 03 "
+          f"{after / 2**30:.0f} GiB: {ratio:.0f}x less")
+    if v2:
+        print(f"bound on step 03 / step 02: {ratio:.0f}x if time followed requested bytes; the "
+              f"{spec.name if spec else v2['gpu']}'s FP32 peak ({peak:g} TFLOP/s) caps it at {cap:.1f}x "
+              f"(step 02: {v2['tflops']:.2f} TFLOP/s)")
+
+
+# ----------------------------------------------------------------------------------------------- measure
+def ladder(records: list) -> None:
+    """Steps 02 and 03 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder)."""
+    plots.ladder(records, STEPS, size=SIZE)
+    plt.tight_layout()
+    plt.show()
+
+
+def seed_table(records: list):
+    """Seed 000's V1 to V3 (a Quadro K620, 4096) beside our steps 01 to 03 (step 01 benchmarked here, as in
+    chapter 2: recorded without a GPU, measured on one)."""
+    naive = gemmlab.benchmark(["sgemm/01_naive"], sizes=[SIZE], verbose=False)
+    glue("ch3_seed_gpu", documents.DOCUMENTS[0].gpu)
+    for key in ("v2_pct", "v3_pct", "v3_gain"):
+        glue(f"ch3_seed_{key}", documents.figure(0, key).text())
+    return documents.table_000(naive + records, through=3)
+
+
+def emulator_counts(small: int = 128) -> None:
+    """The emulator's counts of steps 02 and 03 at small^3 (the real kernels on the CPU): global bytes requested
+    against the model, sectors per load request of A and B, shared wavefronts per load request, barriers."""
+    for name, params in ((STEPS[0], {}), (STEP, {"BLOCK": BLOCK})):
+        counts = gemmlab.step(name, backend="cpu", **params).counters(small, small, small, max_blocks=None)
+        loaded = sum(s.bytes for s in counts.select(space="global", kind="load"))
+        shared = (f"{counts.shared_wavefronts_per_request(kind='load'):.1f}"
+                  if counts.select(space="shared", kind="load") else "none")
+        print(f"{name}: {loaded / 2**20:.2f} MiB requested from global memory at {small}^3, "
+              f"sectors per load request: A {counts.global_sectors_per_request(kind='load', array='A'):.0f}, "
+              f"B {counts.global_sectors_per_request(kind='load', array='B'):.0f}; "
+              f"shared wavefronts per load request: {shared}, barriers: {counts.totals['barriers']}")
+    print(f"model: {tiling.global_bytes(small, small, small, None) / 2**20:.2f} MiB -> "
+          f"{tiling.global_bytes(small, small, small, BLOCK) / 2**20:.2f} MiB")
+
+
+def counters() -> dict[str, dict[str, float]]:
+    """The profiler's record of steps 02 and 03 (one launch each at 4096, on the H200): where the global loads were
+    served (L1, L2, DRAM), the bytes that left each SM for L2, shared-memory wavefronts and conflicts, the top
+    stalls. Glues each figure the chapter quotes; returns {step: {figure: value}}."""
+    rec = profile.load(COUNTERS_GPU)
+    out: dict[str, dict[str, float]] = {}
+    lines: list[str] = []
+    print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
+    print(f"{'':22s} {'time ms':>8s} {'L1 hit':>7s} {'to L2 GB':>9s} {'L2 hit':>7s} {'DRAM rd GB':>10s}"
+          f" {'LDS':>6s} {'wavefronts/LDS':>14s}")
+    for step in STEPS:
+        m = rec.get(step)
+        if not m:
+            print(f"{step}: no profiler record")
+            continue
+        lds = m["smsp__inst_executed_op_shared_ld.sum"]
+        row = {"ms": m["gpu__time_duration.sum"] / 1e6, "l1": m["l1tex__t_sector_hit_rate.pct"],
+               "to_l2": m["lts__t_sectors_srcunit_tex_op_read.sum"] * SECTOR / 1e9,
+               "l2": m["lts__t_sector_hit_rate.pct"], "dram": m["dram__bytes_read.sum"] / 1e9,
+               "requested": m["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] * SECTOR / 1e9,
+               "lds_per_wave": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / lds if lds else 0.0,
+               "conflict_pct": 100 * m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
+               / m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] if lds else 0.0,
+               "mem_pct": m["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"]}
+        stalls = [s for s in profile.stall_reasons(m, top=6) if s[0] not in NOT_STALLS][:3]
+        out[step] = row
+        v = step[6:8]
+        for key in ("ms", "l1", "to_l2", "l2", "dram", "requested", "mem_pct"):
+            glue(f"ch3_ncu{v}_{key}", row[key])
+        for i, (name, value) in enumerate(stalls):
+            glue(f"ch3_ncu{v}_stall{i}", name.replace("_", " ")); glue(f"ch3_ncu{v}_stall{i}_v", value)
+            glue(f"ch3_ncu{v}_stall{i}_why", STALL_MEANING.get(name, "see Nsight Compute's warp-state docs"))
+        print(f"{step:22s} {row['ms']:8.2f} {row['l1']:6.1f}% {row['to_l2']:9.1f} {row['l2']:6.1f}% "
+              f"{row['dram']:10.1f} {lds / 1e9:5.2f}G {row['lds_per_wave']:14.2f}")
+        lines.append(f"{step:22s} top stalls (warps per issued instruction): "
+                     + ", ".join(f"{n} {v:.1f}" for n, v in stalls))
+    print("\n".join(lines))
+    if len(out) == 2:
+        a, b = (out[s] for s in STEPS)
+        glue("ch3_ncu_gain", a["ms"] / b["ms"])
+        glue("ch3_ncu_requested_ratio", a["requested"] / b["requested"])
+        glue("ch3_ncu03_conflict_pct", b["conflict_pct"])
+        m = rec[STEP]
+        warp_tiles = (SIZE // BLOCK) ** 2 * (BLOCK * BLOCK // 32) * (SIZE // BLOCK)  # warps x K tiles each
+        glue("ch3_ncu03_lds_per_tile", m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles)
+        glue("ch3_ncu03_waves_per_tile", m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- tile edges
+INTEGER = ("IMAD", "LEA", "SHF", "IADD3", "LOP3")
+
+
+def power_of_two(odd: int = 31) -> None:
+    """Step 03's SASS for sm_90 (compile-only) with BLOCK = 32 and `odd`, as written (2-D block) and with seed 000's
+    1-D indexing: integer instructions before the K loop and in one iteration, shared loads, FFMAs."""
+    print(f"{'indexing':25s} {'BLOCK':>5s} | before the loop: " + " ".join(f"{op:>5s}" for op in INTEGER)
+          + " | one K iteration: integer   LDS  LDS.128  FFMA")
+    p2 = {}
+    for indexing in ("2-D", "1-D"):
+        for block in (32, odd):
+            c = p2[indexing, block] = tiling.power_of_two_counts(block, indexing)
+            label = "2-D block (step 03)" if indexing == "2-D" else "1-D, / and % (seed 000)"
+            print(f"{label:25s} {block:5d} | {'':17s}" + " ".join(f"{c['before'][op]:5d}" for op in INTEGER)
+                  + f" | {sum(c['loop'][op] for op in INTEGER):24d} {c['loop']['LDS']:5d} {c['loop']['LDS.128']:8d}"
+                  f" {c['loop']['FFMA']:5d}")
+    print(f"(NVRTC {nvrtc.version()}: the counts are the compiler's choices and may move with its release)")
+    setup = {key: sum(c["before"][op] for op in INTEGER) for key, c in p2.items()}
+    loop_int = {key: sum(c["loop"][op] for op in INTEGER) for key, c in p2.items()}
+    shared = {key: c["loop"]["LDS"] + c["loop"]["LDS.128"] for key, c in p2.items()}
+    glue("ch3_p2_setup_1d_32", setup["1-D", 32]); glue("ch3_p2_setup_1d_31", setup["1-D", odd])
+    glue("ch3_p2_loop_int_32", loop_int["2-D", 32]); glue("ch3_p2_loop_int_31", loop_int["2-D", odd])
+    glue("ch3_p2_lds_32", shared["2-D", 32]); glue("ch3_p2_lds128_32", p2["2-D", 32]["loop"]["LDS.128"])
+    glue("ch3_p2_lds_31", shared["2-D", odd]); glue("ch3_p2_fma_31", p2["2-D", odd]["loop"]["FFMA"])
+    glue("ch3_p2_row_31", odd * tiling.FLOAT_BYTES)
+    glue("ch3_p2_threads_31", odd * odd); glue("ch3_p2_warps_31", odd * odd // 32)
+    glue("ch3_p2_rest_31", odd * odd % 32)
+
+
+# ----------------------------------------------------------------------------------------------- try it
+def block_sweep(size: int = SIZE) -> None:
+    """The recorded sweep of BLOCK at size^3: % of cuBLAS per tile edge, one GPU."""
+    sweep = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == STEP and r["m"] == size])
+    if not sweep:
+        print("no recorded sweep of BLOCK yet")
+        return
+    sweep.sort(key=lambda r: r["params"]["BLOCK"])
+    fig, ax = plt.subplots(figsize=(5, 2.6))
+    ax.bar([str(r["params"]["BLOCK"]) for r in sweep], [r["pct_of_baseline"] for r in sweep])
+    ax.set_xlabel("BLOCK"); ax.set_ylabel(f"% of cuBLAS at {size}^3")
+    dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
+    ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
+    plt.show()
+    print(gemmlab.results.timing_note(sweep))
+
+
+def explorer(choices=(4, 8, 16, 32, 64), value: int = BLOCK) -> None:
+    """The live sliders: recompile step 03 for a tile edge, check it and, on a GPU, time it (tiling.block_report)."""
+    widgets.interact(lambda block: print(tiling.block_report(block)),
+                            block=widgets.Dropdown(options=list(choices), value=value, description="BLOCK"))
+
+
+def claim(blocks=(8, 16, 32)) -> None:
+    """Step 03 passes the float64 check at several tile edges; its intensity is BLOCK times step 02's."""
+    for block in blocks:
+        k = gemmlab.step(STEP, BLOCK=block)
+        print(f"BLOCK={block}: {gemmlab.verify(k)}; {tiling.intensity(SIZE, SIZE, SIZE, block):g} FLOP/byte "
+              f"({block}x step 02's), {tiling.shared_bytes(block)} bytes of shared memory")

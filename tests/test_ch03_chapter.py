@@ -1,0 +1,106 @@
+"""Chapter 3's module: the roles picture before step 03's listing, the bank picture of its inner loop and the
+emulator's count that checks it, the prediction from the tiling model, and the profiler figures the chapter quotes."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.chapters import ch03_smem_tiling as ch3
+from gemmlab.chapters.glue import VALUES
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("block", [8, 32])
+def test_roles_are_the_kernels_indexing(block):
+    """Thread (ty, tx) stores sA[ty][tx] and sB[ty][tx] and computes C[ty][tx] of the tile; a warp is 32 consecutive
+    tids, so with BLOCK = 32 it holds one tile row."""
+    own = ch3.roles(block)
+    assert own.shape == (block, block) and sorted(own.ravel().tolist()) == list(range(block * block))
+    assert own[2, 5] == 2 * block + 5
+    if block == 32:
+        assert all(len(set((own[r] // 32).tolist())) == 1 for r in range(block))
+
+
+def test_roles_picture_shows_one_thread_and_what_it_reads():
+    axes = ch3.draw_roles(32, thread=(2, 5))
+    assert len(axes) == 3
+    for ax in axes:
+        warps, me = (im.get_array() for im in ax.images)
+        assert np.array_equal(np.asarray(warps), ch3.roles(32) // 32)
+        r, c = np.nonzero(~np.ma.getmaskarray(me))
+        assert (r.tolist(), c.tolist()) == ([2], [5])       # one element per thread in each tile
+    row, col = axes[0].patches[0], axes[1].patches[0]    # the row of sA and the column of sB it reads
+    assert (row.get_width(), row.get_height(), row.get_y()) == (32, 1, 1.5)
+    assert (col.get_width(), col.get_height(), col.get_x()) == (1, 32, 4.5)
+    assert not axes[2].patches
+    plt.close("all")
+
+
+def test_bank_rule():
+    assert [ch3.bank(a) for a in (0, 4, 124, 128, 132, 4096 + 8)] == [0, 1, 31, 0, 1, 2]
+
+
+@pytest.mark.parametrize("block,expected", [(32, (1, 1, 32)), (16, (1, 1, 8))])
+def test_inner_loop_reads_broadcast_and_row_and_column(block, expected):
+    """sA[ty][k] is one word per tile row of the warp (a broadcast), sB[k][tx] a row (one bank per lane), the column
+    read the kernel avoids is block-way conflicted up to 32."""
+    reqs = ch3.inner_loop_requests(block, k=5)
+    a, b, col = reqs.values()
+    assert len({x // 4 for x in a}) == 32 // block if block < 32 else len(set(a)) == 1
+    assert len({ch3.bank(x) for x in b}) == min(32, block)
+    assert tuple(ch3.draw_counts(block).values()) == expected
+
+
+def test_bank_picture_counts_and_colours():
+    axes, counts = ch3.draw_banks(32, k=5)
+    assert list(counts.values()) == [1, 1, 32]
+    assert "broadcast" in axes[0].get_title() and "conflict-free" in axes[1].get_title()
+    assert "32-way conflict" in axes[2].get_title()
+    banks = axes[2].collections[1].get_facecolors()
+    red = [i for i, c in enumerate(banks) if c[0] > 0.8 and c[1] < 0.5]
+    assert red == [5]                                    # the column's 32 words all sit in bank k = 5
+    assert [t.get_text() for t in axes[0].texts] == ["32 lanes, 1 word"]
+    assert [t.get_text() for t in axes[2].texts] == ["32 lanes, 32 words"]
+    plt.close("all")
+
+
+def test_emulator_agrees_with_the_bank_picture(capsys):
+    ch3.bank_counts(32, size=32)
+    out = capsys.readouterr().out
+    assert "sA read: emulator 1 wavefront per request" in out and "sB read: emulator 1 wavefront per request" in out
+    assert out.count("the picture predicts 1") == 2
+
+
+def test_prediction_is_the_traffic_ratio_capped_by_the_peak(capsys):
+    rec = {"step": "sgemm/02_coalesced", "m": 4096, "gpu": "NVIDIA H100 80GB HBM3", "tflops": 6.7}
+    ch3.predict([rec])
+    assert VALUES["ch3_ratio"] == 32 and VALUES["ch3_peak"] == 67.0
+    assert VALUES["ch3_bound"] == pytest.approx(10.0)
+    assert "caps it at 10.0x" in capsys.readouterr().out
+
+
+def test_counters_read_the_h200_record():
+    """The figures the chapter quotes, from results/nvidia-h200.ncu.json: L1 caught step 02's re-reads, step 03 sends
+    as many bytes to L2 with 0% L1 hits, and its top stall is the shared-memory queue."""
+    out = ch3.counters()
+    if set(out) != set(ch3.STEPS):
+        pytest.skip("no H200 profiler record of steps 02 and 03")
+    v2, v3 = out.values()
+    assert v2["l1"] > 90 and v3["l1"] < 1
+    assert 0.8 < v3["to_l2"] / v2["to_l2"] < 1.25             # the same traffic leaves the SMs
+    assert v3["dram"] > v2["dram"] and v3["l2"] < v2["l2"]
+    assert VALUES["ch3_ncu03_stall0"] == "mio throttle" and VALUES["ch3_ncu03_conflict_pct"] < 1
+    assert VALUES["ch3_ncu03_requested"] == pytest.approx(16 * 2**30 / 1e9)   # the model's 16 GiB, in sectors
+    assert "not selected" not in {VALUES[f"ch3_ncu0{s}_stall{i}"] for s in (2, 3) for i in range(3)}
+    assert 1.3 < VALUES["ch3_ncu_gain"] < 1.6
+
+
+def test_chapter_module_reexports_the_twin():
+    from gemmlab.chapters import sitecontrols
+
+    assert ch3.smem_tiling_twin is sitecontrols.smem_tiling_twin
+    assert gemmlab.instance(ch3.STEP).params["BLOCK"] == ch3.BLOCK
