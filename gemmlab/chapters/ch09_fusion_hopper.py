@@ -34,6 +34,7 @@ STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
 SPEC = ch8.SPEC
 TF32_TFLOPS = SPEC.fp16_tensor_tflops / 2  # dense TF32 wgmma peak on the spec sheet: half the fp16 rate
 SIZES = (512, 4096)
+TILES = "05, 06 default tiles; 07, 08 the sweeps' tiles per size"  # FusedStep.sized_tiles
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,11 +146,11 @@ def glue_measured(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> 
 # Measure: the run's table and figure (chapter 8's, with steps 05 to 08)
 # ------------------------------------------------------------------------------------------------
 def speedup_table(recs: list[dict], sizes: Sequence[int] = SIZES) -> None:
-    ch8.speedup_table(recs, ("fused/05_tf32x3",) + STEPS, sizes)
+    ch8.speedup_table(recs, ("fused/05_tf32x3",) + STEPS, sizes, TILES)
 
 
 def plot_run(recs: list[dict]) -> None:
-    ch8.plot_run(recs, ("fused/05_tf32x3",) + STEPS)
+    ch8.plot_run(recs, ("fused/05_tf32x3",) + STEPS, TILES)
 
 
 def glue_verdict(recs: list[dict], n: int = 512) -> None:
@@ -284,8 +285,8 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
             fontsize=8)
     for g in range(split_k):
         mine = consumer_ktiles(g, ktiles, split_k)
-        ch8._box(ax, 0, 2.4 + g, 4, 0.9, colours[g], f"group {g}: warps {4 * g}-{4 * g + 3}", fontsize=7)
-        ax.text(4.3, 2.85 + g, f"K tiles {', '.join(map(str, mine[:3]))}, ...: split B (big + small),"
+        ch8._box(ax, 0, 2.4 + g, 5.5, 0.9, colours[g], f"group {g}: warps {4 * g}-{4 * g + 3}", fontsize=7)
+        ax.text(5.8, 2.85 + g, f"K tiles {', '.join(map(str, mine[:3]))}, ...: split B (big + small),"
                 " 3 wgmma per 8 of K", fontsize=7, va="center")
     ch8._box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
     ax.text(ktiles + 9, 2.4 + (split_k - 0.1) / 2, f"64 x {block_n} tile of T (phase 1)\nor E (phase 2):\ngroup 0 adds "
@@ -300,13 +301,13 @@ def ring(stages: int = 4, split_k: int = 2, steps: int = 10) -> None:
     import matplotlib.pyplot as plt
 
     colours = ch8._colours(split_k)
-    fig, ax = _axes(max(steps + 3, 26), stages + 3.2, size=(9, 3.0))
+    fig, ax = _axes(max(2 * steps + 3, 26), stages + 3.2, size=(9, 3.4))
     for s in range(stages):
         ax.text(-0.2, 2.6 + s + 0.5, f"stage {s}", ha="right", va="center", fontsize=7)
     for t in range(steps):
         stage, full, empty = ring_slot(t, stages)
         g = consumer_ktiles(t % split_k, steps, split_k)[0]
-        ch8._box(ax, t, 2.6 + stage, 0.95, 0.95, colours[g], f"t={t}\nfull {full}\nempty {empty}", fontsize=6)
+        ch8._box(ax, 2 * t, 2.6 + stage, 1.9, 0.95, colours[g], f"t={t}: full {full}\nempty {empty}", fontsize=6)
     ax.text(0, 0.5, "producer warp (1 lane): copies ring step t by TMA into stage t mod NUM_STAGES,"
             " once `empty` shows its parity", fontsize=7)
     ax.text(0, 1.3, f"warpgroup t mod {split_k} (colour): waits on `full` for its parity, splits,"
