@@ -503,7 +503,13 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_m_big", big)
     wins = [s for s in STEPS if (_speedups(recs, s, n) or (0, 0))[1] > 1]
     names = [s.split("/")[1][:2] for s in wins]
-    glue("ch8_m_wins", " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none")
+    glue("ch8_m_wins", _names(names))
+    glue("ch8_m_losers", _names([s.split("/")[1][:2] for s in STEPS if s not in wins]))
+
+
+def _names(names: list[str]) -> str:
+    """'03, 04 and 05' ('none' for no names)."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none"
 
 
 def glue_gap(n: int = 512) -> None:
