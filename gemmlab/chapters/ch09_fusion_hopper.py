@@ -114,8 +114,7 @@ def glue_prediction(step: str, sizes: Sequence[int] = SIZES) -> None:
 
 def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
     """Predict, then measure, for one step: the model's bound and the run's time, side by side, microseconds first."""
-    print(f"{step}: predicted (model: {TF32_TFLOPS:.0f} TFLOP/s TF32 x 3, {SPEC.dram_gbps:.0f} GB/s, one launch) "
-          f"against measured ({run_label(recs)})")
+    print(f"{step}: predicted (the model) | measured ({run_label(recs)}), µs")
     print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s} | {'measured':>9s} "
           f"{'a@b@c':>8s} {'graph':>8s}  x eager  x graph  TFLOP/s (cuBLAS)")
     for n in sizes:
