@@ -21,7 +21,7 @@
 // 64 rows of the 128-row block tile by the BLOCK_N columns). The producer waits on `empty`, the
 // consumers on `full`, and neither waits inside the other's work. 384 threads cap each at 168
 // registers (__launch_bounds__(384, 1)); setmaxnreg moves them at run time: the producer gives
-// its registers back (40), the consumers claim 232 for their 128 accumulators at BLOCK_N = 256.
+// its registers back (40), the consumers may claim up to 232 (at BLOCK_N = 256 they fit in 168).
 //
 // Layouts: row-major. A is M x K, B is K x N, C is M x N; K and N multiples of 8 (TMA needs
 // 16-byte row strides; gemmlab rejects other shapes before launch).
