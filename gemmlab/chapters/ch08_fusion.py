@@ -420,12 +420,13 @@ def _speedups(recs: list[dict], step: str, n: int) -> tuple[float, float, float]
     return r["median_s"] * 1e6, eager["median_s"] / r["median_s"], graph["median_s"] / r["median_s"] if graph else nan
 
 
-def speedup_table(recs: list[dict], steps: Sequence[str] = STEPS, sizes: Sequence[int] = (512, 4096)) -> None:
+def speedup_table(recs: list[dict], steps: Sequence[str] = STEPS, sizes: Sequence[int] = (512, 4096),
+                  tiles: str = "default tiles") -> None:
     """Each step at `sizes`: µs, TFLOP/s, and how many times faster than a @ b @ c eager and from a graph."""
     if not recs:
         print("No recorded lane run yet.")
         return
-    print(f"{run_label(recs)} (default tiles; x: the baseline's time over the step's, same run)")
+    print(f"{run_label(recs)} ({tiles}; x: the baseline's time over the step's, same run)")
     for n in sizes:
         eager, graph = _fastest(recs, EAGER, n), _fastest(recs, GRAPHS, n)
         print(f"N={n}: a @ b @ c {eager['median_s'] * 1e6:.1f} µs ({eager['step']}), from a graph "
@@ -437,7 +438,7 @@ def speedup_table(recs: list[dict], steps: Sequence[str] = STEPS, sizes: Sequenc
                 print(f"  {step:20s} {s[0]:9.1f} µs {tf:6.1f} TFLOP/s  x{s[1]:5.2f} eager  x{s[2]:5.2f} graph")
 
 
-def plot_run(recs: list[dict], steps: Sequence[str] = STEPS) -> None:
+def plot_run(recs: list[dict], steps: Sequence[str] = STEPS, tiles: str = "default tiles") -> None:
     """The run: device time against N (left), and each step's speed-up over a @ b @ c eager (solid) and over its
     CUDA-graph replay (dotted), all at default tiles, all from the one run (right)."""
     if not recs:
@@ -470,7 +471,7 @@ def plot_run(recs: list[dict], steps: Sequence[str] = STEPS) -> None:
     ax2.set_title("solid: over a @ b @ c eager; dotted: over its CUDA-graph replay", fontsize=8)
     for a_ in (ax, ax2):
         a_.set_xscale("log", base=2); a_.set_xlabel("N")
-    fig.suptitle(f"{run_label(recs)}: every line from this one run, default tiles", fontsize=9)
+    fig.suptitle(f"{run_label(recs)}: every line from this one run, {tiles}", fontsize=9)
     fig.legend(*ax.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.8, 0.5), fontsize=7)
     plt.tight_layout(rect=(0, 0, 0.8, 1)); plt.show()
 
@@ -491,7 +492,13 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_m_big", big)
     wins = [s for s in STEPS if (_speedups(recs, s, n) or (0, 0))[1] > 1]
     names = [s.split("/")[1][:2] for s in wins]
-    glue("ch8_m_wins", " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none")
+    glue("ch8_m_wins", _names(names))
+    glue("ch8_m_losers", _names([s.split("/")[1][:2] for s in STEPS if s not in wins]))
+
+
+def _names(names: list[str]) -> str:
+    """'03, 04 and 05' ('none' for no names)."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "none"
 
 
 def glue_gap(n: int = 512) -> None:

@@ -1,0 +1,356 @@
+"""Chapter 9, "Fusing on Hopper": the chapter's figures, tables, sentences and pictures, in one module.
+
+One truth per number: every speed-up of the chapter is one record's time over another's from ONE run, the H200
+benchmark run of RUN_DATE (results/nvidia-h200.fusion.json, kind "benchmark"), in which every fused step,
+`a @ b @ c` eager (two cuBLAS calls) and the same two GEMMs replayed from a CUDA graph were timed in one process.
+`one_run` selects it by date and kind and refuses a mix. The evidence for each gap (timelines, parts, the
+profiler's stalls) comes from results/experiments/fusion-* and is quoted with the run it comes from.
+
+The pictures are drawn from Python twins of the kernels' own index arithmetic (`consumer_ktiles`, `ring_slot`,
+`reads_owed`), which tests/test_ch09_fusion_hopper.py holds to the kernels' text.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import statistics
+from typing import Sequence
+
+from ..measure import results
+from ..measure import fusion
+from . import ch08_fusion as ch8
+from .explore import explorer  # noqa: F401  (the chapter's live sliders)
+from .glue import glue
+from .sitecontrols import FUSION_GPU as GPU
+from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
+from .fusion_report import kernel_time_ratios
+from . import show
+import matplotlib.pyplot as plt
+
+__all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_run", "row", "prediction",
+           "glue_prediction", "measured", "glue_measured", "step_table", "plot_run", "speedup_table",
+           "consumer_ktiles", "ring_slot", "reads_owed", "warpgroups", "ring", "tile_flags", "top_stalls",
+           "glue_evidence06", "glue_evidence07", "glue_evidence08", "glue_verdict", "listing", "twin", "explorer"]
+
+RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
+STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
+SPEC = ch8.SPEC
+TF32_TFLOPS = SPEC.fp16_tensor_tflops / 2  # dense TF32 wgmma peak on the spec sheet: half the fp16 rate
+SIZES = (512, 4096)
+TILES = "05, 06 default tiles; 07, 08 the sweeps' tiles per size"  # FusedStep.sized_tiles
+
+
+# ------------------------------------------------------------------------------------------------
+# The one run
+# ------------------------------------------------------------------------------------------------
+def one_run(records: list[dict] | None = None, date: str = RUN_DATE, kind: str = RUN_KIND, gpu: str = GPU,
+            live: bool = False) -> list[dict]:
+    """The records of one run: `kind` records of `gpu` dated `date` (from `records`, else the GPU's recorded
+    file). live=True times every step and both baselines on this machine's GPU instead (chapter 8's lane).
+    Raises if nothing matches or the selection mixes GPUs."""
+    if live:
+        return ch8.lane_run(live=True)
+    recs = [r for r in (fusion.load(gpu) if records is None else records)
+            if r.get("kind") == kind and r.get("date") == date and r.get("gpu") == gpu]
+    if not recs:
+        raise LookupError(f"no {kind} records of {gpu} dated {date}: the one run (lab/one-run/gpu.sh) writes them")
+    return recs
+
+
+def run_label(recs: list[dict]) -> str:
+    return f"{recs[0]['gpu']}, one run of {recs[0]['date']}" if recs else "no recorded run"
+
+
+def glue_run(recs: list[dict]) -> None:
+    glue("ch9_gpu", recs[0]["gpu"]); glue("ch9_date", recs[0]["date"])
+    glue("ch9_sizes", ", ".join(str(n) for n in sorted({r["m"] for r in recs})))
+
+
+def row(recs: list[dict], step: str, n: int) -> dict | None:
+    """One step at n from the run: its µs (launched, and replayed from a graph), the baselines' µs, the two
+    speed-ups (baseline time over the step's), its TFLOP/s and cuBLAS's own (a @ b @ c eager)."""
+    r = fusion.lookup(recs, step, n)
+    eager, graph = ch8._fastest(recs, ch8.EAGER, n), ch8._fastest(recs, ch8.GRAPHS, n)
+    if not (r and eager and graph):
+        return None
+    us, gus = r["median_s"] * 1e6, r.get("graph_median_s", float("nan")) * 1e6
+    return {"step": step, "n": n, "us": us, "graph_us": gus, "eager_us": eager["median_s"] * 1e6,
+            "eager_name": eager["step"], "base_graph_us": graph["median_s"] * 1e6,
+            "x": eager["median_s"] * 1e6 / us, "xg": graph["median_s"] * 1e6 / us,
+            "x_graphs": graph["median_s"] * 1e6 / gus, "tflops": r["tflops"], "cublas_tflops": eager["tflops"],
+            "date": r["date"], "gpu": r["gpu"]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Predict: traffic, the roofline bound at the TF32 wgmma rate, one launch's floor
+# ------------------------------------------------------------------------------------------------
+def prediction(step: str, n: int) -> dict:
+    """The model's numbers for `step` at n (chapter 8's model: fusion.flops, fusion.traffic_bytes): three TF32
+    products per fp32 product at the spec sheet's TF32 rate, the bytes at the DRAM's rate, and the launch
+    floor measured on the H200 (fusion-kernel-time). Step 08 also loses step 07's grid barrier and the wait for
+    phase 2's first data (fusion-tma's timeline of step 07)."""
+    arith = 3 * fusion.flops(n) / (TF32_TFLOPS * 1e12) * 1e6
+    traffic = fusion.traffic_bytes(n)
+    dram = traffic / (SPEC.dram_gbps * 1e9) * 1e6
+    floor = ch8.launch_floor_us(512)  # an empty kernel's call: measured at 512 only, and it does not grow with N
+    p = {"n": n, "arith_us": arith, "traffic_mib": traffic / 2**20, "dram_us": dram, "floor_us": floor,
+         "bound": "tensor pipe" if arith > dram else "DRAM", "best_us": max(arith, dram) + floor, "saved_us": 0.0}
+    if step == "fused/08_tile_flags" and n == 512:
+        p["saved_us"] = barrier_wait_07()
+    return p
+
+
+def barrier_wait_07() -> float:
+    """Step 07 at 512, the median block (fusion-tma's timeline, 2026-11-24): from its arrival at the grid barrier
+    to phase 2's first data, the wait that a counter per tile of T could remove."""
+    marks = results.experiment("fusion-tma")["timeline"][GPU]["marks"]["as it is"]
+    return marks["p2 first data"][1] - marks["before barrier"][1]
+
+
+def glue_prediction(step: str, sizes: Sequence[int] = SIZES) -> None:
+    idea = step.split("/")[1][:2]
+    for n in sizes:
+        for k, v in prediction(step, n).items():
+            glue(f"ch9_p{idea}_{n}_{k}", v)
+    glue("ch9_tf32_peak", TF32_TFLOPS)
+
+
+def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
+    """Predict, then measure, for one step: the model's bound and the run's time, side by side, microseconds first."""
+    print(f"{step}: predicted (the model) | measured ({run_label(recs)}), µs")
+    print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s} | {'measured':>9s} "
+          f"{'a@b@c':>8s} {'graph':>8s}  x eager  x graph  TFLOP/s (cuBLAS)")
+    for n in sizes:
+        p, m = prediction(step, n), row(recs, step, n)
+        bound = f"{max(p['arith_us'], p['dram_us']):.1f} {'TC' if p['bound'] == 'tensor pipe' else 'DRAM'}"
+        line = (f"{n:5d} {p['traffic_mib']:6.0f} MiB {bound:>12s} {p['floor_us']:7.1f} "
+                f"{p['best_us'] - p['saved_us']:7.1f} µs | ")
+        if m:
+            line += (f"{m['us']:6.1f} µs {m['eager_us']:8.1f} {m['base_graph_us']:8.1f}  {m['x']:7.2f}  "
+                     f"{m['xg']:7.2f}  {m['tflops']:5.1f} ({m['cublas_tflops']:.1f})")
+        print(line)
+
+
+def measured(recs: list[dict], step: str, n: int) -> dict:
+    return row(recs, step, n) or {}
+
+
+def glue_measured(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
+    idea = step.split("/")[1][:2]
+    for n in sizes:
+        m, p = row(recs, step, n) or {}, prediction(step, n)
+        for k in ("us", "graph_us", "eager_us", "base_graph_us", "x", "xg", "x_graphs", "tflops", "cublas_tflops"):
+            glue(f"ch9_m{idea}_{n}_{k}", m.get(k, float("nan")))
+        glue(f"ch9_m{idea}_{n}_gap", m.get("us", float("nan")) / (p["best_us"] - p["saved_us"]))
+
+
+# ------------------------------------------------------------------------------------------------
+# Measure: the run's table and figure (chapter 8's, with steps 05 to 08)
+# ------------------------------------------------------------------------------------------------
+def speedup_table(recs: list[dict], sizes: Sequence[int] = SIZES) -> None:
+    ch8.speedup_table(recs, ("fused/05_tf32x3",) + STEPS, sizes, TILES)
+
+
+def plot_run(recs: list[dict]) -> None:
+    ch8.plot_run(recs, ("fused/05_tf32x3",) + STEPS, TILES)
+
+
+def glue_verdict(recs: list[dict], n: int = 512) -> None:
+    """The fastest fused step at n in the run against both baselines, and the kernels' own time (another run)."""
+    best = min((row(recs, s, n) for s in STEPS if row(recs, s, n)), key=lambda m: m["us"])
+    glue("ch9_v_step", best["step"]); glue("ch9_v_us", best["us"]); glue("ch9_v_x", best["x"])
+    glue("ch9_v_xg", best["xg"]); glue("ch9_v_graph_us", best["graph_us"]); glue("ch9_v_x_graphs", best["x_graphs"])
+    ratio, date = _kernel_time_ratio(n)
+    glue("ch9_kt_512", ratio); glue("ch9_kt_date", date)
+
+
+def _kernel_time_ratio(n: int) -> tuple[float, str]:
+    ratios, date = kernel_time_ratios(results.experiment("fusion-kernel-time"))
+    return ratios.get(n, float("nan")), date or "not recorded"
+
+
+# ------------------------------------------------------------------------------------------------
+# The evidence for each gap (results/experiments/fusion-*, each a run of its own)
+# ------------------------------------------------------------------------------------------------
+def top_stalls(step: str = "fused/08_tile_flags", top: int = 3) -> list[tuple[str, float]]:
+    """The profiler's warp-stall samples of `step` at 512 (Nsight Compute's source page, summed over the
+    kernel's instructions), as shares of all stall samples, largest first. Step 05: fusion-counters' raw page
+    (stalls per issued instruction, as shares too); step 08: fusion-tma's source page."""
+    if step == "fused/05_tf32x3":
+        s = results.experiment("fusion-counters")["ncu"]["ncu-05-default-512"]["stalls_per_issue"]
+        s = {k: v for k, v in s.items() if k not in ("selected", "not_selected")}
+    else:
+        path = results.RESULTS / "experiments" / "fusion-tma" / "ncu-src-08-nvidia-h200-2026-11-25.csv.gz"
+        with gzip.open(path, "rt") as f:
+            lines = [ln for ln in f if ln.startswith('"')]
+        rows = list(csv.reader(lines[1:]))
+        head = rows[0]
+        cols = [i for i, h in enumerate(head) if h.startswith("stall_") and "(" not in h and h not in
+                ("stall_selected", "stall_not_selected")]
+        s = {head[i][6:]: sum(float(r[i] or 0) for r in rows[1:] if len(r) == len(head)) for i in cols}
+    total = sum(s.values()) or 1.0
+    return sorted(((k, v / total) for k, v in s.items()), key=lambda kv: -kv[1])[:top]
+
+
+STALL_WORDS = {**ch8.STALL_WORDS, "long_sb": ch8.STALL_WORDS["long_scoreboard"],
+               "short_sb": ch8.STALL_WORDS["short_scoreboard"], "math": "math pipe throttle",
+               "sleep": "sleeping (a warp parked on an mbarrier's try_wait)", "membar": "memory barrier (a fence)",
+               "gmma": "gmma (waiting for a wgmma's result)", "lg": "LG throttle (the global-memory queue full)"}
+
+
+def _glue_stalls(key: str, step: str) -> None:
+    for i, (name, share) in enumerate(top_stalls(step, 2), 1):
+        glue(f"{key}_stall{i}", STALL_WORDS.get(name, name.replace("_", " "))); glue(f"{key}_stall{i}_pct", 100 * share)
+
+
+def glue_evidence06() -> None:
+    """Step 05's profile at 512 (fusion-counters, 2026-11-28) where step 06 starts, and step 06's tile timeline
+    at 512 (fusion-wgmma, 2026-11-24): ch9_e06_*."""
+    c = results.experiment("fusion-counters")
+    r = c["ncu"]["ncu-05-default-512"]
+    glue("ch9_e05_date", c["date"]); glue("ch9_e05_tensor", r["tensor_pipe_pct"])
+    glue("ch9_e05_issue", r["issue_active_pct"]); glue("ch9_e05_alu", r["alu_pipe_pct"])
+    _glue_stalls("ch9_e05", "fused/05_tf32x3")
+    wg = results.experiment("fusion-wgmma")
+    parts = wg["timeline"][GPU]["parts"]["512 n32 k4 s3"]["phase 1"]
+    glue("ch9_e06_date", wg["date"])
+    glue("ch9_e06_tile", parts["the whole tile"]["us"]); glue("ch9_e06_mma", parts["the wgmmas and the chunk's add"]["us"])
+    glue("ch9_e06_wait", parts["waiting for the round's tiles"]["us"] + parts["issuing the next loads"]["us"])
+    glue("ch9_e06_split", parts["the split of B"]["us"]); glue("ch9_e06_afrag", parts["the A fragments"]["us"])
+    glue("ch9_e06_mma_pct", 100 * parts["the wgmmas and the chunk's add"]["us"] / parts["the whole tile"]["us"])
+
+
+def glue_evidence07() -> None:
+    """Step 06's parts at 512 (fusion-tma parts, 2026-11-24): what its copies cost; and step 07's timeline."""
+    t = results.experiment("fusion-tma")
+    p = {k[3:]: statistics.median(v) for k, v in t["parts"][GPU]["us"]["512"].items() if k.startswith("06 ")}
+    glue("ch9_e07_date", t["date"]); glue("ch9_e07_06", p["as it is"])
+    glue("ch9_e07_copies", p["as it is"] - p["no copies"]); glue("ch9_e07_split", p["as it is"] - p["no split of B"])
+    glue("ch9_e07_mmas", p["as it is"] - p["no wgmmas"]); glue("ch9_e07_empty", p["returns at once"])
+    marks = t["timeline"][GPU]["marks"]["as it is"]
+    glue("ch9_e07_loop1", marks["p1 K loop done"][1] - marks["p1 first data"][1])
+    glue("ch9_e07_first", marks["p1 first data"][1] - marks["start"][1])
+
+
+def glue_evidence08() -> None:
+    """Step 08's profile at 512 (fusion-tma's source page, 2026-11-25) and its parts (fusion-tma waits)."""
+    _glue_stalls("ch9_e08", "fused/08_tile_flags")
+    w = {k: statistics.median(v) for k, v in results.experiment("fusion-tma")["waits"][GPU]["us"]["512"].items()}
+    glue("ch9_e08_08", w["08"]); glue("ch9_e08_wgmmas", w["08 only the wgmmas"])
+    glue("ch9_e08_noring", w["08 only the wgmmas, no ring"]); glue("ch9_e08_nocopies", w["08 no copies"])
+    glue("ch9_e08_barrier", barrier_wait_07())
+
+
+# ------------------------------------------------------------------------------------------------
+# Who computes what: twins of the kernels' index arithmetic, and the pictures drawn from them
+# ------------------------------------------------------------------------------------------------
+def consumer_ktiles(group: int, ktiles: int, split_k: int) -> list[int]:
+    """The K tiles warpgroup `group` multiplies (06, 07, 08: `for (int kt = group; kt < ktiles; kt += SPLIT_K)`)."""
+    return list(range(group, ktiles, split_k))
+
+
+def ring_slot(step: int, stages: int) -> tuple[int, int, int]:
+    """Ring step `step`: (its stage, the parity a consumer waits for on `full`, the parity the producer waits
+    for on `empty`) (07, 08: `stage = step % NUM_STAGES`, `(step / NUM_STAGES) & 1`, and that ^ 1)."""
+    parity = (step // stages) & 1
+    return step % stages, parity, parity ^ 1
+
+
+def reads_owed(n_cols_e: int, block_n: int, width: int, tile_k: int = 32) -> int:
+    """What the block that stores a tile of T adds to its counter (08): the tiles of E in its row panel, times
+    the K tiles of 32 the tile spans (`cdiv(N, BLOCK_N) * k_tiles_in(cols - col)`)."""
+    return ch8.cdiv(n_cols_e, block_n) * ch8.cdiv(min(width, block_n), tile_k)
+
+
+def _axes(width: float, height: float, size=(9, 2.8)):
+    fig, ax = plt.subplots(figsize=size)
+    ch8._frame(ax, width, height)
+    return fig, ax
+
+
+def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
+    """Step 06: one block's 64 x BLOCK_N tile, SPLIT_K warpgroups of four warps each taking every SPLIT_K-th K
+    tile of 32; per K tile a warpgroup splits its B tile into big and small (K-major, in shared memory) and issues
+    three wgmmas per 8-wide slice; group 0 adds the others' sums at the end."""
+    colours = ch8._colours(split_k)
+    fig, ax = _axes(ktiles + 14, split_k + 2.6)
+    for kt in range(ktiles):
+        g = kt % split_k
+        ch8._box(ax, kt, 1.0, 1, 1, colours[g], f"{kt}", fontsize=6)
+    ax.text(0, 0.7, f"K tiles of 32 (each coloured by the warpgroup that multiplies it; {ktiles} shown)",
+            fontsize=8)
+    for g in range(split_k):
+        mine = consumer_ktiles(g, ktiles, split_k)
+        ch8._box(ax, 0, 2.4 + g, 5.5, 0.9, colours[g], f"group {g}: warps {4 * g}-{4 * g + 3}", fontsize=7)
+        ax.text(5.8, 2.85 + g, f"K tiles {', '.join(map(str, mine[:3]))}, ...: split B (big + small),"
+                " 3 wgmma per 8 of K", fontsize=7, va="center")
+    ch8._box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
+    ax.text(ktiles + 9, 2.4 + (split_k - 0.1) / 2, f"64 x {block_n} tile of T (phase 1)\nor E (phase 2):\ngroup 0 adds "
+            f"groups 1..{split_k - 1}'s sums\nand stores it", ha="center", va="center", fontsize=7)
+    ax.set_title(f"Step 06: who computes what in one block (SPLIT_K = {split_k}, BLOCK_N = {block_n})", fontsize=9)
+    plt.show()
+
+
+def ring(stages: int = 4, split_k: int = 2, steps: int = 10) -> None:
+    """Step 07: the producer warp puts ring step t into stage t mod NUM_STAGES once that stage's `empty` barrier
+    has flipped; consumer warpgroup t mod SPLIT_K waits on its `full` barrier for parity (t / NUM_STAGES) & 1."""
+    colours = ch8._colours(split_k)
+    fig, ax = _axes(max(2 * steps + 3, 26), stages + 3.2, size=(9, 3.4))
+    for s in range(stages):
+        ax.text(-0.2, 2.6 + s + 0.5, f"stage {s}", ha="right", va="center", fontsize=7)
+    for t in range(steps):
+        stage, full, empty = ring_slot(t, stages)
+        g = consumer_ktiles(t % split_k, steps, split_k)[0]
+        ch8._box(ax, 2 * t, 2.6 + stage, 1.9, 0.95, colours[g], f"t={t}: full {full}\nempty {empty}", fontsize=6)
+    ax.text(0, 0.5, "producer warp (1 lane): copies ring step t by TMA into stage t mod NUM_STAGES,"
+            " once `empty` shows its parity", fontsize=7)
+    ax.text(0, 1.3, f"warpgroup t mod {split_k} (colour): waits on `full` for its parity, splits,"
+            " arrives on `empty`, multiplies", fontsize=7)
+    ax.text(0, 2.1, "NUM_STAGES >= SPLIT_K: a waiter is never two fills ahead (a parity names only one)",
+            fontsize=7, color="tab:red")
+    ax.set_title(f"Step 07: the ring (NUM_STAGES = {stages}, SPLIT_K = {split_k}): stage, and the parity each side "
+                 "waits for", fontsize=9)
+    plt.show()
+
+
+def tile_flags(n: int = 512, block_n: int = 32, row_panel: int = 2) -> None:
+    """Step 08: phase 1 stores T's tiles and releases a counter per tile (the reads it owes); a tile of E in row
+    panel i waits only for the counters of T's row panel i, not for the whole grid."""
+    rows, cols = ch8.cdiv(n, 64), ch8.cdiv(n, block_n)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, title in ((a1, f"T: {rows} x {cols} tiles, a counter each"), (a2, "E: a tile of phase 2 waits for")):
+        ch8._frame(ax, cols, rows)
+        ax.set_title(title, fontsize=8)
+    owed = reads_owed(n, block_n, n)
+    for i in range(rows):
+        for j in range(cols):
+            hot = i == row_panel
+            ch8._box(a1, j, i, 1, 1, "tab:orange" if hot else "0.9", "", lw=0.3)
+            ch8._box(a2, j, i, 1, 1, "tab:blue" if (hot and j == 3) else "0.97", "", lw=0.3)
+    a1.text(cols / 2, row_panel + 1.8, f"row panel {row_panel}: {cols} counters, each released with "
+            f"+{owed} reads", ha="center", va="center", fontsize=7)
+    a2.text(cols / 2, row_panel + 1.8, f"tile ({row_panel}, 3) needs T's row panel {row_panel} only: "
+            f"{cols} of {rows * cols} tiles", ha="center", va="center", fontsize=7)
+    fig.suptitle(f"Step 08 at N = {n}, BLOCK_N = {block_n}: a counter per tile of T in place of the grid barrier",
+                 fontsize=9)
+    plt.tight_layout(); plt.show()
+
+
+class Folded:
+    """A listing folded under a one-line summary (HTML <details>): the page keeps its height, the reader opens it."""
+
+    def __init__(self, inner, summary: str):
+        self.inner, self.summary = inner, summary
+
+    def _repr_html_(self) -> str:
+        return f"<details><summary>{self.summary}</summary>{self.inner._repr_html_()}</details>"
+
+    def __repr__(self) -> str:
+        return f"{self.summary}\n{self.inner!r}"
+
+
+def listing(name: str, against: str | None = None) -> Folded:
+    """Step `name`'s whole kernel (or its diff against `against`), folded: chapter 9's steps are 300-700 lines."""
+    inner = show.diff(name, against) if against else show.source(name)
+    what = f"the diff of {name} against {against}" if against else f"the whole of {name}"
+    return Folded(inner, f"{what} ({len(inner.html_lines)} lines): click to open")

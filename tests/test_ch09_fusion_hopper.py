@@ -1,0 +1,142 @@
+"""Chapter 9's module: every time and speed-up from one run (selected by date and kind), the predictions from
+chapter 8's model, and the pictures drawn from twins of the kernels' index arithmetic
+(gemmlab/chapters/ch09_fusion_hopper.py)."""
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from gemmlab.chapters import ch09_fusion_hopper as ch9  # noqa: E402
+from gemmlab.chapters import glue  # noqa: E402
+from gemmlab.measure import fusion  # noqa: E402
+from gemmlab.runtime.source import kernel_path  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run():
+    return ch9.one_run()
+
+
+def test_one_run_selects_one_date_and_kind(run):
+    assert run and {(r["gpu"], r["date"], r["kind"]) for r in run} == {(ch9.GPU, ch9.RUN_DATE, "benchmark")}
+    every = fusion.load(ch9.GPU)
+    assert any(r["date"] != ch9.RUN_DATE or r["kind"] != "benchmark" for r in every)  # there was a mix to refuse
+    fake = [dict(r, date="2026-11-25") for r in run[:3]] + [dict(r, kind="sweep") for r in run[:3]]
+    with pytest.raises(LookupError):
+        ch9.one_run(fake)
+    assert len(ch9.one_run(fake + run[:2])) == 2
+
+
+def test_every_step_and_both_baselines_are_in_the_run(run):
+    for n in (512, 4096):
+        for step in ("fused/05_tf32x3",) + ch9.STEPS + ("torch a@b@c", "torch graph a@b@c"):
+            assert fusion.lookup(run, step, n), (step, n)
+
+
+def test_a_row_is_times_from_the_run_and_its_ratios(run):
+    for step in ch9.STEPS:
+        for n in (512, 4096):
+            m = ch9.row(run, step, n)
+            r, eager = fusion.lookup(run, step, n), fusion.lookup(run, "torch a@b@c", n)
+            assert m["us"] == pytest.approx(r["median_s"] * 1e6)
+            assert m["eager_us"] <= eager["median_s"] * 1e6 + 1e-9  # the faster eager library of the same run
+            assert m["x"] == pytest.approx(m["eager_us"] / m["us"]) and m["xg"] == pytest.approx(m["base_graph_us"] / m["us"])
+            assert m["cublas_tflops"] > 0 and m["date"] == ch9.RUN_DATE
+
+
+def test_a_speed_up_never_mixes_runs(run, monkeypatch):
+    """Glue the measured figures from a run whose times are all doubled: the ratios do not move."""
+    seen = {}
+    monkeypatch.setattr(ch9, "glue", lambda k, v: seen.__setitem__(k, v))
+    ch9.glue_measured(run, "fused/07_tma_tf32x3")
+    slow = [dict(r, median_s=2 * r["median_s"], graph_median_s=2 * r.get("graph_median_s", 0)) for r in run]
+    before = dict(seen)
+    ch9.glue_measured(slow, "fused/07_tma_tf32x3")
+    for k in ("ch9_m07_512_x", "ch9_m07_512_xg", "ch9_m07_4096_x"):
+        assert seen[k] == pytest.approx(before[k])
+    assert seen["ch9_m07_512_us"] == pytest.approx(2 * before["ch9_m07_512_us"])
+
+
+def test_the_prediction_is_the_model():
+    p = ch9.prediction("fused/06_wgmma_tf32x3", 512)
+    assert p["arith_us"] == pytest.approx(3 * fusion.flops(512) / (ch9.TF32_TFLOPS * 1e12) * 1e6)
+    assert p["dram_us"] == pytest.approx(fusion.traffic_bytes(512) / (ch9.SPEC.dram_gbps * 1e9) * 1e6)
+    assert p["best_us"] == pytest.approx(max(p["arith_us"], p["dram_us"]) + p["floor_us"])
+    assert ch9.prediction("fused/06_wgmma_tf32x3", 4096)["bound"] == "tensor pipe"
+    assert 0 < ch9.prediction("fused/08_tile_flags", 512)["saved_us"] < p["best_us"]
+
+
+def test_top_stalls_are_shares_largest_first():
+    for step in ("fused/05_tf32x3", "fused/08_tile_flags"):
+        s = ch9.top_stalls(step, 5)
+        assert len(s) == 5 and all(a[1] >= b[1] for a, b in zip(s, s[1:])) and 0 < sum(v for _, v in s) <= 1
+        assert all(name not in ("selected", "not_selected") for name, _ in s)
+
+
+def test_ring_slot_and_consumer_ktiles_follow_the_kernels():
+    for name in ("07_tma_tf32x3", "08_tile_flags"):
+        src = kernel_path(f"kernels/fused/{name}.cu").read_text()
+        assert src.count("const u32 step = step0 + kt, stage = step % NUM_STAGES;") == 2, name
+        assert "mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);" in src, name
+        assert "mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);" in src, name
+        assert "for (int kt = group; kt < ktiles; kt += SPLIT_K)" in src, name
+    src6 = kernel_path("kernels/fused/06_wgmma_tf32x3.cu").read_text()  # 06 counts rounds: K tile r * SPLIT_K + group
+    assert "auto k_of = [&](int r) { return (r * SPLIT_K + group) * TILE_K; };" in src6
+    assert [ch9.ring_slot(t, 3) for t in range(7)] == [(0, 0, 1), (1, 0, 1), (2, 0, 1), (0, 1, 0), (1, 1, 0),
+                                                       (2, 1, 0), (0, 0, 1)]
+    mine = [ch9.consumer_ktiles(g, 10, 3) for g in range(3)]
+    assert sorted(sum(mine, [])) == list(range(10)) and mine[1] == [1, 4, 7]
+
+
+def test_ring_keeps_a_waiter_within_one_fill():
+    """With NUM_STAGES >= SPLIT_K a group's next step t + SPLIT_K is at most one fill after t (one parity)."""
+    for stages in (2, 4, 8, 12):
+        for split in range(1, stages + 1):
+            for t in range(40):
+                assert (t + split) // stages - t // stages <= 1
+
+
+def test_reads_owed_follow_the_kernel():
+    src = kernel_path("kernels/fused/08_tile_flags.cu").read_text()
+    assert "const u32 reads = cdiv(N, BLOCK_N) * k_tiles_in(cols - col);" in src
+    assert re.search(r"return \(u32\)cdiv\(width < BLOCK_N \? width : BLOCK_N, TILE_K\)", src)
+    assert ch9.reads_owed(512, 32, 512) == 16 and ch9.reads_owed(512, 64, 512) == 8 * 2
+    assert ch9.reads_owed(100, 64, 36) == 2 * 2  # the last tile of T, 36 columns wide: two K tiles of 32
+
+
+@pytest.mark.parametrize("draw", [lambda: ch9.warpgroups(), lambda: ch9.ring(), lambda: ch9.tile_flags(),
+                                  lambda: ch9.plot_run(ch9.one_run())])
+def test_the_pictures_and_the_figure_draw(draw, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    draw()
+    assert len(shown) == 1 and shown[0].axes
+    plt.close("all")
+
+
+def test_tables_and_sentences_come_from_the_run(run, capsys):
+    for step in ch9.STEPS:
+        ch9.step_table(run, step)
+    ch9.speedup_table(run)
+    out = capsys.readouterr().out
+    assert out.count(f"one run of {ch9.RUN_DATE}") == 3 and f"lane run of {ch9.RUN_DATE}" in out
+    glue.VALUES.clear()
+    for f in (ch9.glue_evidence06, ch9.glue_evidence07, ch9.glue_evidence08, lambda: ch9.glue_verdict(run),
+              lambda: ch9.glue_run(run)):
+        f()
+    v = glue.VALUES
+    assert v["ch9_date"] == ch9.RUN_DATE and v["ch9_v_step"] in ch9.STEPS
+    best = min(ch9.STEPS, key=lambda s: ch9.row(run, s, 512)["us"])
+    assert v["ch9_v_us"] == pytest.approx(ch9.row(run, best, 512)["us"])
+    assert 0 < v["ch9_e06_mma_pct"] < 100 and v["ch9_e07_copies"] > 0 and v["ch9_e08_barrier"] > 0
+
+
+def test_listing_folds_the_whole_kernel():
+    html = ch9.listing("fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3")._repr_html_()
+    assert html.startswith("<details><summary>") and '<div class="gemmlab-listing"><p' in html
