@@ -64,7 +64,7 @@ def _us(recs: list[dict], step: str, n: int) -> float | None:
     return r["median_s"] * 1e6 if r else None
 
 
-def _fastest(recs: list[dict], steps: Sequence[str], n: int) -> dict | None:
+def fastest_record(recs: list[dict], steps: Sequence[str], n: int) -> dict | None:
     rows = [r for r in (fusion.lookup(recs, s, n) for s in steps) if r]
     return min(rows, key=lambda r: r["median_s"]) if rows else None
 
@@ -93,7 +93,7 @@ def baseline_table(recs: list[dict]) -> None:
 def glue_baseline(recs: list[dict], n: int = 512) -> None:
     """Where a @ b @ c's time goes at n, in the run (eager, one GEMM, the graph), with the H200 profiler's kernel
     time (another run: fusion-kernel-time's profiler.py) and the spread of a @ b @ c over the GPU's recorded runs."""
-    eager, graph, one = _fastest(recs, EAGER, n), _fastest(recs, GRAPHS, n), fusion.lookup(recs, "torch a@b", n)
+    eager, graph, one = fastest_record(recs, EAGER, n), fastest_record(recs, GRAPHS, n), fusion.lookup(recs, "torch a@b", n)
     glue("ch8_n", n)
     glue("ch8_eager_us", eager["median_s"] * 1e6 if eager else float("nan"))
     glue("ch8_eager_name", eager["step"] if eager else "-")
@@ -167,7 +167,7 @@ def glue_prediction(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_p_launch", floor)
     glue("ch8_p_launch_date", results.experiment("fusion-kernel-time")["launch"][GPU]["date"])
     glue("ch8_p_best", bound + floor)
-    eager, graph = _fastest(recs, EAGER, n), _fastest(recs, GRAPHS, n)
+    eager, graph = fastest_record(recs, EAGER, n), fastest_record(recs, GRAPHS, n)
     nan = float("nan")
     glue("ch8_p_vs_eager", eager["median_s"] * 1e6 / (bound + floor) if eager else nan)
     glue("ch8_p_vs_graph", graph["median_s"] * 1e6 / (bound + floor) if graph else nan)
@@ -175,7 +175,7 @@ def glue_prediction(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_balance", SPEC.balance())
     glue("ch8_sms", SPEC.sms); glue("ch8_l2_mb", SPEC.l2_mb)
     glue("ch8_tiles128", cdiv(n, 128) ** 2)
-    eager = _fastest(recs, EAGER, big)
+    eager = fastest_record(recs, EAGER, big)
     glue("ch8_p_big", big)
     glue("ch8_p_big_us", eager["median_s"] * 1e6 if eager else nan)
     glue("ch8_p_big_tf", eager["tflops"] if eager else nan)
@@ -221,19 +221,19 @@ def panel_rows(block: int, rows: int, panel_m: int) -> range:
     return range(block * panel_m, min(rows, (block + 1) * panel_m))
 
 
-def _colours(k: int):
+def step_colours(k: int):
     cmap = plt.get_cmap("tab20")
     return [cmap(i % 20) for i in range(k)]
 
 
-def _box(ax, x: float, y: float, w: float, h: float, colour, label: str = "", fontsize: int = 7, **kw) -> None:
+def draw_box(ax, x: float, y: float, w: float, h: float, colour, label: str = "", fontsize: int = 7, **kw) -> None:
     ax.add_patch(Rectangle((x, y), w, h, facecolor=colour, edgecolor=kw.pop("edgecolor", "white"),
                            lw=kw.pop("lw", 1), **kw))
     if label:
         ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=fontsize)
 
 
-def _frame(ax, width: float, height: float) -> None:
+def draw_frame(ax, width: float, height: float) -> None:
     ax.set_xlim(0, width); ax.set_ylim(height, 0)
     ax.set_aspect("equal"); ax.axis("off")
 
@@ -242,7 +242,7 @@ def _draw_panels(step: str, p: dict, n: int) -> None:
     """Steps 01 and 02: A x B = T (on chip) and T x C = E, the rows of each block coloured, B and C grey."""
     panel = p.get("PANEL_M", 1)
     blocks = cdiv(n, panel)
-    colours = _colours(blocks)
+    colours = step_colours(blocks)
     fig, ax = plt.subplots(figsize=(10, 2.6))
     names = ("A", "B", "T = A B", "C", "E = T C")
     notes = ("block b: its rows", "read whole by\nevery block", "rows of block b:\nshared memory",
@@ -250,11 +250,11 @@ def _draw_panels(step: str, p: dict, n: int) -> None:
     for i, (name, note) in enumerate(zip(names, notes)):
         x0 = i * 1.5 * n
         if name in ("B", "C"):
-            _box(ax, x0, 0, n, n, "0.85", edgecolor="0.5")
+            draw_box(ax, x0, 0, n, n, "0.85", edgecolor="0.5")
         else:
             for b in range(blocks):
                 rows = panel_rows(b, n, panel)
-                _box(ax, x0, rows.start, n, len(rows), colours[b], f"block {b}" if blocks <= 8 else "",
+                draw_box(ax, x0, rows.start, n, len(rows), colours[b], f"block {b}" if blocks <= 8 else "",
                      edgecolor="white")
         ax.text(x0 + n / 2, -n * 0.08, name, ha="center", va="bottom", fontsize=9)
         ax.text(x0 + n / 2, n * 1.06, note, ha="center", va="top", fontsize=7)
@@ -262,7 +262,7 @@ def _draw_panels(step: str, p: dict, n: int) -> None:
             ax.text(x0 + 1.25 * n, n / 2, "x" if i in (0, 2) else ("=" if i == 1 else "="), ha="center",
                     va="center", fontsize=12)
     ax.text(3 * n * 1.5 - 0.25 * n, n / 2, "", fontsize=1)
-    _frame(ax, 7.5 * n - 0.5 * n, n * 1.4)
+    draw_frame(ax, 7.5 * n - 0.5 * n, n * 1.4)
     ax.set_ylim(n * 1.45, -n * 0.25)
     fig.suptitle(f"{step}, M = K = L = N = {n}, PANEL_M = {panel}: {blocks} blocks, one per "
                  + ("row" if panel == 1 else f"panel of {panel} rows"), fontsize=9)
@@ -281,17 +281,17 @@ def ownership(step: str, n: int | None = None, grid: int | None = None, **params
         n, grid = n or 256, grid or 12
         bm, bn = p["BLOCK_M"], p["BLOCK_N"]
         owner = tile_owner(n, n, bm, bn, grid)
-        colours = _colours(grid)
+        colours = step_colours(grid)
         fig, ax = plt.subplots(figsize=(9, 3))
         for k, title in enumerate(("phase 1: T = A B", "phase 2: E = T C")):
             x0 = k * 1.6 * n
             for (i, j), b in np.ndenumerate(owner):
-                _box(ax, x0 + j * bn, i * bm, bn, bm, colours[b], str(b))
+                draw_box(ax, x0 + j * bn, i * bm, bn, bm, colours[b], str(b))
             ax.text(x0 + n / 2, -n * 0.05, title, ha="center", va="bottom", fontsize=9)
         ax.axvline(1.3 * n, color="tab:red", lw=2, ls="--")
         ax.text(1.3 * n, n * 1.05, "grid barrier: every block\nhas finished phase 1", ha="center", va="top",
                 fontsize=7, color="tab:red", bbox=dict(facecolor="white", edgecolor="none"))
-        _frame(ax, 2.6 * n, n)
+        draw_frame(ax, 2.6 * n, n)
         ax.set_ylim(n * 1.25, -n * 0.15)
         fig.suptitle(f"{step}, N = {n}, {bm} x {bn} tiles: {owner.size} tiles per product, a grid of {grid} "
                      f"resident blocks;\nblock b computes tiles b, b + {grid}, ... (the number in each tile)",
@@ -300,39 +300,39 @@ def ownership(step: str, n: int | None = None, grid: int | None = None, **params
         n = n or 256
         split, bk = p["SPLIT_K"], p["BLOCK_K"]
         k_tiles = cdiv(n, bk)
-        colours = _colours(split)
+        colours = step_colours(split)
         threads = (p["BLOCK_M"] // p["THREAD_M"]) * (p["BLOCK_N"] // p["THREAD_N"])
         fig, ax = plt.subplots(figsize=(10, 2.4))
         for g in range(split):
             for t in k_tiles_of(g, n, bk, split):
-                _box(ax, t, 0, 1, 1, colours[g], f"g{g}")
-            _box(ax, g * k_tiles / split, 1.8, k_tiles / split, 1, colours[g],
+                draw_box(ax, t, 0, 1, 1, colours[g], f"g{g}")
+            draw_box(ax, g * k_tiles / split, 1.8, k_tiles / split, 1, colours[g],
                  f"group {g}: threads {threads * g}..{threads * (g + 1) - 1}")
         ax.text(0, -0.2, f"the {k_tiles} K tiles of {bk} of one {p['BLOCK_M']} x {p['BLOCK_N']} output tile: "
                 "group g sums K tiles g, g + SPLIT_K, ... into a partial tile of its own", fontsize=8, va="bottom")
         ax.text(0, 3.0, f"each thread of a group: a {p['THREAD_M']} x {p['THREAD_N']} piece of the same tile;\n"
                 f"at the end groups 1..{split - 1} write their partial tiles to shared memory, "
                 "and group 0 adds them up and stores the tile", fontsize=8, va="top")
-        _frame(ax, k_tiles, 3.6)
+        draw_frame(ax, k_tiles, 3.6)
         ax.set_ylim(3.8, -0.9)
         fig.suptitle(f"{step}, N = {n}, SPLIT_K = {split}: the tiles go to blocks as in step 03; inside a block, "
                      f"{split} groups of {threads} threads split K", fontsize=9)
     elif idea == "05":
         bm, bn, wm, wn, split = p["BLOCK_M"], p["BLOCK_N"], p["WARP_M"], p["WARP_N"], p["SPLIT_K"]
         warps = (bm // wm) * (bn // wn)
-        colours = _colours(warps)
+        colours = step_colours(warps)
         fig, ax = plt.subplots(figsize=(3.4 * split + 1, 3.2))
         for g in range(split):
             x0 = g * 1.4 * bn
             for w in range(warps):
                 r, c = warp_origin(w, bn, wm, wn)
-                _box(ax, x0 + c, r, wn, wm, colours[w], f"warp {g * warps + w}", fontsize=8)
+                draw_box(ax, x0 + c, r, wn, wm, colours[w], f"warp {g * warps + w}", fontsize=8)
                 for mr in range(r, r + wm, 16):  # the m16n8k8 tiles the warp issues
                     for mc in range(c, c + wn, 8):
-                        _box(ax, x0 + mc, mr, 8, 16, "none", edgecolor="0.25", lw=0.6)
+                        draw_box(ax, x0 + mc, mr, 8, 16, "none", edgecolor="0.25", lw=0.6)
             ax.text(x0 + bn / 2, -1, f"group {g}: K tiles {g}, {g + split}, ...", ha="center", va="bottom",
                     fontsize=8)
-        _frame(ax, (1.4 * split - 0.4) * bn + 1, bm)
+        draw_frame(ax, (1.4 * split - 0.4) * bn + 1, bm)
         ax.set_xlim(-1, (1.4 * split - 0.4) * bn + 1)
         ax.set_ylim(bm + 1, -bm * 0.2)
         fig.suptitle(f"{step}: one {bm} x {bn} tile, {split} groups of {warps} warps; a warp owns {wm} x {wn} "
@@ -360,7 +360,7 @@ def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     """Where step 04 stands in the run (ch8_s4_*): its rate at n and at big, against cuBLAS's fp32 GEMMs there."""
     nan = float("nan")
     for size in (n, big):
-        r, eager = fusion.lookup(recs, "fused/04_split_k", size), _fastest(recs, EAGER, size)
+        r, eager = fusion.lookup(recs, "fused/04_split_k", size), fastest_record(recs, EAGER, size)
         glue(f"ch8_s4_{size}_tf", r["tflops"] if r else nan)
         glue(f"ch8_s4_{size}_pct", 100 * r["tflops"] / SPEC.fp32_tflops if r else nan)
         glue(f"ch8_s4_{size}_base_tf", eager["tflops"] if eager else nan)
@@ -413,7 +413,7 @@ def glue_counters(step: str, n: int = 512) -> None:
 # ------------------------------------------------------------------------------------------------
 def _speedups(recs: list[dict], step: str, n: int) -> tuple[float, float, float] | None:
     """(µs, x over the faster eager a @ b @ c, x over the faster graph replay), all from the run."""
-    r, eager, graph = fusion.lookup(recs, step, n), _fastest(recs, EAGER, n), _fastest(recs, GRAPHS, n)
+    r, eager, graph = fusion.lookup(recs, step, n), fastest_record(recs, EAGER, n), fastest_record(recs, GRAPHS, n)
     if not (r and eager):
         return None
     nan = float("nan")
@@ -428,7 +428,7 @@ def speedup_table(recs: list[dict], steps: Sequence[str] = STEPS, sizes: Sequenc
         return
     print(f"{run_label(recs)} ({tiles}; x: the baseline's time over the step's, same run)")
     for n in sizes:
-        eager, graph = _fastest(recs, EAGER, n), _fastest(recs, GRAPHS, n)
+        eager, graph = fastest_record(recs, EAGER, n), fastest_record(recs, GRAPHS, n)
         print(f"N={n}: a @ b @ c {eager['median_s'] * 1e6:.1f} µs ({eager['step']}), from a graph "
               f"{graph['median_s'] * 1e6:.1f} µs")
         for step in steps:
@@ -486,7 +486,7 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
             glue(f"ch8_m{idea}_{size}_us", s[0]); glue(f"ch8_m{idea}_{size}_x", s[1])
             glue(f"ch8_m{idea}_{size}_xg", s[2])
     r5 = fusion.lookup(recs, "fused/05_tf32x3", n)
-    graph = _fastest(recs, GRAPHS, n)
+    graph = fastest_record(recs, GRAPHS, n)
     glue("ch8_m05_graph_us", r5["graph_median_s"] * 1e6 if r5 else nan)
     glue("ch8_m05_graph_x", graph["median_s"] / r5["graph_median_s"] if r5 and graph else nan)
     glue("ch8_m_big", big)

@@ -70,7 +70,7 @@ def row(recs: list[dict], step: str, n: int) -> dict | None:
     """One step at n from the run: its µs (launched, and replayed from a graph), the baselines' µs, the two
     speed-ups (baseline time over the step's), its TFLOP/s and cuBLAS's own (a @ b @ c eager)."""
     r = fusion.lookup(recs, step, n)
-    eager, graph = ch8._fastest(recs, ch8.EAGER, n), ch8._fastest(recs, ch8.GRAPHS, n)
+    eager, graph = ch8.fastest_record(recs, ch8.EAGER, n), ch8.fastest_record(recs, ch8.GRAPHS, n)
     if not (r and eager and graph):
         return None
     us, gus = r["median_s"] * 1e6, r.get("graph_median_s", float("nan")) * 1e6
@@ -264,7 +264,7 @@ def reads_owed(n_cols_e: int, block_n: int, width: int, tile_k: int = 32) -> int
 
 def _axes(width: float, height: float, size=(9, 2.8)):
     fig, ax = plt.subplots(figsize=size)
-    ch8._frame(ax, width, height)
+    ch8.draw_frame(ax, width, height)
     return fig, ax
 
 
@@ -272,19 +272,19 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
     """Step 06: one block's 64 x BLOCK_N tile, SPLIT_K warpgroups of four warps each taking every SPLIT_K-th K
     tile of 32; per K tile a warpgroup splits its B tile into big and small (K-major, in shared memory) and issues
     three wgmmas per 8-wide slice; group 0 adds the others' sums at the end."""
-    colours = ch8._colours(split_k)
+    colours = ch8.step_colours(split_k)
     fig, ax = _axes(ktiles + 14, split_k + 2.6)
     for kt in range(ktiles):
         g = kt % split_k
-        ch8._box(ax, kt, 1.0, 1, 1, colours[g], f"{kt}", fontsize=6)
+        ch8.draw_box(ax, kt, 1.0, 1, 1, colours[g], f"{kt}", fontsize=6)
     ax.text(0, 0.7, f"K tiles of 32 (each coloured by the warpgroup that multiplies it; {ktiles} shown)",
             fontsize=8)
     for g in range(split_k):
         mine = consumer_ktiles(g, ktiles, split_k)
-        ch8._box(ax, 0, 2.4 + g, 5.5, 0.9, colours[g], f"group {g}: warps {4 * g}-{4 * g + 3}", fontsize=7)
+        ch8.draw_box(ax, 0, 2.4 + g, 5.5, 0.9, colours[g], f"group {g}: warps {4 * g}-{4 * g + 3}", fontsize=7)
         ax.text(5.8, 2.85 + g, f"K tiles {', '.join(map(str, mine[:3]))}, ...: split B (big + small),"
                 " 3 wgmma per 8 of K", fontsize=7, va="center")
-    ch8._box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
+    ch8.draw_box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
     ax.text(ktiles + 9, 2.4 + (split_k - 0.1) / 2, f"64 x {block_n} tile of T (phase 1)\nor E (phase 2):\ngroup 0 adds "
             f"groups 1..{split_k - 1}'s sums\nand stores it", ha="center", va="center", fontsize=7)
     ax.set_title(f"Step 06: who computes what in one block (SPLIT_K = {split_k}, BLOCK_N = {block_n})", fontsize=9)
@@ -294,14 +294,14 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
 def ring(stages: int = 4, split_k: int = 2, steps: int = 10) -> None:
     """Step 07: the producer warp puts ring step t into stage t mod NUM_STAGES once that stage's `empty` barrier
     has flipped; consumer warpgroup t mod SPLIT_K waits on its `full` barrier for parity (t / NUM_STAGES) & 1."""
-    colours = ch8._colours(split_k)
+    colours = ch8.step_colours(split_k)
     fig, ax = _axes(max(2 * steps + 3, 26), stages + 3.2, size=(9, 3.4))
     for s in range(stages):
         ax.text(-0.2, 2.6 + s + 0.5, f"stage {s}", ha="right", va="center", fontsize=7)
     for t in range(steps):
         stage, full, empty = ring_slot(t, stages)
         g = consumer_ktiles(t % split_k, steps, split_k)[0]
-        ch8._box(ax, 2 * t, 2.6 + stage, 1.9, 0.95, colours[g], f"t={t}: full {full}\nempty {empty}", fontsize=6)
+        ch8.draw_box(ax, 2 * t, 2.6 + stage, 1.9, 0.95, colours[g], f"t={t}: full {full}\nempty {empty}", fontsize=6)
     ax.text(0, 0.5, "producer warp (1 lane): copies ring step t by TMA into stage t mod NUM_STAGES,"
             " once `empty` shows its parity", fontsize=7)
     ax.text(0, 1.3, f"warpgroup t mod {split_k} (colour): waits on `full` for its parity, splits,"
@@ -319,14 +319,14 @@ def tile_flags(n: int = 512, block_n: int = 32, row_panel: int = 2) -> None:
     rows, cols = ch8.cdiv(n, 64), ch8.cdiv(n, block_n)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, title in ((a1, f"T: {rows} x {cols} tiles, a counter each"), (a2, "E: a tile of phase 2 waits for")):
-        ch8._frame(ax, cols, rows)
+        ch8.draw_frame(ax, cols, rows)
         ax.set_title(title, fontsize=8)
     owed = reads_owed(n, block_n, n)
     for i in range(rows):
         for j in range(cols):
             hot = i == row_panel
-            ch8._box(a1, j, i, 1, 1, "tab:orange" if hot else "0.9", "", lw=0.3)
-            ch8._box(a2, j, i, 1, 1, "tab:blue" if (hot and j == 3) else "0.97", "", lw=0.3)
+            ch8.draw_box(a1, j, i, 1, 1, "tab:orange" if hot else "0.9", "", lw=0.3)
+            ch8.draw_box(a2, j, i, 1, 1, "tab:blue" if (hot and j == 3) else "0.97", "", lw=0.3)
     a1.text(cols / 2, row_panel + 1.8, f"row panel {row_panel}: {cols} counters, each released with "
             f"+{owed} reads", ha="center", va="center", fontsize=7)
     a2.text(cols / 2, row_panel + 1.8, f"tile ({row_panel}, 3) needs T's row panel {row_panel} only: "

@@ -1595,7 +1595,7 @@ _EXERCISES = [
              variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
                                                 BLOCK_K=(8, (8,)), WARP_M=(64, (32, 64)), WARP_N=(32, (32, 64)),
                                                 THREAD_M=(8, (4, 8)), THREAD_N=(8, (4, 8))),
-                      "rules": registry._rules_warps(2),
+                      "rules": registry.rules_warps(2),
                       "summary": "chapter 6's exercise: register prefetch two tiles ahead"}),
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
              "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
@@ -1625,7 +1625,7 @@ _EXERCISES = [
              variation=True,
              variant={"params": _variant_params(BLOCK_M=(128, (64, 128)), BLOCK_N=(128, (64, 128)),
                                                 BLOCK_K=(48, (48,)), WARP_M=(64, (32, 64)), WARP_N=(64, (32, 64))),
-                      "rules": registry._mma_tiling_rules(16, 16, 16),
+                      "rules": registry.mma_tiling_rules(16, 16, 16),
                       "summary": "chapter 7's exercise: a swizzle for 96-byte rows (BLOCK_K = 48)"}),
     Exercise("ch7c/ring_phase", 7, "hgemm/08_wgmma",
              "Hopper: advance the consumer's (stage, phase) in step 08's ring of mbarriers without dividing by "

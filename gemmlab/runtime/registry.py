@@ -217,7 +217,7 @@ def _divides(a: str, b: str, why: str = ""):
     return lambda p: [] if p[b] % p[a] == 0 else [f"{a}={p[a]} must divide {b}={p[b]}{why}"]
 
 
-def _mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = STATIC_SMEM,
+def mma_tiling_rules(mma_m: int, mma_n: int, mma_k: int, buffers: int = 1, smem_limit: int = STATIC_SMEM,
                       smem_what: str = "static shared memory, over the 48 KB limit"):
     """mma_* are the granules one ldmatrix x4 feeds (16x16 of A, 16(k)x16(n) of B through .trans);
     `buffers` copies of the A and B tiles (NUM_STAGES copies where that is a parameter) must fit
@@ -351,7 +351,7 @@ _WARP_TILING = {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128,
                 "THREAD_N": Param(8, (4, 8, 16))}
 _rules_2d = _all(_divides("THREAD_M", "BLOCK_M"), _divides("THREAD_N", "BLOCK_N"), _threads_rule(_threads_2d),
                  _smem_rule(1), _accumulator_rule)
-_rules_warps = lambda buffers: _all(  # noqa: E731
+rules_warps = lambda buffers: _all(  # noqa: E731
     _divides("WARP_M", "BLOCK_M"), _divides("WARP_N", "BLOCK_N"), _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"),
     _warp_holds_32_thread_tiles, _staging_rule, _threads_rule(_threads_warps), _smem_rule(buffers), _accumulator_rule)
 
@@ -614,15 +614,15 @@ STEPS: list[Step] = [
          rules=_all(_rules_2d, _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"))),
     Step("sgemm/07_warptiling", "sgemm_warptiling", _WARP_TILING, _tile_geometry(_threads_warps), chapter=4,
          previous="sgemm/06_vectorized", summary="block tile -> warp tile -> thread tile: conflict-free shared reads",
-         rules=_rules_warps(1)),
+         rules=rules_warps(1)),
     Step("sgemm/08_register_prefetch", "sgemm_register_prefetch", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))},
          _tile_geometry(_threads_warps), chapter=6, previous="sgemm/07_warptiling",
          summary="issue the next tile's global loads into registers before computing this one",
-         rules=_rules_warps(1)),
+         rules=rules_warps(1)),
     Step("sgemm/09_double_buffer", "sgemm_double_buffer", {**_WARP_TILING, "BLOCK_K": Param(16, (4, 8, 16, 32))},
          _tile_geometry(_threads_warps), chapter=6, previous="sgemm/08_register_prefetch",
          summary="two shared-memory buffers: one barrier per K tile instead of two",
-         rules=_rules_warps(2),
+         rules=rules_warps(2),
          # NVRTC 12.8.93 (Colab's CUDA 12.8) and 13.0.88: 128 registers (the __launch_bounds__ cap), 72 B
          # stack; the pinned 13.5: 128 registers, no spills
          other_nvrtc_spills={("sm_75", "12.8"): (68, 84), ("sm_75", "13.0"): (68, 84)}),
@@ -640,7 +640,7 @@ STEPS: list[Step] = [
           "WARP_N": Param(64, (16, 32, 64, 128)), "THREAD_N": Param(16, (4, 8, 16))},
          _tile_geometry(_threads_warps), chapter=6, previous="sgemm/09_double_buffer",
          summary="the next k step's slivers are loaded from shared memory while this step's FMAs run",
-         rules=_rules_warps(2)),
+         rules=rules_warps(2)),
     Step("sgemm/12_tf32x3", "sgemm_tf32x3",
          {"BLOCK_M": Param(128, (32, 64, 128, 256)), "BLOCK_N": Param(128, (32, 64, 128, 256)),
           "BLOCK_K": Param(32, (8, 16, 32)), "WARP_M": Param(64, (16, 32, 64)),
@@ -653,32 +653,32 @@ STEPS: list[Step] = [
     Step("hgemm/01_mma_tiling", "hgemm_mma_tiling", _MMA_TILING,
          _mma_geometry, chapter=7, dtype="float16", min_arch=75,
          summary="block tile in shared memory, warp tile, mma.sync m16n8k8 tile, loaded with ldmatrix",
-         rules=_mma_tiling_rules(16, 16, 16)),
+         rules=mma_tiling_rules(16, 16, 16)),
     Step("hgemm/02_vectorized_copy", "hgemm_vectorized_copy", _MMA_TILING, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/01_mma_tiling",
          summary="16-byte global-to-shared copies in fully unrolled loops",
-         rules=_mma_tiling_rules(16, 16, 16)),
+         rules=mma_tiling_rules(16, 16, 16)),
     Step("hgemm/03_swizzled", "hgemm_swizzled", _MMA_TILING, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/02_vectorized_copy",
          summary="XOR-swizzled shared tiles: ldmatrix reads one wavefront per 8x8 matrix",
-         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
+         rules=_all(mma_tiling_rules(16, 16, 16), _swizzle_rule)),
     Step("hgemm/04_register_prefetch", "hgemm_register_prefetch", _MMA_TILING, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/03_swizzled",
          summary="the next block tile's global loads are issued into registers before this tile's mmas",
-         rules=_all(_mma_tiling_rules(16, 16, 16), _swizzle_rule)),
+         rules=_all(mma_tiling_rules(16, 16, 16), _swizzle_rule)),
     Step("hgemm/05_tuned_tiles", "hgemm_tuned_tiles", _MMA_TUNED, _mma_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/04_register_prefetch",
          summary="a 256x128 block tile; swizzled addresses advanced by XOR with constants",
-         rules=_all(_mma_tiling_rules(16, 16, 16), _mma_copy_rule, _swizzle_rule, _xor_advance_rule)),
+         rules=_all(mma_tiling_rules(16, 16, 16), _mma_copy_rule, _swizzle_rule, _xor_advance_rule)),
     Step("hgemm/06_double_buffer", "hgemm_double_buffer", _MMA_TUNED, _mma_dynamic_geometry, chapter=7,
          dtype="float16", min_arch=75, previous="hgemm/05_tuned_tiles",
          summary="two shared buffers: one barrier per K tile instead of two",
-         rules=_all(_mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule, _swizzle_rule,
+         rules=_all(mma_tiling_rules(16, 16, 16, buffers=2, **_T4_DYNAMIC), _mma_copy_rule, _swizzle_rule,
                     _xor_advance_rule)),
     Step("hgemm/07_cp_async", "hgemm_cp_async", {**_MMA_TUNED, "NUM_STAGES": Param(3, (2, 3, 4, 5))},
          _mma_dynamic_geometry, chapter=7, dtype="float16", min_arch=80, previous="hgemm/06_double_buffer",
          summary="sm_80+: a NUM_STAGES-deep cp.async pipeline feeding mma.m16n8k16",
-         rules=_all(_mma_tiling_rules(16, 16, 16, smem_limit=HOPPER_SMEM,
+         rules=_all(mma_tiling_rules(16, 16, 16, smem_limit=HOPPER_SMEM,
                                       smem_what="shared memory, over the 227 KB a block may have on sm_90 "
                                                 "(163 KB on sm_80)"), _mma_copy_rule, _swizzle_rule,
                     _xor_advance_rule)),
