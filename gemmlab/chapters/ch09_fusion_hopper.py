@@ -354,3 +354,24 @@ def listing(name: str, against: str | None = None) -> Folded:
     inner = show.diff(name, against) if against else show.source(name)
     what = f"the diff of {name} against {against}" if against else f"the whole of {name}"
     return Folded(inner, f"{what} ({len(inner.html_lines)} lines): click to open")
+
+
+# ------------------------------------------------------------------------------------------------
+# The lab note's verdict at 512 (book/lab_08_fusion_at_512.ipynb): like against like, from the one run
+# ------------------------------------------------------------------------------------------------
+def glue_launch_verdict(recs: list[dict], n: int = 512, prefix: str = "ch8_gr") -> None:
+    """The fastest fused step at n launched directly against `a @ b @ c` eager, and the fastest replayed from a
+    CUDA graph against the two GEMMs replayed from a graph, both from the one run (issue 52: never a graph-replayed
+    step against the eager baseline). Glues {prefix}_lane (the sentence) and {prefix}_claim (the verdict on 3x)."""
+    fused = [r for r in recs if r["m"] == n and r["step"].startswith("fused/")]
+    eager, graph = ch8.fastest_record(recs, ch8.EAGER, n), ch8.fastest_record(recs, ch8.GRAPHS, n)
+    top = min(fused, key=lambda r: r["median_s"])
+    top_g = min((r for r in fused if "graph_median_s" in r), key=lambda r: r["graph_median_s"])
+    xe, xg = eager["median_s"] / top["median_s"], graph["median_s"] / top_g["graph_median_s"]
+    glue(f"{prefix}_lane", f"In {run_label(recs)}, at {n} the fastest fused call launched directly is {top['step']}: "
+         f"{top['median_s'] * 1e6:.1f} µs, {xe:.2f}x `a @ b @ c` eager ({eager['median_s'] * 1e6:.1f} µs); replayed "
+         f"from a CUDA graph, the fastest is {top_g['step']}: {top_g['graph_median_s'] * 1e6:.1f} µs, {xg:.2f}x the "
+         f"two GEMMs replayed from a graph ({graph['median_s'] * 1e6:.1f} µs)")
+    glue(f"{prefix}_claim", "The seed's 3x at 512 is " + (
+        "met both ways" if min(xe, xg) >= 3 else "not met either way, even with the graph launch" if max(xe, xg) < 3
+        else "met " + ("eagerly launched" if xe >= 3 else "from graphs") + " only, so we do not claim it"))
