@@ -375,3 +375,18 @@ def glue_launch_verdict(recs: list[dict], n: int = 512, prefix: str = "ch8_gr") 
     glue(f"{prefix}_claim", "The seed's 3x at 512 is " + (
         "met both ways" if min(xe, xg) >= 3 else "not met either way, even with the graph launch" if max(xe, xg) < 3
         else "met " + ("eagerly launched" if xe >= 3 else "from graphs") + " only, so we do not claim it"))
+
+
+def launch_paths(paths: dict, prefix: str = "ch8_gr") -> None:
+    """fusion-kernel-time's paths run (paths.py): host µs per call and event time, direct and from a CUDA graph,
+    printed as a table; glues the host cost of each launch and what the graph saved (step 07, the empty kernel)."""
+    med = {k: statistics.median(v) for k, v in paths["us"].items()}
+    print(f"{GPU}, {paths['log']}: host us per call; event time, median over three rounds of 300 (us)")
+    for name, host in paths["host_us"].items():
+        print(f"{name:14s} host {host:5.2f}   event {med[name]:6.1f}")
+    for name in ("torch a@b@c", "torch graph a@b@c"):
+        print(f"{name:18s}          event {med[name]:6.1f}")
+    glue(f"{prefix}_host_direct", f"{paths['host_us']['07 direct']:.1f}")
+    glue(f"{prefix}_host_graph", f"{paths['host_us']['07 graph']:.1f}")
+    glue(f"{prefix}_saved", f"{med['07 direct'] - med['07 graph']:.1f}")
+    glue(f"{prefix}_empty_saved", f"{med['empty direct'] - med['empty graph']:.1f}")
