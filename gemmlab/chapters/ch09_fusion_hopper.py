@@ -390,3 +390,20 @@ def launch_paths(paths: dict, prefix: str = "ch8_gr") -> None:
     glue(f"{prefix}_host_graph", f"{paths['host_us']['07 graph']:.1f}")
     glue(f"{prefix}_saved", f"{med['07 direct'] - med['07 graph']:.1f}")
     glue(f"{prefix}_empty_saved", f"{med['empty direct'] - med['empty graph']:.1f}")
+
+
+def perktile_table(pk: dict | None, key: str = "ch8_fl_perk") -> None:
+    """fusion-tma's perktile run (step 08's first try, a counter per K tile, against step 07 in the same run):
+    median event time per size and tiling; glues the range of the slow-down."""
+    if not pk:
+        glue(key, "(the run of `steps.py perktile` appears here once it is recorded)")
+        return
+    med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in pk["us"].items()}
+    print(f"{GPU}, {pk['log']}: median event time over three rounds (us), every kernel checked first")
+    perk = []
+    for n in sorted(med):
+        for t in sorted(k[3:] for k in med[n] if k.startswith("07 ") and not k.endswith(" graph")):
+            p7, p8 = med[n]["07 " + t], med[n]["08 " + t]
+            perk.append(100 * (p8 / p7 - 1))
+            print(f"N={n:5d} {t:12s} 07 {p7:7.1f}  first try {p8:7.1f} ({perk[-1]:+.0f}%)")
+    glue(key, f"{min(perk):.0f}% to {max(perk):.0f}%")
