@@ -354,3 +354,56 @@ def listing(name: str, against: str | None = None) -> Folded:
     inner = show.diff(name, against) if against else show.source(name)
     what = f"the diff of {name} against {against}" if against else f"the whole of {name}"
     return Folded(inner, f"{what} ({len(inner.html_lines)} lines): click to open")
+
+
+# ------------------------------------------------------------------------------------------------
+# The lab note's verdict at 512 (book/lab_08_fusion_at_512.ipynb): like against like, from the one run
+# ------------------------------------------------------------------------------------------------
+def glue_launch_verdict(recs: list[dict], n: int = 512, prefix: str = "ch8_gr") -> None:
+    """The fastest fused step at n launched directly against `a @ b @ c` eager, and the fastest replayed from a
+    CUDA graph against the two GEMMs replayed from a graph, both from the one run (issue 52: never a graph-replayed
+    step against the eager baseline). Glues {prefix}_lane (the sentence) and {prefix}_claim (the verdict on 3x)."""
+    fused = [r for r in recs if r["m"] == n and r["step"].startswith("fused/")]
+    eager, graph = ch8.fastest_record(recs, ch8.EAGER, n), ch8.fastest_record(recs, ch8.GRAPHS, n)
+    top = min(fused, key=lambda r: r["median_s"])
+    top_g = min((r for r in fused if "graph_median_s" in r), key=lambda r: r["graph_median_s"])
+    xe, xg = eager["median_s"] / top["median_s"], graph["median_s"] / top_g["graph_median_s"]
+    glue(f"{prefix}_lane", f"In {run_label(recs)}, at {n} the fastest fused call launched directly is {top['step']}: "
+         f"{top['median_s'] * 1e6:.1f} µs, {xe:.2f}x `a @ b @ c` eager ({eager['median_s'] * 1e6:.1f} µs); replayed "
+         f"from a CUDA graph, the fastest is {top_g['step']}: {top_g['graph_median_s'] * 1e6:.1f} µs, {xg:.2f}x the "
+         f"two GEMMs replayed from a graph ({graph['median_s'] * 1e6:.1f} µs)")
+    glue(f"{prefix}_claim", "The seed's 3x at 512 is " + (
+        "met both ways" if min(xe, xg) >= 3 else "not met either way, even with the graph launch" if max(xe, xg) < 3
+        else "met " + ("eagerly launched" if xe >= 3 else "from graphs") + " only, so we do not claim it"))
+
+
+def launch_paths(paths: dict, prefix: str = "ch8_gr") -> None:
+    """fusion-kernel-time's paths run (paths.py): host µs per call and event time, direct and from a CUDA graph,
+    printed as a table; glues the host cost of each launch and what the graph saved (step 07, the empty kernel)."""
+    med = {k: statistics.median(v) for k, v in paths["us"].items()}
+    print(f"{GPU}, {paths['log']}: host us per call; event time, median over three rounds of 300 (us)")
+    for name, host in paths["host_us"].items():
+        print(f"{name:14s} host {host:5.2f}   event {med[name]:6.1f}")
+    for name in ("torch a@b@c", "torch graph a@b@c"):
+        print(f"{name:18s}          event {med[name]:6.1f}")
+    glue(f"{prefix}_host_direct", f"{paths['host_us']['07 direct']:.1f}")
+    glue(f"{prefix}_host_graph", f"{paths['host_us']['07 graph']:.1f}")
+    glue(f"{prefix}_saved", f"{med['07 direct'] - med['07 graph']:.1f}")
+    glue(f"{prefix}_empty_saved", f"{med['empty direct'] - med['empty graph']:.1f}")
+
+
+def perktile_table(pk: dict | None, key: str = "ch8_fl_perk") -> None:
+    """fusion-tma's perktile run (step 08's first try, a counter per K tile, against step 07 in the same run):
+    median event time per size and tiling; glues the range of the slow-down."""
+    if not pk:
+        glue(key, "(the run of `steps.py perktile` appears here once it is recorded)")
+        return
+    med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in pk["us"].items()}
+    print(f"{GPU}, {pk['log']}: median event time over three rounds (us), every kernel checked first")
+    perk = []
+    for n in sorted(med):
+        for t in sorted(k[3:] for k in med[n] if k.startswith("07 ") and not k.endswith(" graph")):
+            p7, p8 = med[n]["07 " + t], med[n]["08 " + t]
+            perk.append(100 * (p8 / p7 - 1))
+            print(f"N={n:5d} {t:12s} 07 {p7:7.1f}  first try {p8:7.1f} ({perk[-1]:+.0f}%)")
+    glue(key, f"{min(perk):.0f}% to {max(perk):.0f}%")
