@@ -126,3 +126,10 @@ def test_only_warp_zero_is_red():
     red = np.all(np.isclose(rgba[..., :3], (0.85, 0.15, 0.15)), axis=-1)
     assert np.array_equal(red, ch2.owners("sgemm/01_naive") // 32 == 0)
     plt.close("all")
+
+
+def test_waves_round_up(capsys):
+    """65536 blocks, 1056 resident at once on an H100/H200: 62.06 -> 63 waves (a partial wave is a wave)."""
+    ch1.waves()
+    out = capsys.readouterr().out
+    assert "1056 at once, 63 waves" in out and "160 at once, 410 waves" in out
