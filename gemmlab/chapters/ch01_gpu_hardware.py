@@ -63,15 +63,15 @@ def t4_table() -> None:
 
 
 def waves(m: int = SIZE, n: int = SIZE, block=(32, 8)) -> None:
-    """The launch of chapter 2's coalesced kernel for an m x n C with `block` threads: blocks, warps, and the waves
-    each reference GPU deals them out in when threads per SM are the only limit."""
+    """An m x n C, one thread per element, in blocks of `block` threads: blocks, warps, and the waves each
+    reference GPU deals them out in when threads per SM are the only limit (a last, partial wave counts as one)."""
     threads = block[0] * block[1]
     blocks = (n // block[0]) * (m // block[1])
     print(f"{blocks} blocks of {threads} threads = {blocks * threads // 32} warps")
     for row in hardware.spec_table():
         resident = row["max_threads_per_sm"] // threads     # blocks per SM if threads are the only limit
         print(f"{row['name']}: at most {resident} blocks per SM, {row['sms'] * resident} at once, "
-              f"{blocks / (row['sms'] * resident):.0f} waves")
+              f"{-(-blocks // (row['sms'] * resident))} waves")
 
 
 def balance() -> None:

@@ -30,7 +30,7 @@ explorer = widgets.block_shape_explorer
 
 
 def where_we_are(records: list) -> None:
-    """Glue the records' GPU and both steps' figures at 4096 (TFLOP/s, % of cuBLAS, the gain), print the table."""
+    """Glue the records' GPU and both steps' figures at 4096 (TFLOP/s, % of cuBLAS, the gain); `timings` prints them."""
     at = {(r["step"], r["m"]): r for r in records}
     v1, v2 = at.get((STEPS[0], SIZE)), at.get((STEPS[1], SIZE))
     have = bool(v1 and v2)
@@ -40,7 +40,11 @@ def where_we_are(records: list) -> None:
     for key, rec in (("v1", v1), ("v2", v2)):
         glue(f"ch2_{key}_tflops", f"{rec['tflops']:.2f}" if have else "n/a")
         glue(f"ch2_{key}_pct", f"{rec['pct_of_baseline']:.1f}%" if have else "n/a")
-    glue("ch2_cublas_tflops", f"{v2['baseline_tflops']:.1f}" if have else "n/a")
+    glue("ch2_cublas_tflops", f"{v2['baseline_tflops']:.2f}" if have else "n/a")
+
+
+def timings(records: list) -> None:
+    """The table of both steps at every size, each row with the cuBLAS timed beside it in that step's run."""
     print(gemmlab.bench.table(records) if records else hardware.NO_DATA)
 
 
@@ -158,21 +162,15 @@ def emulator_counts(size: int = 256) -> None:
 
 # ----------------------------------------------------------------------------------------------- measure
 def measure(records: list) -> None:
-    """Both steps and cuBLAS at 4096 in TFLOP/s with cuBLAS's run-to-run band (plots.ladder), and the same points on
-    the records' GPU's roofline (chapter 1)."""
-    fig, (ax, ax_roof) = plt.subplots(1, 2, figsize=(11, 4))
+    """Both steps and cuBLAS at 4096 in TFLOP/s with cuBLAS's run-to-run band (plots.ladder)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
     at = {(r["step"], r["m"]): r for r in records}
-    v1, v2 = at.get((STEPS[0], SIZE)), at.get((STEPS[1], SIZE))
-    if v1 and v2:
-        plots.ladder(records, STEPS, ax=ax, size=SIZE)
-        gpu = v1["gpu"] if hardware.spec_for(v1["gpu"]) else "t4"
-        intensity = hardware.gemm_intensity(SIZE, SIZE, SIZE)
-        points = [("01_naive", intensity, v1["tflops"]), ("02_coalesced", intensity, v2["tflops"]),
-                  ("cuBLAS", intensity, v2["baseline_tflops"])]
-        plots.roofline(ax_roof, gpu, points)
+    v2 = at.get((STEPS[1], SIZE))
+    if at.get((STEPS[0], SIZE)) and v2:
+        title = f"{v2['gpu']}, {SIZE}, {v2.get('date', '')}: cuBLAS {v2['baseline_tflops']:.2f} TFLOP/s (step 02's run)"
+        plots.ladder(records, STEPS, ax=ax, size=SIZE, title=title)
     else:
         ax.set_title(hardware.NO_DATA)
-        plots.roofline(ax_roof, "t4")
     fig.tight_layout()
     plt.show()
 
@@ -223,10 +221,11 @@ def counters(block=BLOCK) -> None:
     rows = counter_rows(block=block)
     print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json):")
     print(f"{'':20s} {'sectors/request':>15s} {'model':>5s} {'L1 hit':>7s} {'L2 hit':>7s} {'L2 read':>9s} "
-          f"{'DRAM read':>9s}  top stall")
+          f"{'DRAM read':>9s} {'lg_throttle':>11s}  top stall")
     for step, r in rows.items():
         print(f"{step:20s} {r['sectors']:15.2f} {r['model_sectors']:5g} {r['l1_hit']:6.1f}% {r['l2_hit']:6.1f}% "
-              f"{r['l2_sectors'] / 1e6:7.0f} M {r['dram_gb']:6.1f} GB  {r['stall'][0]} {r['stall'][1]:.1f}")
+              f"{r['l2_sectors'] / 1e6:7.0f} M {r['dram_gb']:6.1f} GB {r['stalls'].get('lg_throttle', 0.0):11.1f}  "
+              f"{r['stall'][0]} {r['stall'][1]:.1f}")
     if len(rows) < 2:
         return
     r1, r2 = rows[STEPS[0]], rows[STEPS[1]]
@@ -236,10 +235,12 @@ def counters(block=BLOCK) -> None:
         glue(f"ch2_{v}_dram_gbps", r["dram_gb"] / r["time_s"]); glue(f"ch2_{v}_lines", r["lines"])
         glue(f"ch2_{v}_stall", r["stall"][0]); glue(f"ch2_{v}_stall_v", r["stall"][1])
         glue(f"ch2_{v}_throttle", r["stalls"].get("lg_throttle", 0.0)); glue(f"ch2_{v}_fma", r["fma"])
-        glue(f"ch2_{v}_lines_per_cycle", lines_per_cycle(r))
+        glue(f"ch2_{v}_lines_per_cycle", lines_per_cycle(r)); glue(f"ch2_{v}_model_sectors", f"{r['model_sectors']:g}")
+        glue(f"ch2_{v}_dram_pct", f"{100 * r['dram_gb'] / r['time_s'] / hardware.spec_for(COUNTERS_GPU).dram_gbps:.0f}%")
     glue("ch2_line_gain", r1["lines"] / r2["lines"])
     glue("ch2_ncu_gain", r1["time_s"] / r2["time_s"])
     glue("ch2_dram_peak", hardware.spec_for(COUNTERS_GPU).dram_gbps)
+    glue("ch2_boost_mhz", hardware.spec_for(COUNTERS_GPU).boost_mhz)
     print(f"(L2 read: sectors; stall: warps waiting per issued instruction)\ncache lines per k step (model): "
           f"{r1['lines']} -> {r2['lines']}, {r1['lines'] / r2['lines']:.1f}x; profiled time: {1e3 * r1['time_s']:.1f} ms "
           f"-> {1e3 * r2['time_s']:.1f} ms, {r1['time_s'] / r2['time_s']:.1f}x")
