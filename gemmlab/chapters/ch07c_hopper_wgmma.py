@@ -30,6 +30,7 @@ BLOCK_M, BLOCK_K = 128, 64
 
 RUN_DATE = "2026-11-29"  # the one H200 run (lab/one-run/gpu.sh) every timing of chapters 7c and 7d comes from
 TENSOR_FLOPS_PER_CLOCK = 4096  # dense fp16 flops per SM per clock on Hopper: 4 tensor cores x 512 FMA x 2
+CH7B_RUN = ("NVIDIA H100 80GB HBM3", "2026-11-24")  # chapter 7b's run (its records of hgemm/07 at 8192)
 POWER_RUN = "hgemm-past-cublas"  # the lab run on the same GPU model that logged SM clock and board power (nvidia-smi)
 
 
@@ -343,6 +344,14 @@ def sass_counts(steps=("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma"))
     return "\n".join(lines)
 
 
+def cublas_range(size: int, gpu: str = GPU, date: str = RUN_DATE) -> tuple[float, float] | None:
+    """The lowest and highest cuBLAS rate (TFLOP/s) over every cuBLAS call of the one run at `size`: each step's
+    record carries the cuBLAS call timed beside it, so this is the run-to-run spread of cuBLAS within the run."""
+    rates = [r["baseline_tflops"] for r in results.load(gpu) if r.get("gpu") == gpu and r["m"] == size
+             and str(r.get("date", "")).startswith(date) and r.get("baseline_tflops")]
+    return (min(rates), max(rates)) if rates else None
+
+
 def glue_all() -> None:
     """Every value the chapter's prose quotes: the GPU, each step's rate and % of cuBLAS with cuBLAS's own rate at
     4096 and 8192, the models' numbers and the profiler's."""
@@ -355,6 +364,17 @@ def glue_all() -> None:
         glue(f"{key}_tflops", r["tflops"])
         glue(f"{key}_pct", r["pct_of_baseline"])
         glue(f"{key}_cublas", r["baseline_tflops"])
+    b7 = one_run(["hgemm/07_cp_async"], sizes=(8192,), gpu=CH7B_RUN[0], date=CH7B_RUN[1])
+    if b7:  # chapter 7b's figure of step 07, from its own run on another GPU
+        glue("ch7c_b7_gpu", b7[0]["gpu"]); glue("ch7c_b7_v07_8192_pct", b7[0]["pct_of_baseline"])
+    for n in SIZES:
+        lohi = cublas_range(n)
+        if lohi:
+            glue(f"ch7c_cublas_{n}_lo", lohi[0]); glue(f"ch7c_cublas_{n}_hi", lohi[1])
+    for key, k in (("v08_plain", gemmlab.kernel.edited("hgemm/08_wgmma", "setmaxnreg_inc<232>();", "", backend="cpu")),
+                   ("h03", gemmlab.instance("hopper/03_tma_ring"))):
+        res = k.resources("sm_90")  # compile only, as setmaxnreg_check
+        glue(f"ch7c_{key}_regs", res.registers); glue(f"ch7c_{key}_spills", res.spill_stores + res.spill_loads)
     ci = copy_instructions()
     glue("ch7c_copy_per_thread", ci["per_thread_01"])
     glue("ch7c_copy_per_block", ci["per_block_01"])

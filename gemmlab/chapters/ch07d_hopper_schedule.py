@@ -47,9 +47,9 @@ def records() -> dict:
     clk = ch7c.board_clock()
     glue("ch7d_clk_lo", clk["mhz_lo"]); glue("ch7d_clk_hi", clk["mhz_hi"]); glue("ch7d_clk_watts", clk["watts"])
     glue("ch7d_run_date", ch7c.RUN_DATE)
-    rates = [r["baseline_tflops"] for r in at.values() if r["m"] == 4096]
-    if rates:
-        glue("ch7d_cublas4096_lo", min(rates)); glue("ch7d_cublas4096_hi", max(rates))
+    lohi = ch7c.cublas_range(4096)  # every cuBLAS call of the run at 4096, chapter 7c's steps' included
+    if lohi:
+        glue("ch7d_cublas4096_lo", lohi[0]); glue("ch7d_cublas4096_hi", lohi[1])
     with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
         predictions(at); profile_table(STEPS); stream_k_model()
     return at
@@ -62,7 +62,8 @@ def table(at: dict, steps) -> None:
 
 
 def stalls(step: str) -> dict | None:
-    """Nsight Compute, one launch at 4096 (clock locked by the profiler): time, tensor pipe busy, top stalls."""
+    """Nsight Compute, one launch at 4096 (--clock-control none: the board's own clock, as in the run): time
+    (gpu__time_duration), tensor pipe busy, top stalls."""
     m = profile.load(GPU).get(step)
     if not m:
         return None
@@ -74,7 +75,7 @@ def stalls(step: str) -> dict | None:
 def profile_table(steps) -> None:
     """The profiler's view of `steps` at 4096: one launch each, time, tensor pipe busy and the top stalls (warps
     stalled per issued instruction); glues each step's time, busy share and its top two stalls."""
-    print(f"Nsight Compute at 4096, {GPU}: time (us)  tensor pipe busy  top stalls per issued instruction")
+    print(f"Nsight Compute at 4096, {GPU}, clock not locked: time (us)  tensor pipe busy  top stalls per issued instruction")
     for step in steps:
         st = stalls(step)
         if st is None:
@@ -270,7 +271,9 @@ def step12(at: dict, sms: int) -> None:
     launches each); the timeline of one launch with the last wave shared; the least busy SM's tensor pipe."""
     table(at, STEPS[3:])
     past = gemmlab.results.experiment("hgemm-past-cublas")
-    print(f"\nAt the base clock (Nsight Compute locks it), L2 warm, median of 20 launches ({past['gpu']}, {past['date']}):")
+    print(f"\nThe lab's run at the base clock (Nsight Compute locks the SM clock there), L2 warm, median of 20 launches"
+          f" ({past['gpu']}, {past['date']}):")
+    glue("ch7d_fixed_date", past["date"])
     for n in ("4096", "8192"):
         t = past["fixed_clock_stream_k"][n]
         print(f"  {n}: " + ", ".join(f"{who} {v['median_us']:.1f} us" for who, v in sorted(t.items())))
@@ -287,6 +290,13 @@ def step12(at: dict, sms: int) -> None:
     rounds, k_tiles, tiles = n // BLOCK_M * n // BLOCK_N // sms, n // BLOCK_K, n // BLOCK_M * n // BLOCK_N
     per_k = e["range"]["median"] / (rounds * k_tiles)  # one k tile's time, from the full waves before the last
     glue("ch7d_sk_cost_4096", (e["end"]["median"] - e["range"]["median"]) / per_k - tiles % sms * k_tiles / sms)
+    share, last_us = tiles % sms * k_tiles / sms, e["end"]["median"] - e["range"]["median"]
+    print(f"  one k tile: {e['range']['median']:.1f} us / ({rounds} full waves x {k_tiles} k tiles) = {per_k:.3f} us;"
+          f" the last round: {last_us:.1f} us / {per_k:.3f} = {last_us / per_k:.1f} k tiles,\n  of which"
+          f" {tiles % sms} x {k_tiles} / {sms} = {share:.1f} are each block's share of the work: the hand-over, wait"
+          f" and loads cost {last_us / per_k - share:.1f} k tiles")
+    glue("ch7d_sk_rounds_us_4096", e["range"]["median"]); glue("ch7d_sk_end_us_4096", e["end"]["median"])
+    glue("ch7d_sk_per_k_us_4096", per_k); glue("ch7d_sk_rounds_k_4096", rounds * k_tiles)
     run12 = gemmlab.results.EXPERIMENTS / "hgemm-past-cublas" / "gpu-run-2026-11-28-stream-k" / "part3"
     busy = "sm__pipe_tensor_cycles_active.{}.pct_of_peak_sustained_elapsed"
     print(f"\nNsight Compute, one launch at 8192 ({past['gpu']}, {past['date']}): tensor pipe busy, average and least busy SM")
