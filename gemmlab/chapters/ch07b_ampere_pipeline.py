@@ -229,3 +229,111 @@ def tf32_measure(at: dict) -> None:
               f"WARP {p['WARP_M']}x{p['WARP_N']}  NUM_STAGES {p['NUM_STAGES']}  ({r['date']})")
     print(gemmlab.results.timing_note(sweep))
     glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pictures before each step's listing: schematic models (units of one tile's ldmatrix + mma),
+# not measurements.
+
+
+def prefetch_timeline(tiles: int = 3, load: float = 1.5, store: float = 0.3, barrier: float = 0.1) -> list:
+    """Step 04's loop: [(row, k tile, start, end)] with rows "LDG", "ldmatrix + mma", "STS", "barrier".
+
+    The next tile's global loads (LDG) start with this tile's ldmatrix/mma; the store to shared (STS)
+    waits for both, and a barrier separates it from the next tile's ldmatrix.
+    """
+    events, t = [], 0.0
+    for k in range(tiles):
+        events.append(("ldmatrix + mma", k, t, t + 1.0))
+        if k + 1 < tiles:
+            events.append(("LDG", k + 1, t, t + load))
+            s = t + max(1.0, load)
+            events.append(("barrier", k, s, s + barrier))
+            events.append(("STS", k + 1, s + barrier, s + barrier + store))
+            events.append(("barrier", k + 1, s + barrier + store, s + 2 * barrier + store))
+            t = s + 2 * barrier + store
+    return events
+
+
+def warp_tiles(block_m: int = 256, block_n: int = 128, warp_m: int = 64, warp_n: int = 64) -> list:
+    """[(warp, row, col)] of the warp tiles in one block tile, as the kernels number them (row-major)."""
+    warps_n = block_n // warp_n
+    return [(w, (w // warps_n) * warp_m, (w % warps_n) * warp_n) for w in range((block_m // warp_m) * warps_n)]
+
+
+def buffer_schedule(tiles: int = 4, buffers: int = 2) -> list:
+    """Step 06: [(k tile computed, buffer read, buffer written or None, tile written or None)]."""
+    return [(k, k % buffers, (k + 1) % buffers if k + 1 < tiles else None, k + 1 if k + 1 < tiles else None)
+            for k in range(tiles)]
+
+
+def ring_schedule(tiles: int = 6, stages: int = 3) -> list:
+    """Step 07's cp.async ring: [(event, k tile, slot)] in program order.
+
+    The prologue copies tiles 0..stages-2, one commit group each; then per tile k: wait_group(stages-2)
+    (tile k has landed), barrier, copy tile k+stages-1 into the slot freed by tile k-1, commit, compute k.
+    """
+    ev = []
+    for k in range(min(stages - 1, tiles)):
+        ev += [("cp.async", k, k % stages), ("commit", k, k % stages)]
+    for k in range(tiles):
+        ev += [("wait_group", k, k % stages), ("barrier", k, k % stages)]
+        nxt = k + stages - 1
+        if nxt < tiles:
+            ev += [("cp.async", nxt, nxt % stages), ("commit", nxt, nxt % stages)]
+        ev.append(("mma", k, k % stages))
+    return ev
+
+
+def step_picture(step: str) -> None:
+    """The picture before step `step`'s listing: "04", "05", "06" or "07"."""
+    from matplotlib.patches import Rectangle
+    fig, ax = plt.subplots(figsize=(9, 2.6) if step != "05" else (4.5, 4))
+    if step == "04":
+        rows = ["LDG", "ldmatrix + mma", "STS", "barrier"]
+        colours = {"LDG": "tab:blue", "ldmatrix + mma": "tab:orange", "STS": "tab:green", "barrier": "0.3"}
+        for row, k, a, b in prefetch_timeline():
+            y = rows.index(row)
+            ax.add_patch(Rectangle((a, y - 0.35), b - a, 0.7, fc=colours[row], alpha=0.8))
+            if row != "barrier":
+                ax.text((a + b) / 2, y, f"k{k}", ha="center", va="center", fontsize=7)
+        ax.set_yticks(range(len(rows)), rows); ax.set_ylim(len(rows) - 0.5, -0.5); ax.set_xlim(0, 6)
+        ax.set_xlabel("time (schematic: one tile's ldmatrix + mma = 1)")
+        ax.set_title("step 04: tile k+1's global loads (LDG) overlap tile k's ldmatrix/mma; then STS between barriers",
+                     fontsize=9)
+    elif step == "05":
+        for w, r, c in warp_tiles():
+            ax.add_patch(Rectangle((c, r), 64, 64, fc=plt.get_cmap("tab10")(w), ec="k", alpha=0.7))
+            ax.text(c + 32, r + 32, f"warp {w}\n64 x 64", ha="center", va="center", fontsize=8)
+        ax.set_xlim(0, 128); ax.set_ylim(256, 0); ax.set_aspect("equal")
+        ax.set_xlabel("columns (N)"); ax.set_ylabel("rows (M)")
+        ax.set_title("step 05: block tile 256 x 128, eight warp tiles", fontsize=9)
+    elif step == "06":
+        for k, rd, wr, wk in buffer_schedule():
+            ax.add_patch(Rectangle((k, rd - 0.35), 0.95, 0.7, fc="tab:orange", alpha=0.8))
+            ax.text(k + 0.47, rd, f"read k{k}", ha="center", va="center", fontsize=8)
+            if wr is not None:
+                ax.add_patch(Rectangle((k, wr - 0.35), 0.95, 0.7, fc="tab:blue", alpha=0.6))
+                ax.text(k + 0.47, wr, f"write k{wk}", ha="center", va="center", fontsize=8)
+            ax.axvline(k + 0.975, color="0.3", lw=1)
+        ax.set_yticks([0, 1], ["buffer 0", "buffer 1"]); ax.set_ylim(1.6, -0.6); ax.set_xlim(0, 4)
+        ax.set_xlabel("K step (one barrier, the grey line, per step)")
+        ax.set_title("step 06: ldmatrix reads one buffer while the next tile is stored into the other", fontsize=9)
+    elif step == "07":
+        stages, x = 3, 0
+        colours = {"cp.async": "tab:blue", "mma": "tab:orange"}
+        for event, k, slot in ring_schedule(stages=stages):
+            if event in colours:
+                ax.add_patch(Rectangle((x, slot - 0.35), 1, 0.7, fc=colours[event], alpha=0.75))
+                ax.text(x + 0.5, slot, f"{'copy' if event == 'cp.async' else 'mma'} k{k}", ha="center",
+                        va="center", fontsize=6)
+                x += 1
+            else:
+                ax.axvline(x, color={"commit": "tab:blue", "wait_group": "tab:red", "barrier": "0.3"}[event],
+                           lw=1, ls="-" if event != "commit" else ":")
+        ax.set_yticks(range(stages), [f"slot {s}" for s in range(stages)]); ax.set_ylim(stages - 0.4, -0.6)
+        ax.set_xlim(0, x); ax.set_xlabel("program order (dotted: commit_group; red: wait_group<NUM_STAGES-2>; grey: barrier)")
+        ax.set_title(f"step 07: a ring of NUM_STAGES = {stages} shared slots; copies run ahead of mma", fontsize=9)
+    else:
+        raise ValueError(f"no picture for step {step!r}: 04, 05, 06 or 07")
+    plt.tight_layout(); plt.show()
