@@ -34,17 +34,21 @@ def records() -> tuple[list, dict]:
     return recs, at
 
 
-def ceilings() -> tuple[dict, dict]:
-    """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16."""
+def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
+    """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16.
+
+    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside each step, `at` from
+    records()), so the ceilings and the steps are compared against one cuBLAS figure.
+    """
     peaks = hardware.measure_peaks()
-    cublas = hardware.measure_cublas() if gemmlab.backend() == "gpu" else hardware.load_hardware(peaks.get("gpu")) or {}
-    cublas = cublas.get("cublas", cublas)
-    if peaks.get("ffma"):
+    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in NAMES]
+    cublas = {"fp16": {"tflops": float(np.median(base)), "size": size}} if base else {}
+    if peaks.get("ffma") and cublas:
         where = f"{peaks['gpu']} ({peaks['source']}, {peaks['date']})"
         glue("ch7b_peak_where", where)
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             glue(f"ch7b_peak_{key}", peaks[key]["tflops"] if peaks.get(key) else float("nan"))
-        fp16 = cublas["fp16"]["tflops"] if cublas.get("fp16") else float("nan")
+        fp16 = cublas["fp16"]["tflops"]
         glue("ch7b_cublas_fp16", fp16)
         for key in ("mma_m16n8k8", "mma_m16n8k16"):
             if peaks.get(key):
@@ -52,7 +56,7 @@ def ceilings() -> tuple[dict, dict]:
         print(f"instruction ceilings on the {where}:")
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
-        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (cupy.matmul, 4096)")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}, the ladder's run above: median beside the steps)")
     else:
         for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
                     "mma_m16n8k8_of_cublas", "mma_m16n8k16_of_cublas"):
@@ -112,16 +116,18 @@ def instruction_counts() -> None:
 
 
 def ladder(recs: list, at: dict, peaks: dict, cublas: dict) -> None:
-    """The ladder in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size with the mma.sync ceilings."""
+    """The ladder in TFLOP/s at 8192 (cuBLAS's band) with the mma.sync ceilings in TFLOP/s, and % of cuBLAS by size."""
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(13, 4))
     plots.ladder(recs, STEPS, ax=bars, size=8192)
-    plots.pct_by_size(ax, recs, NAMES, "% of cuBLAS fp16", top=110)
-    if peaks.get("mma_m16n8k8") and cublas.get("fp16"):
-        for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
-            if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
-                y = 100 * peaks[key]["tflops"] / cublas["fp16"]["tflops"]
-                ax.axhline(y, ls=style, color="0.4", lw=1)
-                ax.annotate(f"{key} peak", (1024, y), fontsize=7, xytext=(0, 3), textcoords="offset points")
+    for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
+        if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
+            y = peaks[key]["tflops"]
+            bars.axhline(y, ls=style, color="tab:red", lw=1)
+            bars.annotate(f"{key} peak {y:.0f} TFLOP/s", (0, y), fontsize=7, xytext=(0, 3), textcoords="offset points",
+                          xycoords=("axes fraction", "data"))
+    if peaks.get("mma_m16n8k16"):
+        bars.set_ylim(0, 1.08 * max(bars.get_ylim()[1], peaks["mma_m16n8k16"]["tflops"]))
+    plots.pct_by_size(ax, recs, NAMES, "% of cuBLAS fp16 (same run, each size)", top=110)
     ax.legend(fontsize=7)
     plt.tight_layout(); plt.show()
 
