@@ -227,7 +227,10 @@ def tf32_prediction() -> None:
     """The prediction: the TF32 mma.sync probe's rate over FFMA's, with and without the three-way split."""
     peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]  # one probe run: FFMA and the TF32 mma.sync
     ratio = peaks["mma_m16n8k8_tf32"]["tflops"] / peaks["ffma"]["tflops"]
-    print(f"{peaks['gpu']}: FFMA {peaks['ffma']['tflops']:.1f} TFLOP/s, TF32 mma.m16n8k8 "
+    date = gemmlab.results.experiment("fusion-tf32x3").get("date", "")
+    print(f"{peaks['gpu']} (the fusion-tf32x3 experiment's probe run{', ' + date if date else ''}; the FFMA "
+          "ceiling above is another probe run, so the two FFMA figures differ a little):")
+    print(f"  FFMA {peaks['ffma']['tflops']:.1f} TFLOP/s, TF32 mma.m16n8k8 "
           f"{peaks['mma_m16n8k8_tf32']['tflops']:.1f} TFLOP/s: {ratio:.1f}x; three mma per product: {ratio / 3:.1f}x")
     glue("ch7b_tf32_over_ffma", ratio); glue("ch7b_split_over_ffma", ratio / 3); glue("ch7b_peaks_gpu", peaks["gpu"])
 
