@@ -375,3 +375,51 @@ def step_picture(step: str) -> None:
     else:
         raise ValueError(f"no picture for step {step!r}: 04, 05, 06 or 07")
     plt.tight_layout(); plt.show()
+
+
+# ---------------------------------------------------------------------------------------------
+# The page's checks, one call each (the emulator and the compile-only resource checks: no GPU needed).
+
+
+def table(recs: list) -> None:
+    """The records of this chapter's steps as a table (TFLOP/s and % of cuBLAS by size)."""
+    print(gemmlab.bench.table([r for r in recs if r["step"] in STEPS]))
+
+
+def check_step05() -> None:
+    """Step 05 against float64 (emulator), and its ldmatrix wavefronts per request with the XOR addresses."""
+    k = gemmlab.step("hgemm/05_tuned_tiles", backend="cpu")
+    print(gemmlab.verify(k), "(emulator)")
+    counts = k.counters(256, 256, 256, max_blocks=1)
+    print(f"ldmatrix: {counts.shared_wavefronts_per_request(kind='ldmatrix'):.2f} wavefronts per request "
+          "(4 matrices: one wavefront each, the swizzle survives the XOR arithmetic)")
+
+
+def barrier_counts(size: int = 256) -> None:
+    """Steps 05 and 06 against float64 (emulator), and the barriers each executes per block."""
+    for name in ("hgemm/05_tuned_tiles", "hgemm/06_double_buffer"):
+        k = gemmlab.step(name, backend="cpu")
+        counts = k.counters(size, size, size, max_blocks=1)
+        print(f"{name}: {gemmlab.verify(k)}")
+        print(f"  {counts.totals['barriers']} barriers for {size // k.params['BLOCK_K']} K tiles of {k.params['BLOCK_K']}")
+
+
+def needs_sm80(name: str, named: str | None = "cp.async") -> None:
+    """Step `name` refused for sm_75 (a T4) with an ArchError that names the reason, then checked in the emulator."""
+    try:
+        gemmlab.instance(name).resources("sm_75")
+        print(f"{name}: compiled for sm_75 (no ArchError)")
+    except gemmlab.errors.ArchError as e:
+        message = str(e).splitlines()[0]
+        print("ArchError for sm_75:", "it needs sm_80" in message,
+              *((f"| {named} named:", named in message) if named else ()))
+    print(gemmlab.verify(gemmlab.step(name, backend="cpu")), "(emulator)")
+
+
+def claim() -> None:
+    """The chapter's claim: steps 04-07 and sgemm/12 pass in the emulator; 04-06 fit a T4's limits (compile-only)."""
+    for name in STEPS[1:] + ["sgemm/12_tf32x3"]:
+        print(f"{name}: {gemmlab.verify(gemmlab.step(name, backend='cpu'))} (emulator)")
+    for name in STEPS[1:4]:
+        fit = gemmlab.instance(name).fit("sm_75")  # counts step 06's dynamic shared memory and registers x threads
+        print(f"{name}: fits a T4 (sm_75): {'yes' if fit.ok else f'NO: {fit}'}")
