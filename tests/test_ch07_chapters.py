@@ -80,3 +80,47 @@ def test_hopper_pictures_of_steps_10_and_11(monkeypatch):
     assert all(b[0] > a[1] for a, b in zip(wait0, wait0[1:]))  # wait<0>: a gap before each group
     assert all(b[0] == a[1] for a, b in zip(wait1, wait1[1:])) and wait1[-1][1] < wait0[-1][1]
     assert len(ch7d.draw_epilogue().patches) == 8 and len(ch7d.draw_inflight(3).patches) == 6
+
+
+def test_prefetch_timeline_overlaps_loads_with_mma():
+    ev = ch7b.prefetch_timeline(tiles=3)
+    mma = {k: (a, b) for r, k, a, b in ev if r == "ldmatrix + mma"}
+    ldg = {k: (a, b) for r, k, a, b in ev if r == "LDG"}
+    sts = {k: (a, b) for r, k, a, b in ev if r == "STS"}
+    assert ldg[1][0] == mma[0][0]  # tile 1's loads start with tile 0's compute
+    assert sts[1][0] >= max(ldg[1][1], mma[0][1]) and mma[1][0] >= sts[1][1]
+
+
+def test_warp_tiles_cover_the_block_tile():
+    tiles = ch7b.warp_tiles(256, 128, 64, 64)
+    assert len(tiles) == 8 and tiles[1] == (1, 0, 64) and tiles[7] == (7, 192, 64)
+
+
+def test_double_buffers_alternate():
+    sched = ch7b.buffer_schedule(4, 2)
+    assert [s[1] for s in sched] == [0, 1, 0, 1]
+    assert all(w != r for _, r, w, _ in sched if w is not None) and sched[-1][2] is None
+
+
+def test_ring_waits_before_each_mma_and_never_overwrites_a_live_slot():
+    ev = ch7b.ring_schedule(tiles=7, stages=3)
+    copied, done = set(), set()
+    for i, (e, k, slot) in enumerate(ev):
+        if e == "cp.async":
+            assert all(j in done for j in copied if j % 3 == slot)  # the slot's previous tile is consumed
+            copied.add(k)
+        if e == "mma":
+            assert k in copied and ev[i - 1][0] in ("commit", "barrier")
+            done.add(k)
+    assert [k for e, k, _ in ev if e == "mma"] == list(range(7))
+
+
+@pytest.mark.parametrize("step", ["04", "05", "06", "07"])
+def test_step_pictures_draw(monkeypatch, step):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    ch7b.step_picture(step)
+    assert plt.gcf().axes
+    plt.close("all")

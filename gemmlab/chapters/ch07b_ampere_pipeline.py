@@ -13,6 +13,7 @@ from gemmlab import hardware, nvrtc, profile
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
 from gemmlab.measure.check import compare, make_inputs
+from gemmlab.measure.results import INTERLEAVED_SINCE
 
 NAMES = ["hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swizzled", "hgemm/04_register_prefetch",
          "hgemm/05_tuned_tiles", "hgemm/06_double_buffer", "hgemm/07_cp_async"]
@@ -35,17 +36,21 @@ def records() -> tuple[list, dict]:
     return recs, at
 
 
-def ceilings() -> tuple[dict, dict]:
-    """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16."""
+def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
+    """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16.
+
+    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside each step, `at` from
+    records()), so the ceilings and the steps are compared against one cuBLAS figure.
+    """
     peaks = hardware.measure_peaks()
-    cublas = hardware.measure_cublas() if gemmlab.backend() == "gpu" else hardware.load_hardware(peaks.get("gpu")) or {}
-    cublas = cublas.get("cublas", cublas)
-    if peaks.get("ffma"):
+    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in NAMES]
+    cublas = {"fp16": {"tflops": float(np.median(base)), "size": size}} if base else {}
+    if peaks.get("ffma") and cublas:
         where = f"{peaks['gpu']} ({peaks['source']}, {peaks['date']})"
         glue("ch7b_peak_where", where)
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             glue(f"ch7b_peak_{key}", peaks[key]["tflops"] if peaks.get(key) else float("nan"))
-        fp16 = cublas["fp16"]["tflops"] if cublas.get("fp16") else float("nan")
+        fp16 = cublas["fp16"]["tflops"]
         glue("ch7b_cublas_fp16", fp16)
         for key in ("mma_m16n8k8", "mma_m16n8k16"):
             if peaks.get(key):
@@ -53,7 +58,7 @@ def ceilings() -> tuple[dict, dict]:
         print(f"instruction ceilings on the {where}:")
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
-        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (cupy.matmul, 4096)")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}, the ladder's run above: median beside the steps)")
     else:
         for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
                     "mma_m16n8k8_of_cublas", "mma_m16n8k16_of_cublas"):
@@ -113,16 +118,18 @@ def instruction_counts() -> None:
 
 
 def ladder(recs: list, at: dict, peaks: dict, cublas: dict) -> None:
-    """The ladder in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size with the mma.sync ceilings."""
+    """The ladder in TFLOP/s at 8192 (cuBLAS's band) with the mma.sync ceilings in TFLOP/s, and % of cuBLAS by size."""
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(13, 4))
     plots.ladder(recs, STEPS, ax=bars, size=8192)
-    plots.pct_by_size(ax, recs, NAMES, "% of cuBLAS fp16", top=110)
-    if peaks.get("mma_m16n8k8") and cublas.get("fp16"):
-        for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
-            if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
-                y = 100 * peaks[key]["tflops"] / cublas["fp16"]["tflops"]
-                ax.axhline(y, ls=style, color="0.4", lw=1)
-                ax.annotate(f"{key} peak", (1024, y), fontsize=7, xytext=(0, 3), textcoords="offset points")
+    for key, style in (("mma_m16n8k8", ":"), ("mma_m16n8k16", "--")):
+        if peaks.get(key):  # m16n8k16 needs sm_80: a T4 has no such ceiling
+            y = peaks[key]["tflops"]
+            bars.axhline(y, ls=style, color="tab:red", lw=1)
+            bars.annotate(f"{key} peak {y:.0f} TFLOP/s", (0, y), fontsize=7, xytext=(0, 3), textcoords="offset points",
+                          xycoords=("axes fraction", "data"))
+    if peaks.get("mma_m16n8k16"):
+        bars.set_ylim(0, 1.08 * max(bars.get_ylim()[1], peaks["mma_m16n8k16"]["tflops"]))
+    plots.pct_by_size(ax, recs, NAMES, "% of cuBLAS fp16 (same run, each size)", top=110)
     ax.legend(fontsize=7)
     plt.tight_layout(); plt.show()
 
@@ -161,6 +168,8 @@ def why_it_stops() -> None:
     copy, math = tf("decomposition 2", "s07_copyonly"), tf("decomposition", "s07_nocopy")
     whole = tf("decomposition 2", "s07_pipe")
     print(f"{diag['gpu']}, step 07 at 8192, cycles per block tile (from TFLOP/s at the profiled clock):")
+    print(f"  (the lab's s07_pipe: step 07 {_config(p)} with fragments pipelined; run of {diag['date']}, "
+          f"clock {clock / 1e6:.0f} MHz as profiled)")
     for label, t in (("copies, waits, barrier only", copy), ("ldmatrix + mma only", math), ("the whole loop", whole)):
         print(f"  {label:28s} {cycles(t):6.0f}  ({t:.0f} TFLOP/s)")
     glue("ch7b_sum_ratio", 100 * cycles(whole) / (cycles(copy) + cycles(math)))
@@ -169,9 +178,35 @@ def why_it_stops() -> None:
     print(f"back to back, power limit {pw['limit_w']} W:")
     for v, label in (("s07_copyonly", "copies only"), ("s07_noldsm", "mma only"), ("s07_copymma", "copies + mma")):
         print(f"  {label:28s} {byname[v]['watts']:4.0f} W at {byname[v]['sm_mhz']:5.0f} MHz")
+    print("  (why mma only runs at a lower clock than copies only, below the limit, is not in the records: not explained)")
     glue("ch7b_limit_w", pw["limit_w"]); glue("ch7b_copyonly_w", byname["s07_copyonly"]["watts"])
     glue("ch7b_noldsm_w", byname["s07_noldsm"]["watts"]); glue("ch7b_copymma_mhz", byname["s07_copymma"]["sm_mhz"])
     glue("ch7b_copyonly_mhz", byname["s07_copyonly"]["sm_mhz"]); glue("ch7b_noldsm_mhz", byname["s07_noldsm"]["sm_mhz"])
+
+
+def _config(p: dict) -> str:
+    return (f"BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']} WARP {p['WARP_M']}x{p['WARP_N']}"
+            + (f" NUM_STAGES {p['NUM_STAGES']}" if "NUM_STAGES" in p else ""))
+
+
+def step07_runs(at: dict) -> None:
+    """Step 07's three figures at 8192 side by side: the ladder's run, the sweep's best, the lab's pipelined loop."""
+    lad = at.get(("hgemm/07_cp_async", 8192))
+    sweep = [r for r in gemmlab.results.one_gpu(gemmlab.results.load())
+             if r["step"] == "hgemm/07_cp_async" and r["m"] == 8192]
+    best = max(sweep, key=lambda r: r["pct_of_baseline"]) if sweep else None
+    diag = gemmlab.results.experiment("hgemm-diagnosis")
+    pipe = gemmlab.results.tflops(gemmlab.results.group(diag, "decomposition 2"), "s07_pipe", 8192)
+    print("step 07 at 8192, three figures (no clock is recorded with the benchmark runs):")
+    if lad:
+        print(f"  {lad['tflops']:6.1f} TFLOP/s  the ladder above: {_config(lad['params'])} (default), "
+              f"{lad['gpu']}, {lad['date']}, " + ("interleaved timing" if lad["date"] >= INTERLEAVED_SINCE
+                                                    else "cuBLAS timed first (older protocol)"))
+    if best:
+        print(f"  {best['tflops']:6.1f} TFLOP/s  the sweep's best: {_config(best['params'])}, {best['gpu']}, "
+              f"{best['date']}, " + ("interleaved timing" if best["date"] >= INTERLEAVED_SINCE
+                                          else "cuBLAS timed first (older protocol)"))
+    print(f"  {pipe:6.1f} TFLOP/s  the lab's s07_pipe (default tiles, fragments pipelined), {diag['gpu']}, {diag['date']}")
 
 
 TF32 = ["sgemm/11_fragment_prefetch", "sgemm/12_tf32x3"]
@@ -193,7 +228,10 @@ def tf32_prediction() -> None:
     """The prediction: the TF32 mma.sync probe's rate over FFMA's, with and without the three-way split."""
     peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]  # one probe run: FFMA and the TF32 mma.sync
     ratio = peaks["mma_m16n8k8_tf32"]["tflops"] / peaks["ffma"]["tflops"]
-    print(f"{peaks['gpu']}: FFMA {peaks['ffma']['tflops']:.1f} TFLOP/s, TF32 mma.m16n8k8 "
+    date = gemmlab.results.experiment("fusion-tf32x3").get("date", "")
+    print(f"{peaks['gpu']} (the fusion-tf32x3 experiment's probe run{', ' + date if date else ''}; the FFMA "
+          "ceiling above is another probe run, so the two FFMA figures differ a little):")
+    print(f"  FFMA {peaks['ffma']['tflops']:.1f} TFLOP/s, TF32 mma.m16n8k8 "
           f"{peaks['mma_m16n8k8_tf32']['tflops']:.1f} TFLOP/s: {ratio:.1f}x; three mma per product: {ratio / 3:.1f}x")
     glue("ch7b_tf32_over_ffma", ratio); glue("ch7b_split_over_ffma", ratio / 3); glue("ch7b_peaks_gpu", peaks["gpu"])
 
@@ -229,3 +267,159 @@ def tf32_measure(at: dict) -> None:
               f"WARP {p['WARP_M']}x{p['WARP_N']}  NUM_STAGES {p['NUM_STAGES']}  ({r['date']})")
     print(gemmlab.results.timing_note(sweep))
     glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pictures before each step's listing: schematic models (units of one tile's ldmatrix + mma),
+# not measurements.
+
+
+def prefetch_timeline(tiles: int = 3, load: float = 1.5, store: float = 0.3, barrier: float = 0.1) -> list:
+    """Step 04's loop: [(row, k tile, start, end)] with rows "LDG", "ldmatrix + mma", "STS", "barrier".
+
+    The next tile's global loads (LDG) start with this tile's ldmatrix/mma; the store to shared (STS)
+    waits for both, and a barrier separates it from the next tile's ldmatrix.
+    """
+    events, t = [], 0.0
+    for k in range(tiles):
+        events.append(("ldmatrix + mma", k, t, t + 1.0))
+        if k + 1 < tiles:
+            events.append(("LDG", k + 1, t, t + load))
+            s = t + max(1.0, load)
+            events.append(("barrier", k, s, s + barrier))
+            events.append(("STS", k + 1, s + barrier, s + barrier + store))
+            events.append(("barrier", k + 1, s + barrier + store, s + 2 * barrier + store))
+            t = s + 2 * barrier + store
+    return events
+
+
+def warp_tiles(block_m: int = 256, block_n: int = 128, warp_m: int = 64, warp_n: int = 64) -> list:
+    """[(warp, row, col)] of the warp tiles in one block tile, as the kernels number them (row-major)."""
+    warps_n = block_n // warp_n
+    return [(w, (w // warps_n) * warp_m, (w % warps_n) * warp_n) for w in range((block_m // warp_m) * warps_n)]
+
+
+def buffer_schedule(tiles: int = 4, buffers: int = 2) -> list:
+    """Step 06: [(k tile computed, buffer read, buffer written or None, tile written or None)]."""
+    return [(k, k % buffers, (k + 1) % buffers if k + 1 < tiles else None, k + 1 if k + 1 < tiles else None)
+            for k in range(tiles)]
+
+
+def ring_schedule(tiles: int = 6, stages: int = 3) -> list:
+    """Step 07's cp.async ring: [(event, k tile, slot)] in program order.
+
+    The prologue copies tiles 0..stages-2, one commit group each; then per tile k: wait_group(stages-2)
+    (tile k has landed), barrier, copy tile k+stages-1 into the slot freed by tile k-1, commit, compute k.
+    """
+    ev = []
+    for k in range(min(stages - 1, tiles)):
+        ev += [("cp.async", k, k % stages), ("commit", k, k % stages)]
+    for k in range(tiles):
+        ev += [("wait_group", k, k % stages), ("barrier", k, k % stages)]
+        nxt = k + stages - 1
+        if nxt < tiles:
+            ev += [("cp.async", nxt, nxt % stages), ("commit", nxt, nxt % stages)]
+        ev.append(("mma", k, k % stages))
+    return ev
+
+
+def step_picture(step: str) -> None:
+    """The picture before step `step`'s listing: "04", "05", "06" or "07"."""
+    from matplotlib.patches import Rectangle
+    fig, ax = plt.subplots(figsize=(9, 2.6) if step != "05" else (4.5, 4))
+    if step == "04":
+        rows = ["LDG", "ldmatrix + mma", "STS", "barrier"]
+        colours = {"LDG": "tab:blue", "ldmatrix + mma": "tab:orange", "STS": "tab:green", "barrier": "0.3"}
+        for row, k, a, b in prefetch_timeline():
+            y = rows.index(row)
+            ax.add_patch(Rectangle((a, y - 0.35), b - a, 0.7, fc=colours[row], alpha=0.8))
+            if row != "barrier":
+                ax.text((a + b) / 2, y, f"k{k}", ha="center", va="center", fontsize=7)
+        ax.set_yticks(range(len(rows)), rows); ax.set_ylim(len(rows) - 0.5, -0.5); ax.set_xlim(0, 6)
+        ax.set_xlabel("time (schematic: one tile's ldmatrix + mma = 1)")
+        ax.set_title("step 04: tile k+1's global loads (LDG) overlap tile k's ldmatrix/mma; then STS between barriers",
+                     fontsize=9)
+    elif step == "05":
+        for w, r, c in warp_tiles():
+            ax.add_patch(Rectangle((c, r), 64, 64, fc=plt.get_cmap("tab10")(w), ec="k", alpha=0.7))
+            ax.text(c + 32, r + 32, f"warp {w}\n64 x 64", ha="center", va="center", fontsize=8)
+        ax.set_xlim(0, 128); ax.set_ylim(256, 0); ax.set_aspect("equal")
+        ax.set_xlabel("columns (N)"); ax.set_ylabel("rows (M)")
+        ax.set_title("step 05: block tile 256 x 128, eight warp tiles", fontsize=9)
+    elif step == "06":
+        for k, rd, wr, wk in buffer_schedule():
+            ax.add_patch(Rectangle((k, rd - 0.35), 0.95, 0.7, fc="tab:orange", alpha=0.8))
+            ax.text(k + 0.47, rd, f"read k{k}", ha="center", va="center", fontsize=8)
+            if wr is not None:
+                ax.add_patch(Rectangle((k, wr - 0.35), 0.95, 0.7, fc="tab:blue", alpha=0.6))
+                ax.text(k + 0.47, wr, f"write k{wk}", ha="center", va="center", fontsize=8)
+            ax.axvline(k + 0.975, color="0.3", lw=1)
+        ax.set_yticks([0, 1], ["buffer 0", "buffer 1"]); ax.set_ylim(1.6, -0.6); ax.set_xlim(0, 4)
+        ax.set_xlabel("K step (one barrier, the grey line, per step)")
+        ax.set_title("step 06: ldmatrix reads one buffer while the next tile is stored into the other", fontsize=9)
+    elif step == "07":
+        stages, x = 3, 0
+        colours = {"cp.async": "tab:blue", "mma": "tab:orange"}
+        for event, k, slot in ring_schedule(stages=stages):
+            if event in colours:
+                ax.add_patch(Rectangle((x, slot - 0.35), 1, 0.7, fc=colours[event], alpha=0.75))
+                ax.text(x + 0.5, slot, f"{'copy' if event == 'cp.async' else 'mma'} k{k}", ha="center",
+                        va="center", fontsize=6)
+                x += 1
+            else:
+                ax.axvline(x, color={"commit": "tab:blue", "wait_group": "tab:red", "barrier": "0.3"}[event],
+                           lw=1, ls="-" if event != "commit" else ":")
+        ax.set_yticks(range(stages), [f"slot {s}" for s in range(stages)]); ax.set_ylim(stages - 0.4, -0.6)
+        ax.set_xlim(0, x); ax.set_xlabel("program order (dotted: commit_group; red: wait_group<NUM_STAGES-2>; grey: barrier)")
+        ax.set_title(f"step 07: a ring of NUM_STAGES = {stages} shared slots; copies run ahead of mma", fontsize=9)
+    else:
+        raise ValueError(f"no picture for step {step!r}: 04, 05, 06 or 07")
+    plt.tight_layout(); plt.show()
+
+
+# ---------------------------------------------------------------------------------------------
+# The page's checks, one call each (the emulator and the compile-only resource checks: no GPU needed).
+
+
+def table(recs: list) -> None:
+    """The records of this chapter's steps as a table (TFLOP/s and % of cuBLAS by size)."""
+    print(gemmlab.bench.table([r for r in recs if r["step"] in STEPS]))
+
+
+def check_step05() -> None:
+    """Step 05 against float64 (emulator), and its ldmatrix wavefronts per request with the XOR addresses."""
+    k = gemmlab.step("hgemm/05_tuned_tiles", backend="cpu")
+    print(gemmlab.verify(k), "(emulator)")
+    counts = k.counters(256, 256, 256, max_blocks=1)
+    print(f"ldmatrix: {counts.shared_wavefronts_per_request(kind='ldmatrix'):.2f} wavefronts per request "
+          "(4 matrices: one wavefront each, the swizzle survives the XOR arithmetic)")
+
+
+def barrier_counts(size: int = 256) -> None:
+    """Steps 05 and 06 against float64 (emulator), and the barriers each executes per block."""
+    for name in ("hgemm/05_tuned_tiles", "hgemm/06_double_buffer"):
+        k = gemmlab.step(name, backend="cpu")
+        counts = k.counters(size, size, size, max_blocks=1)
+        print(f"{name}: {gemmlab.verify(k)}")
+        print(f"  {counts.totals['barriers']} barriers for {size // k.params['BLOCK_K']} K tiles of {k.params['BLOCK_K']}")
+
+
+def needs_sm80(name: str, named: str | None = "cp.async") -> None:
+    """Step `name` refused for sm_75 (a T4) with an ArchError that names the reason, then checked in the emulator."""
+    try:
+        gemmlab.instance(name).resources("sm_75")
+        print(f"{name}: compiled for sm_75 (no ArchError)")
+    except gemmlab.errors.ArchError as e:
+        message = str(e).splitlines()[0]
+        print("ArchError for sm_75:", "it needs sm_80" in message,
+              *((f"| {named} named:", named in message) if named else ()))
+    print(gemmlab.verify(gemmlab.step(name, backend="cpu")), "(emulator)")
+
+
+def claim() -> None:
+    """The chapter's claim: steps 04-07 and sgemm/12 pass in the emulator; 04-06 fit a T4's limits (compile-only)."""
+    for name in STEPS[1:] + ["sgemm/12_tf32x3"]:
+        print(f"{name}: {gemmlab.verify(gemmlab.step(name, backend='cpu'))} (emulator)")
+    for name in STEPS[1:4]:
+        fit = gemmlab.instance(name).fit("sm_75")  # counts step 06's dynamic shared memory and registers x threads
+        print(f"{name}: fits a T4 (sm_75): {'yes' if fit.ok else f'NO: {fit}'}")
