@@ -150,3 +150,17 @@ def test_parts_of_steps_08_and_11_come_from_one_run():
         recs = [ch6.sweep_record(s, **p) for _, s, p in rows]
         assert all(recs), step
         assert len({r["date"] for r in recs}) == 1, f"{step}: the pairs must come from one run"
+
+
+def test_cublas_runs_reads_the_recorded_logs():
+    from pathlib import Path
+
+    from gemmlab.chapters import ch05_bank_conflicts as c5
+    rows = c5.cublas_runs(Path("results/experiments/ch5-variants/bench.log").read_text())
+    assert rows[("padded", 4096)]["pct"] == [51.7, 50.2, 50.8]
+    assert rows[("step", 8192)]["tflops"] == [25.59, 25.57, 25.54]
+    assert len(rows[("swizzled", 4096)]["cublas_tflops"]) == 3
+    table = c5.cublas_runs_table(rows)
+    assert "| padded | 4096 | 50.9 (±0.8) |" in table
+    rows8 = c5.cublas_runs(Path("results/experiments/ch6-parts/step08.log").read_text())
+    assert rows8[("no_cap:BLOCK_K=8", 4096)]["pct"] == [55.7, 55.2, 55.6]
