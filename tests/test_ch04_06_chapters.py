@@ -164,3 +164,15 @@ def test_cublas_runs_reads_the_recorded_logs():
     assert "| padded | 4096 | 50.9 (±0.8) |" in table
     rows8 = c5.cublas_runs(Path("results/experiments/ch6-parts/step08.log").read_text())
     assert rows8[("no_cap:BLOCK_K=8", 4096)]["pct"] == [55.7, 55.2, 55.6]
+
+
+def test_ch6_one_run_takes_steps_08_and_11_apart(capsys):
+    from gemmlab.chapters import ch06_async_prefetch as c6
+    rows = c6.one_run_rows("sgemm/08_register_prefetch")
+    assert rows["step 08, BLOCK_K=8"]["pct"] == [73.8, 73.6, 73.3]
+    assert rows["step 07, BLOCK_K=16"]["pct"] == [55.5, 55.5, 55.6]
+    rows11 = c6.one_run_rows("sgemm/11_fragment_prefetch")
+    assert rows11["step 11 with 09's tiles"]["pct"] == [84.5, 84.9, 84.4]
+    c6.one_run("sgemm/11_fragment_prefetch")
+    out = capsys.readouterr().out
+    assert out.startswith("NVIDIA H200, 2026-11-29") and "| step 11 | 4096 | 88.8 (±0.0) |" in out

@@ -8,12 +8,14 @@ results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 fr
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
 from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
+from gemmlab.chapters import ch05_bank_conflicts as ch5
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import VALUES, glue
 
@@ -405,3 +407,34 @@ def claim() -> None:
     """Every step of the chapter against float64 in the emulator."""
     for step in STEPS:
         print(f"{step}: {gemmlab.verify(gemmlab.step(step, backend='cpu'))} (emulator)")
+
+
+ONE_RUN = Path(__file__).resolve().parents[2] / "results" / "experiments" / "ch6-parts"
+ONE_RUN_LOGS = {  # the step whose changes a table takes apart: (log, {variant in the log: label})
+    "sgemm/08_register_prefetch": [
+        ("step07", {"step": "step 07", "step:BLOCK_K=16": "step 07, BLOCK_K=16"}),
+        ("step08", {"step": "step 08", "step:BLOCK_K=8": "step 08, BLOCK_K=8", "no_cap": "step 08 without the cap",
+                    "no_cap:BLOCK_K=8": "step 08 without the cap, BLOCK_K=8"}),
+    ],
+    "sgemm/11_fragment_prefetch": [
+        ("step09", {"step": "step 09", "step:BLOCK_N=256,WARP_N=64,THREAD_N=16": "step 09 with 11's tiles"}),
+        ("step11", {"step": "step 11", "step:BLOCK_N=128,WARP_N=32,THREAD_N=8": "step 11 with 09's tiles"}),
+    ],
+}
+
+
+def one_run_rows(step: str) -> dict[str, dict]:
+    """lab/ch6-parts/gpu.sh's interleaved run (results/experiments/ch6-parts, one GPU): per label, its rounds."""
+    rows = {}
+    for log, names in ONE_RUN_LOGS[step]:
+        runs = ch5.cublas_runs((ONE_RUN / f"{log}.log").read_text())
+        rows.update({names[v]: r for (v, _n), r in runs.items() if v in names})
+    return rows
+
+
+def one_run(step: str) -> None:
+    """The table of one_run_rows(step): mean % of cuBLAS (spread of the rounds), TFLOP/s, cuBLAS's, and the GPU."""
+    gpu = (ONE_RUN / "gpu.txt").read_text().splitlines()
+    rows = one_run_rows(step)
+    print(f"{gpu[1].split(',')[0]}, {gpu[2]}, {SIZE}, three interleaved rounds against cuBLAS (TF32 off):")
+    print(ch5.cublas_runs_table({(k, SIZE): r for k, r in rows.items()}))
