@@ -146,10 +146,10 @@ def test_cp_async_groups_picture_shows_the_states():
 def test_parts_of_steps_08_and_11_come_from_one_run():
     from gemmlab.chapters import ch06_async_prefetch as ch6
 
-    for step, rows in ch6.PARTS.items():
-        recs = [ch6.sweep_record(s, **p) for _, s, p in rows]
-        assert all(recs), step
-        assert len({r["date"] for r in recs}) == 1, f"{step}: the pairs must come from one run"
+    for step, logs in ch6.ONE_RUN_LOGS.items():
+        rows = ch6.one_run_rows(step)
+        assert set(rows) == {label for _, names in logs for label in names.values()}, step
+        assert all(len(r["pct"]) == 3 and len(r["tflops"]) == 3 for r in rows.values()), step
 
 
 def test_cublas_runs_reads_the_recorded_logs():
