@@ -146,7 +146,33 @@ def test_cp_async_groups_picture_shows_the_states():
 def test_parts_of_steps_08_and_11_come_from_one_run():
     from gemmlab.chapters import ch06_async_prefetch as ch6
 
-    for step, rows in ch6.PARTS.items():
-        recs = [ch6.sweep_record(s, **p) for _, s, p in rows]
-        assert all(recs), step
-        assert len({r["date"] for r in recs}) == 1, f"{step}: the pairs must come from one run"
+    for step, logs in ch6.ONE_RUN_LOGS.items():
+        rows = ch6.one_run_rows(step)
+        assert set(rows) == {label for _, names in logs for label in names.values()}, step
+        assert all(len(r["pct"]) == 3 and len(r["tflops"]) == 3 for r in rows.values()), step
+
+
+def test_cublas_runs_reads_the_recorded_logs():
+    from pathlib import Path
+
+    from gemmlab.chapters import ch05_bank_conflicts as c5
+    rows = c5.cublas_runs(Path("results/experiments/ch5-variants/bench.log").read_text())
+    assert rows[("padded", 4096)]["pct"] == [51.7, 50.2, 50.8]
+    assert rows[("step", 8192)]["tflops"] == [25.59, 25.57, 25.54]
+    assert len(rows[("swizzled", 4096)]["cublas_tflops"]) == 3
+    table = c5.cublas_runs_table(rows)
+    assert "| padded | 4096 | 50.9 (±0.8) |" in table
+    rows8 = c5.cublas_runs(Path("results/experiments/ch6-parts/step08.log").read_text())
+    assert rows8[("no_cap:BLOCK_K=8", 4096)]["pct"] == [55.7, 55.2, 55.6]
+
+
+def test_ch6_one_run_takes_steps_08_and_11_apart(capsys):
+    from gemmlab.chapters import ch06_async_prefetch as c6
+    rows = c6.one_run_rows("sgemm/08_register_prefetch")
+    assert rows["step 08, BLOCK_K=8"]["pct"] == [73.8, 73.6, 73.3]
+    assert rows["step 07, BLOCK_K=16"]["pct"] == [55.5, 55.5, 55.6]
+    rows11 = c6.one_run_rows("sgemm/11_fragment_prefetch")
+    assert rows11["step 11 with 09's tiles"]["pct"] == [84.5, 84.9, 84.4]
+    c6.one_run("sgemm/11_fragment_prefetch")
+    out = capsys.readouterr().out
+    assert out.startswith("NVIDIA H200, 2026-11-29") and "| step 11 | 4096 | 88.8 (±0.0) |" in out

@@ -6,6 +6,8 @@ The chapter's record wrangling, glue() calls, figures and tables, one function e
 """
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 
 import gemmlab
@@ -278,3 +280,37 @@ def claim(rows: list) -> None:
     store = {layout: emu for step, layout, access, emu, _ in rows if step.endswith("07_warptiling") and access == "sA store"}
     print(f"step 07's sA store: {store['plain']:.0f} wavefronts per request -> {store['padded']:.0f} padded, "
           f"{store['swizzled']:.0f} swizzled")
+
+
+_RUN = re.compile(r"^round (\d+) n=(\d+) (\S+)\s+([\d.]+) TF\s+([\d.]+)% of cuBLAS \(([\d.]+)\)\s*$")
+
+
+def cublas_runs(text: str) -> dict[tuple[str, int], dict]:
+    """Read a log of time_against_cublas (lab/*/gpu.sh): per (variant, n), the rounds' % of cuBLAS (the SUMMARY
+    lines), the variant's and cuBLAS's TFLOP/s per round (the 'round R n=N ...' lines)."""
+    out: dict[tuple[str, int], dict] = {}
+    lines = text.splitlines()
+    for line in lines:
+        m = _RUN.match(line)
+        if m:
+            row = out.setdefault((m[3], int(m[2])), {"pct": [], "tflops": [], "cublas_tflops": []})
+            row["tflops"].append(float(m[4]))
+            row["cublas_tflops"].append(float(m[6]))
+    if "SUMMARY" in lines:
+        for line in lines[lines.index("SUMMARY") + 1:]:
+            parts = line.split()
+            if len(parts) >= 3 and parts[1].isdigit():
+                out.setdefault((parts[0], int(parts[1])), {"pct": [], "tflops": [], "cublas_tflops": []})["pct"] = \
+                    [float(p) for p in parts[2:]]
+    return out
+
+
+def cublas_runs_table(rows: dict[tuple[str, int], dict], names: dict[str, str] | None = None) -> str:
+    """A markdown table: per variant and size, mean % of cuBLAS (round-to-round spread), mean TFLOP/s, cuBLAS's."""
+    mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
+    out = ["| variant | n | % of cuBLAS (spread) | TFLOP/s | cuBLAS TFLOP/s |", "|---|---|---|---|---|"]
+    for (name, n), r in rows.items():
+        spread = max(r["pct"]) - min(r["pct"]) if r["pct"] else float("nan")
+        out.append(f"| {(names or {}).get(name, name)} | {n} | {mean(r['pct']):.1f} (±{spread / 2:.1f}) | "
+                   f"{mean(r['tflops']):.1f} | {mean(r['cublas_tflops']):.1f} |")
+    return "\n".join(out)

@@ -8,14 +8,16 @@ results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 fr
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
 from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
+from gemmlab.chapters import ch05_bank_conflicts as ch5
 from gemmlab.chapters import plots
-from gemmlab.chapters.glue import VALUES, glue
+from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
@@ -353,42 +355,6 @@ def _line(label: str, r: dict | None) -> str:
     return f"  {label:37s} {r['pct_of_baseline']:5.1f}% of cuBLAS  {_tiles(r['params'])}  ({r['date']}{old})"
 
 
-PARTS = {  # step: [(label, step, params)], pairs from one run where the records have them
-    "sgemm/08_register_prefetch": [
-        ("step 07, BLOCK_K 8", "sgemm/07_warptiling", {"WARP_M": 32, "WARP_N": 64}),
-        ("step 07, BLOCK_K 16", "sgemm/07_warptiling", {"WARP_M": 32, "WARP_N": 64, "BLOCK_K": 16}),
-        ("step 09 (08 + 2 buffers), BLOCK_K 8", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64, "BLOCK_K": 8}),
-        ("step 09 (08 + 2 buffers), BLOCK_K 16", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64}),
-    ],
-    "sgemm/11_fragment_prefetch": [
-        ("step 09, 8 x 8 thread tile", "sgemm/09_double_buffer", {"WARP_M": 32, "WARP_N": 64}),
-        ("step 11's prefetch alone, 8 x 8", "sgemm/11_fragment_prefetch",
-         {"BLOCK_N": 128, "WARP_M": 32, "WARP_N": 64, "THREAD_N": 8}),
-        ("step 09 with 11's 8 x 16 tile alone", "sgemm/09_double_buffer", {"BLOCK_N": 256, "WARP_N": 64, "THREAD_N": 16}),
-        ("both (step 11, 16 x 8 thread tile)", "sgemm/11_fragment_prefetch", {"THREAD_M": 16, "THREAD_N": 8}),
-    ],
-}
-
-
-def parts(step: str) -> None:
-    """The recorded sweeps' configurations that take `step`'s changes apart, each pair from one run (its date and
-    protocol printed); glues the gains the chapter quotes."""
-    rows = [(label, sweep_record(s, **p)) for label, s, p in PARTS[step]]
-    print(f"records at {SIZE} that take {step}'s changes apart (each with its run's date):")
-    for label, r in rows:
-        print(_line(label, r))
-    v = _v(step)
-    if all(r for _, r in rows):
-        (_, a), (_, b), (_, c), (_, d) = rows
-        glue(f"ch6_parts{v}_ab", b["tflops"] / a["tflops"]); glue(f"ch6_parts{v}_cd", d["tflops"] / c["tflops"])
-        glue(f"ch6_parts{v}_b", b["pct_of_baseline"]); glue(f"ch6_parts{v}_c", c["pct_of_baseline"])
-        glue(f"ch6_parts{v}_a", a["pct_of_baseline"]); glue(f"ch6_parts{v}_d", d["pct_of_baseline"])
-        glue(f"ch6_parts{v}_date", a["date"])
-        if f"ch6_gain{v}" in VALUES:  # the step's measured gain (where_we_are) without the tile change's part
-            glue(f"ch6_rest{v}", VALUES[f"ch6_gain{v}"] / (b["tflops"] / a["tflops"]))
-    print("(lab/ch6-parts/gpu.sh re-measures these pairs, and step 08 without its register cap, in one interleaved run)")
-
-
 def explain() -> None:
     """Registers, blocks per SM and thread tile of steps 09 and 11 (this machine's compile, sm_90)."""
     for step in ("sgemm/09_double_buffer", "sgemm/11_fragment_prefetch"):
@@ -404,3 +370,50 @@ def claim() -> None:
     """Every step of the chapter against float64 in the emulator."""
     for step in STEPS:
         print(f"{step}: {gemmlab.verify(gemmlab.step(step, backend='cpu'))} (emulator)")
+
+
+ONE_RUN = Path(__file__).resolve().parents[2] / "results" / "experiments" / "ch6-parts"
+ONE_RUN_LOGS = {  # the step whose changes a table takes apart: (log, {variant in the log: label})
+    "sgemm/08_register_prefetch": [
+        ("step07", {"step": "step 07", "step:BLOCK_K=16": "step 07, BLOCK_K=16"}),
+        ("step08", {"step": "step 08", "step:BLOCK_K=8": "step 08, BLOCK_K=8", "no_cap": "step 08 without the cap",
+                    "no_cap:BLOCK_K=8": "step 08 without the cap, BLOCK_K=8"}),
+    ],
+    "sgemm/11_fragment_prefetch": [
+        ("step09", {"step": "step 09", "step:BLOCK_N=256,WARP_N=64,THREAD_N=16": "step 09 with 11's tiles"}),
+        ("step11", {"step": "step 11", "step:BLOCK_N=128,WARP_N=32,THREAD_N=8": "step 11 with 09's tiles"}),
+    ],
+}
+
+
+def one_run_rows(step: str) -> dict[str, dict]:
+    """lab/ch6-parts/gpu.sh's interleaved run (results/experiments/ch6-parts, one GPU): per label, its rounds."""
+    rows = {}
+    for log, names in ONE_RUN_LOGS[step]:
+        runs = ch5.cublas_runs((ONE_RUN / f"{log}.log").read_text())
+        rows.update({names[v]: r for (v, _n), r in runs.items() if v in names})
+    return rows
+
+
+def one_run(step: str) -> None:
+    """The table of one_run_rows(step): mean % of cuBLAS (spread of the rounds), TFLOP/s, cuBLAS's, and the GPU."""
+    gpu = (ONE_RUN / "gpu.txt").read_text().splitlines()
+    rows = one_run_rows(step)
+    print(f"{gpu[1].split(',')[0]}, {gpu[2]}, {SIZE}, three interleaved rounds against cuBLAS (TF32 off):")
+    print(ch5.cublas_runs_table({(k, SIZE): r for k, r in rows.items()}))
+
+
+def parts(step: str) -> None:
+    """Step 08's or 11's changes taken apart in one interleaved run (one_run's table); glues the % of cuBLAS the
+    chapter quotes (means of the rounds), the run's GPU and date."""
+    one_run(step)
+    pct = {k: sum(r["pct"]) / len(r["pct"]) for k, r in one_run_rows(step).items()}
+    keys = {"step 07": "s7", "step 07, BLOCK_K=16": "s7k16", "step 08": "s8", "step 08, BLOCK_K=8": "s8k8",
+            "step 08 without the cap": "nocap", "step 08 without the cap, BLOCK_K=8": "nocapk8", "step 09": "s9",
+            "step 09 with 11's tiles": "s9t11", "step 11": "s11", "step 11 with 09's tiles": "s11t9"}
+    v = _v(step)
+    for label, value in pct.items():
+        glue(f"ch6_one{v}_{keys[label]}", value)
+    if v == 8:
+        for k in ("s7k16", "s8k8", "nocapk8"):
+            glue(f"ch6_one8_{k}_x", pct[[lbl for lbl, kk in keys.items() if kk == k][0]] / pct["step 07"])
