@@ -96,7 +96,7 @@ def draw_roles(block: int = BLOCK, thread: tuple[int, int] = (2, 5)):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.9))
     titles = [f"sA: thread (ty, tx) stores\nA[block_row + ty][k0 + tx]; it reads row {ty}",
               f"sB: thread (ty, tx) stores\nB[k0 + ty][block_col + tx]; it reads column {tx}",
-              f"C tile: thread (ty, tx) computes\nC[block_row + ty][block_col + tx]"]
+              "C tile: thread (ty, tx) computes\nC[block_row + ty][block_col + tx]"]
     for i, (ax, title) in enumerate(zip(axes, titles)):
         ax.imshow(warps, cmap=cmap, vmin=-0.5, vmax=n_warps - 0.5, interpolation="nearest")
         ax.imshow(np.ma.masked_where(own != me, np.ones_like(own)), cmap=ListedColormap(["black"]),
