@@ -13,7 +13,7 @@ import numpy as np
 import gemmlab
 from gemmlab import documents, hardware, nvrtc, profile, sitecontrols, tiling
 from gemmlab import swizzle as sw
-from gemmlab.chapters import plots
+from gemmlab.chapters import coalescing, plots
 from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
@@ -25,6 +25,9 @@ SIZE = 4096
 BLOCK = 32                     # step 03's default tile edge
 COUNTERS_GPU = "NVIDIA H200"   # the GPU whose profiler record holds steps 02 and 03
 SECTOR = 32                    # bytes per sector (chapter 2)
+WAVEFRONTS_PER_CYCLE = 1       # shared-memory wavefronts an SM serves per cycle
+FFMA_PER_CYCLE = 4             # warp FFMAs an SM issues per cycle (4 sub-partitions, 32 lanes each)
+READS_PER_FFMA = 2             # step 03's source: sA[ty][k] and sB[k][tx] per multiply-add
 NOT_STALLS = ("selected", "not_selected")  # a warp that issued, or could have but another did: not a wait
 STALL_MEANING = {  # what a warp waits for, in Nsight Compute's words, shortened
     "mio_throttle": "the queue that takes shared-memory instructions is full",
@@ -60,7 +63,7 @@ def traffic(size: int = SIZE) -> None:
     print(f"{size}^3, bytes of A and B requested from global memory by the whole grid:")
     for block in (None, 4, 8, 16, 32):
         name = "step 02 (no tiling)" if block is None else f"step 03, BLOCK={block}"
-        print(f"  {name:22s} {tiling.global_bytes(size, size, size, block) / 2**30:8.1f} GiB"
+        print(f"  {name:22s} {tiling.global_bytes(size, size, size, block) / 1e9:8.1f} GB"
               f"   {tiling.intensity(size, size, size, block):5.2f} FLOP/byte")
 
 
@@ -210,12 +213,39 @@ def predict(records: list) -> None:
     cap = peak / v2["tflops"] if v2 else float("nan")
     glue("ch3_ratio", ratio); glue("ch3_peak", peak); glue("ch3_peak_cap", cap)
     glue("ch3_bound", min(ratio, cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
-    print(f"requested from global memory at {SIZE}^3: step 02 {before / 2**30:.0f} GiB, step 03 "
-          f"{after / 2**30:.0f} GiB: {ratio:.0f}x less")
+    sec2, sec3 = sector_bytes()
+    glue("ch3_words02_gb", before / 1e9)
+    glue("ch3_sec02_gb", sec2 / 1e9); glue("ch3_sec03_gb", sec3 / 1e9); glue("ch3_sec_ratio", sec2 / sec3)
+    print(f"requested from global memory at {SIZE}^3, in words: step 02 {before / 1e9:.0f} GB, step 03 "
+          f"{after / 1e9:.1f} GB: {ratio:.0f}x less")
+    print(f"in 32-byte sectors (chapter 2's model: step 02's A read is one sector for the warp): step 02 "
+          f"{sec2 / 1e9:.0f} GB, step 03 {sec3 / 1e9:.1f} GB: {sec2 / sec3:.0f}x less")
     if v2:
         print(f"bound on step 03 / step 02: {ratio:.0f}x if time followed requested bytes; the "
               f"{spec.name if spec else v2['gpu']}'s FP32 peak ({peak:g} TFLOP/s) caps it at {cap:.1f}x "
               f"(step 02: {v2['tflops']:.2f} TFLOP/s)")
+    smem = shared_bound(peak, READS_PER_FFMA)
+    glue("ch3_smem_div", FFMA_PER_CYCLE * READS_PER_FFMA / WAVEFRONTS_PER_CYCLE); glue("ch3_smem_bound", smem)
+    v3 = next((r for r in records if r["step"] == STEP and r["m"] == SIZE), None)
+    glue("ch3_v3_of_smem_bound", 100 * v3["tflops"] / smem if v3 else float("nan"))
+    print(f"shared-memory bound: {READS_PER_FFMA} reads of 1 wavefront per warp FFMA, {WAVEFRONTS_PER_CYCLE} "
+          f"wavefront and {FFMA_PER_CYCLE} warp FFMAs per SM per cycle: peak / "
+          f"{FFMA_PER_CYCLE * READS_PER_FFMA // WAVEFRONTS_PER_CYCLE} = {smem:.1f} TFLOP/s")
+
+
+def sector_bytes(size: int = SIZE, block: int = BLOCK) -> tuple[int, int]:
+    """Bytes of 32-byte sectors steps 02 and 03 request from global memory at size^3 (chapter 2's sector model):
+    step 02's warp loads coalescing.sectors_per_k_step sectors per k; step 03's loads a row of each tile."""
+    warps = size * size // 32
+    step02 = coalescing.sectors_per_k_step("coalesced", (32, 32)) * coalescing.SECTOR_BYTES * warps * size
+    row = coalescing.count_sectors([i * tiling.FLOAT_BYTES for i in range(block)])  # one tile row of A or B
+    step03 = 2 * row * coalescing.SECTOR_BYTES * warps * (size // block)
+    return int(step02), int(step03)
+
+
+def shared_bound(peak: float, wavefronts_per_ffma: float) -> float:
+    """The FP32 rate (TFLOP/s) shared memory allows when each warp FFMA costs wavefronts_per_ffma wavefronts."""
+    return peak * WAVEFRONTS_PER_CYCLE / (FFMA_PER_CYCLE * wavefronts_per_ffma)
 
 
 # ----------------------------------------------------------------------------------------------- measure
@@ -252,7 +282,7 @@ def emulator_counts(small: int = 128) -> None:
           f"{tiling.global_bytes(small, small, small, BLOCK) / 2**20:.2f} MiB")
 
 
-def counters() -> dict[str, dict[str, float]]:
+def counters(records: list | None = None) -> dict[str, dict[str, float]]:
     """The profiler's record of steps 02 and 03 (one launch each at 4096, on the H200): where the global loads were
     served (L1, L2, DRAM), the bytes that left each SM for L2, shared-memory wavefronts and conflicts, the top
     stalls. Glues each figure the chapter quotes; returns {step: {figure: value}}."""
@@ -298,7 +328,30 @@ def counters() -> dict[str, dict[str, float]]:
         warp_tiles = (SIZE // BLOCK) ** 2 * (BLOCK * BLOCK // 32) * (SIZE // BLOCK)  # warps x K tiles each
         glue("ch3_ncu03_lds_per_tile", m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles)
         glue("ch3_ncu03_waves_per_tile", m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles)
+        if records is not None:
+            corrected_bound(records, m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles,
+                            m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles)
     return out
+
+
+def corrected_bound(records: list, lds: float, waves: float) -> None:
+    """The shared-memory bound from the measured loads and wavefronts per warp and K tile: BLOCK FFMAs read sB
+    with BLOCK 32-bit LDS (1 wavefront each) and sA with BLOCK / 4 LDS.128; the rest of the wavefronts are theirs."""
+    wide = BLOCK // 4
+    narrow = round(lds) - wide
+    per_wide = (waves - narrow) / wide
+    per_ffma = waves / BLOCK
+    v3 = next((r for r in records if r["step"] == STEP and r["m"] == SIZE), None)
+    spec = hardware.spec_for(v3["gpu"]) if v3 else None
+    peak = spec.fp32_tflops if spec else float("nan")
+    bound = shared_bound(peak, per_ffma)
+    glue("ch3_lds_narrow", narrow); glue("ch3_lds_wide", wide); glue("ch3_waves_per_wide", per_wide)
+    glue("ch3_waves_per_ffma", per_ffma); glue("ch3_smem_div2", FFMA_PER_CYCLE * per_ffma)
+    glue("ch3_smem_bound2", bound); glue("ch3_ffma_per_tile", BLOCK)
+    glue("ch3_v3_of_smem_bound2", 100 * v3["tflops"] / bound if v3 else float("nan"))
+    print(f"per warp and K tile: {lds:.0f} shared loads = {narrow} LDS (sB) + {wide} LDS.128 (sA); {waves:.0f} "
+          f"wavefronts = {narrow} x 1 + {wide} x {per_wide:.0f}: {per_ffma:.1f} per FFMA, so shared memory bounds "
+          f"step 03 at peak / {FFMA_PER_CYCLE * per_ffma:.0f} = {bound:.1f} TFLOP/s")
 
 
 # ----------------------------------------------------------------------------------------------- tile edges
