@@ -231,27 +231,23 @@ def fix_store(step: str = "sgemm/07_warptiling") -> None:
         glue(f"ch5_{layout}_bytes", extra)
 
 
-VARIANTS_SCRIPT = "lab/ch5-variants/gpu.sh"  # times step 07 with padded and swizzled sA (not run yet)
+VARIANTS_RUN = "ch5-variants"  # lab/ch5-variants/gpu.sh: step 07, padded, swizzled, interleaved, one run
 
 
-def timing(step: str = "sgemm/07_warptiling") -> None:
-    """What the records say about the fixes' speed: no record times step 07's padded or swizzled variant (the
-    benchmark records name steps and tiles, not variants; lab/ch5-variants has no results yet), so the count is
-    the evidence; the one timed relative is the lab's XOR fix of step 11's transposed store (sgemm-vs-cublas),
-    timed interleaved with step 11 itself, round by round."""
-    variant_records = [r for r in gemmlab.results.load() if r["step"] == step and r.get("variant")]
-    print(f"records of {step}'s padded or swizzled variant: {len(variant_records)} (script: {VARIANTS_SCRIPT})")
-    exp = gemmlab.results.experiment("sgemm-vs-cublas")
-    runs = {v["name"]: [r for r in v["runs"] if r.get("interleaved")] for v in exp["variants"]}
-    for source, label in (("step 11 as committed", "step 11 as it is"), ("XOR-swizzled sA", "step 11, sA XOR-swizzled")):
-        pcts = [r["pct"] for r in runs[source]]
-        print(f"{label:25s} {' '.join(f'{x:.1f}%' for x in pcts)} of cuBLAS ({exp['gpu']}, {exp['size']}, "
-              f"{len(pcts)} interleaved rounds, results/experiments/sgemm-vs-cublas/interleaved-2026-11-24.log)")
-        glue(f"ch5_xor11_{'xor' if 'XOR' in source else 'step'}", sum(pcts) / len(pcts))
-    glue("ch5_xor11_rounds", len(runs["step 11 as committed"]))
-    own = [r["pct"] for r in runs["step 11 as committed"]]
-    glue("ch5_xor11_spread", max(own) - min(own))
-    glue("ch5_xor11_gpu", exp["gpu"])
+def timing() -> None:
+    """Step 07 and its padded and swizzled variants timed in one run (lab/ch5-variants/gpu.sh): launch by launch in
+    turn against cuBLAS, three rounds at 4096 and 8192; the table, and each variant's mean and the rounds' spread
+    glued (ch5_t_<variant>_<n>, ch5_t_spread)."""
+    folder = gemmlab.source.REPO / "results" / "experiments" / VARIANTS_RUN
+    gpu, date = (folder / "gpu.txt").read_text().splitlines()[1:3]
+    rows = cublas_runs((folder / "bench.log").read_text())
+    print(f"{gpu.split(',')[0]}, {date}, one run (results/experiments/{VARIANTS_RUN}): step 07 and its variants "
+          "launched in turn against cuBLAS (TF32 off), three rounds")
+    print(cublas_runs_table(rows, {"step": "step 07", "padded": "sA padded", "swizzled": "sA swizzled"}))
+    for (name, n), r in rows.items():
+        glue(f"ch5_t_{name}_{n}", sum(r["pct"]) / len(r["pct"]))
+    glue("ch5_t_spread", max(max(r["pct"]) - min(r["pct"]) for r in rows.values()))
+    glue("ch5_t_gpu", gpu.split(",")[0]); glue("ch5_t_date", date)
 
 
 def show_variant(layout: str = "swizzled", step: str = "sgemm/07_warptiling"):
