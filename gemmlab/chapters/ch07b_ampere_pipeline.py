@@ -6,6 +6,7 @@ The chapter's record wrangling, glue() calls, figures and tables, one function p
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 import numpy as np
 
 import gemmlab
@@ -325,7 +326,6 @@ def ring_schedule(tiles: int = 6, stages: int = 3) -> list:
 
 def step_picture(step: str) -> None:
     """The picture before step `step`'s listing: "04", "05", "06" or "07"."""
-    from matplotlib.patches import Rectangle
     fig, ax = plt.subplots(figsize=(9, 2.6) if step != "05" else (4.5, 4))
     if step == "04":
         rows = ["LDG", "ldmatrix + mma", "STS", "barrier"]
