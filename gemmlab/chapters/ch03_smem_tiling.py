@@ -17,7 +17,8 @@ from gemmlab.chapters import coalescing, plots
 from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
-import ipywidgets as widgets
+from ..runtime import optional
+widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 
 STEPS = ["sgemm/02_coalesced", "sgemm/03_smem_tiling"]
 STEP = STEPS[1]

@@ -10,7 +10,8 @@ from ..runtime.arch import SM_LIMITS, T4_SHARED_LIMIT, blocks_per_sm  # noqa: F4
 from ..errors import GemmlabError
 from ..measure import bench, check, fusion
 from ..runtime import kernel
-import ipywidgets as widgets
+from ..runtime import optional
+widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 
 
 def report(name: str, size: int = 2048, time: bool = True, **params) -> str:

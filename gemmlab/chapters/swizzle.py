@@ -16,7 +16,8 @@ import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 import html
-import ipywidgets as widgets
+from ..runtime import optional
+widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 from IPython.display import display
 
 BANKS = 32

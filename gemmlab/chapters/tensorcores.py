@@ -27,7 +27,8 @@ from . import explore
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 import html
-import ipywidgets as widgets
+from ..runtime import optional
+widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 from IPython.display import display
 
 DEMO_FILE = "demo/mma_fragments.cu"

@@ -12,7 +12,8 @@ from . import coalescing
 from ..runtime import registry
 from ..errors import GemmlabError
 import gemmlab
-import ipywidgets as widgets
+from ..runtime import optional
+widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 import matplotlib.pyplot as plt
 from IPython.display import display
 

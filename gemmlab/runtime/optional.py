@@ -11,3 +11,20 @@ def module(name: str):
     """The module called `name` ('cupy', 'torch', 'cupyx.profiler', 'cupy_backends.cuda.api.driver', 'nvidia'),
     imported on first use (a dotted name gives the submodule); ImportError when it is not installed."""
     return importlib.import_module(name)
+
+
+class _Lazy:
+    """A module imported at its first attribute access: `widgets = optional.lazy("ipywidgets")` at the top of a
+    module that draws live controls keeps that module (and the command line that imports it) usable where the
+    dependency is missing, until a control is actually built."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(module(self._name), attr)
+
+
+def lazy(name: str) -> _Lazy:
+    """Module `name`, imported when first used (ImportError then, if it is not installed)."""
+    return _Lazy(name)
