@@ -18,7 +18,14 @@ import ast
 import re
 from typing import Any
 from ..runtime.source import REPO
-from IPython.display import display as ipy_display
+from ..runtime import optional
+
+
+def ipy_display(*objs, **kw):
+    """IPython's display, imported when first called (the command line runs without IPython)."""
+    return optional.module("IPython.display").display(*objs, **kw)
+
+
 import json
 
 # The values glued in this kernel so far, by name (a chapter's cells run in order; a re-run replaces).

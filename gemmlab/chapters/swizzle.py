@@ -18,7 +18,12 @@ from matplotlib.patches import Rectangle
 import html
 from ..runtime import optional
 widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
-from IPython.display import display
+
+
+def display(*objs, **kw):
+    """IPython's display, imported when first called (the command line runs without IPython)."""
+    return optional.module("IPython.display").display(*objs, **kw)
+
 
 BANKS = 32
 WORD = 4  # bytes per bank word

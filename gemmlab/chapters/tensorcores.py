@@ -29,7 +29,12 @@ from matplotlib.patches import Rectangle
 import html
 from ..runtime import optional
 widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
-from IPython.display import display
+
+
+def display(*objs, **kw):
+    """IPython's display, imported when first called (the command line runs without IPython)."""
+    return optional.module("IPython.display").display(*objs, **kw)
+
 
 DEMO_FILE = "demo/mma_fragments.cu"
 MMA_K = {"m16n8k8": 8, "m16n8k16": 16}

@@ -15,7 +15,12 @@ import gemmlab
 from ..runtime import optional
 widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
 import matplotlib.pyplot as plt
-from IPython.display import display
+
+
+def display(*objs, **kw):
+    """IPython's display, imported when first called (the command line runs without IPython)."""
+    return optional.module("IPython.display").display(*objs, **kw)
+
 
 CH2_STEPS = ("sgemm/01_naive", "sgemm/02_coalesced")
 
