@@ -189,7 +189,10 @@ def test_a_skipped_property_makes_the_verdict_partial():
 def test_without_nvrtc_the_ch6_template_is_not_a_pass(monkeypatch, capsys):
     from gemmlab.runtime import nvrtc
     monkeypatch.setattr(nvrtc, "available", lambda: False)
-    assert main(["exercise", "check", "ch6/register_prefetch", "--backend", "cpu"]) != 0
+    assert main(["exercise", "check", "ch6/register_prefetch", "--backend", "cpu"]) != 0  # the template: not a pass
+    assert "skip  prefetch" in capsys.readouterr().out
+    # the course's own solution, everything else right: partial, not a pass, since the order went unchecked
+    assert main(["exercise", "check", "ch6/register_prefetch", "--backend", "cpu", "--solution"]) != 0
     out = capsys.readouterr().out
     assert "PARTIAL (not checked: prefetch" in out.split("\n")[0], out
 

@@ -14,7 +14,7 @@ Records go to results/<gpu>.fusion.json; without a GPU, benchmark() and sweep() 
 """
 from __future__ import annotations
 
-from ..errors import GemmlabError
+from ..errors import GemmlabError, InputError  # noqa: F401 (fusion.InputError: what a bad operand raises)
 from ..runtime import registry
 from ..runtime.arch import CPU_SMEM_LIMIT, STATIC_SMEM  # noqa: F401 (fusion.X)
 from ..runtime.kernel import (FusedInstance, FusedKernel, check_size, compiled, cpu_workers,  # noqa: F401 (fusion.X)
