@@ -711,8 +711,8 @@ def test_limits_claims():
     saves under 1.5 us at 512 and under 2% at 2048; multicast with the cluster-scope release is slower than
     step 08 at both sizes, with clusters of 4 the slowest; the wgmmas alone run near the TF32 peak (N = 64) and at
     about 900 FMA per clock per SM with N = 32, so a phase's wgmmas would take well under step 07's K loop at 512;
-    each of no copies, no split and no A fragments saves less than all three at once; and against the lane's
-    a @ b @ c the kernel's work takes longer than the room 3x leaves it beside the launch."""
+    each of no copies, no split and no A fragments saves less than all three at once; and against the
+    a @ b @ c (timed in the same run) the kernel's work takes longer than the room 3x leaves it beside the launch."""
     mod, exp = _tma_experiment("limits.py")
     run, rate = exp["limits"]["NVIDIA H200"], exp["rate"]["NVIDIA H200"]
     med = {int(n): {k: statistics.median(v) for k, v in calls.items()} for n, calls in run["us"].items()}
@@ -732,8 +732,8 @@ def test_limits_claims():
                              marks["p2 K loop done"][1] - marks["p2 first data"][1]])
     assert wg_us < 0.6 * kloop
     assert m["08"] - m["08 only the wgmmas"] > max(m["08"] - m[f"08 {v}"] for v in ("no copies", "no split", "no A fragments"))
-    lane = fusion.baseline(fusion.load("NVIDIA H200"), 512)["median_s"] * 1e6  # the chapter's baseline for the 3x
-    body, room = m["08"] - m["08 returns at once"], lane / 3 - m["08 returns at once"]
+    same_run = m["torch a@b@c"]  # the 3x against the a @ b @ c timed in this run (one comparison, one run)
+    body, room = m["08"] - m["08 returns at once"], same_run / 3 - m["08 returns at once"]
     assert body > room > 2 * wg_us  # not met in these records (the chapter computes which verdict it prints)
     assert run["clusters"] == {"2": 66, "4": 30}  # clusters of 4: 120 blocks for 128 tiles
     errors = _log_errors(run)
@@ -1364,9 +1364,9 @@ def test_wide_variants_and_claims():
     recs = fusion.load("NVIDIA H200")
     lane = fusion.baseline(recs, 512)["median_s"] * 1e6
     call = fusion.lookup(recs, "fused/08_tile_flags", 512)["median_s"] * 1e6
-    assert (round(call, 1), round(lane / 3, 1)) == (19.0, 15.1) and call - 2 * saved() > lane / 3
-    limits_08 = statistics.median(exp["limits"]["NVIDIA H200"]["us"]["512"]["08"])  # the chapter's call
-    assert limits_08 - 2 * saved() > lane / 3
+    assert call - 2 * saved() > lane / 3  # the benchmark run's step 08 against that run's a @ b @ c
+    limits = {k: statistics.median(v) for k, v in exp["limits"]["NVIDIA H200"]["us"]["512"].items()}
+    assert limits["08"] - 2 * saved() > limits["torch a@b@c"] / 3  # the limits run's call against its own a @ b @ c
     text = (EXP / "fusion-tma" / run["log"]).read_text()
     errors = [float(e) for e in re.findall(r"error of T ([\d.e+-]+)$", text, re.M)]
     assert len(errors) == len(mod.WIDE_CONFIGS) and max(errors) < 1e-6
