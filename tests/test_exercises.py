@@ -3,6 +3,7 @@ answer fails for the chapter's reason (the property), not only for a wrong resul
 import pytest
 
 from gemmlab import exercises
+from gemmlab.runtime import nvrtc
 from gemmlab.__main__ import main
 from gemmlab.errors import ConfigError
 
@@ -97,8 +98,13 @@ def test_template_fails_and_solution_passes(name):
     assert not shipped.passed, str(shipped)
     assert shipped.failures and "FAIL" in str(shipped) and "FAIL" in shipped._repr_html_()
     solved = exercises.check(name, backend="cpu", solution=True)
-    assert solved.passed, str(solved)
-    assert all(i.passed is not False for i in solved.items)
+    assert all(i.passed is not False for i in solved.items), str(solved)
+    if nvrtc.available() and nvrtc.version() != nvrtc.pinned_version():
+        # another NVRTC release (a GPU machine's own) may schedule the solution's SASS otherwise: the properties read
+        # from SASS are then not checked (partial, said so), never failed; the pinned release passes them all
+        assert solved.passed or all("NVRTC" in i.detail for i in solved.unchecked), str(solved)
+    else:
+        assert solved.passed, str(solved)
 
 
 def test_solution_lives_apart_from_the_template():
