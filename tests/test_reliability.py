@@ -199,12 +199,9 @@ def test_cli_without_a_gpu_says_so_and_fails(capsys, monkeypatch):
     if gemmlab.gpu.available():
         pytest.skip("a GPU is here")
     for args in (["sweep", "sgemm/03_smem_tiling", "--vary", "BLOCK=8,16"], ["bench", "sgemm/01_naive"],
-                 ["run", "sgemm/01_naive", "--size", "64"]):
+                 ["run", "sgemm/01_naive", "--size", "64"], ["bench", "fused/03_two_phase", "--size", "256"]):
         rc, out, err = run_cli(args, capsys)
         assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and "GPU" in err, (args, err)
-    rc = fusion.main(["bench"])  # the old command line: a route into `python -m gemmlab bench fused/...`
-    err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("error: bench times kernels on a GPU"), err
 
 
 def test_an_unwritable_cache_is_a_one_line_error(tmp_path, capsys, monkeypatch):
