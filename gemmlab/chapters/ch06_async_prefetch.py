@@ -8,7 +8,6 @@ results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 fr
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,6 +17,7 @@ from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
 from gemmlab.chapters import ch05_bank_conflicts as ch5
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
+from gemmlab.runtime.source import REPO
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
@@ -372,7 +372,7 @@ def claim() -> None:
         print(f"{step}: {gemmlab.verify(gemmlab.step(step, backend='cpu'))} (emulator)")
 
 
-ONE_RUN = Path(__file__).resolve().parents[2] / "results" / "experiments" / "ch6-parts"
+ONE_RUN = REPO / "results" / "experiments" / "ch6-parts"  # the checkout, or the installed copy (Colab)
 ONE_RUN_LOGS = {  # the step whose changes a table takes apart: (log, {variant in the log: label})
     "sgemm/08_register_prefetch": [
         ("step07", {"step": "step 07", "step:BLOCK_K=16": "step 07, BLOCK_K=16"}),
