@@ -19,6 +19,8 @@ wrong answer, so a notebook cell shows it as output. Solutions sit apart, in `ke
 """
 from __future__ import annotations
 
+import functools
+
 import ast
 import html
 import json
@@ -1311,16 +1313,12 @@ def _ch7b_property(ctx: Context) -> list[Item]:
 
 
 # --- ch7d: stream-K's pieces when a block's range spans several tiles -------------------------------------
-def _ch7d_reference(block: int, blocks: int, tiles: int, k_tiles: int) -> list:
-    begin, end = tiles * k_tiles * block // blocks, tiles * k_tiles * (block + 1) // blocks
-    if begin == end:
-        return []
-    first, last = begin // k_tiles, (end - 1) // k_tiles
-    out = [(last, max(begin - last * k_tiles, 0), end - last * k_tiles)]
-    out += [(i, 0, k_tiles) for i in range(last - 1, first, -1)]
-    if first != last:
-        out.append((first, begin - first * k_tiles, k_tiles))
-    return out
+@functools.lru_cache(maxsize=None)
+def _solution_function(name: str, function: str):
+    """A Python exercise's function as the course's solution file defines it (the check's reference: one copy)."""
+    namespace: dict = {}
+    exec(compile(get(name).solution_file.read_text(), str(get(name).solution_file), "exec"), namespace)  # noqa: S102
+    return namespace[function]
 
 
 _CH7D_CASES = [(b, t, k) for k in (1, 3, 4, 8) for t in range(1, 10) for b in range(1, 13)]
@@ -1413,8 +1411,9 @@ def _ch7d_property(ctx: Context) -> list[Item]:
                         f"{max(ranges)} k tiles, {k_tiles} a tile)")
                 hint = "the tiles between a range's two ends are whole pieces of their own"
             return [Item("coverage", False, why, hint)]
+        reference = _solution_function("ch7d/stream_k_pieces", "pieces")
         mine, best = _ch7d_finish_time(got, k_tiles), _ch7d_finish_time(
-            [_ch7d_reference(b, blocks, tiles, k_tiles) for b in range(blocks)], k_tiles)
+            [reference(b, blocks, tiles, k_tiles) for b in range(blocks)], k_tiles)
         if mine > best:
             slow.append((blocks, tiles, k_tiles, mine, best))
     items = [Item("coverage", True, f"every k tile once, each block its own range, on {len(_CH7D_CASES)} cases "

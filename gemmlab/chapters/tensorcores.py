@@ -29,11 +29,7 @@ from matplotlib.patches import Rectangle
 import html
 from ..runtime import optional
 widgets = optional.lazy("ipywidgets")  # the live controls only: the command line runs without it
-
-
-def display(*objs, **kw):
-    """IPython's display, imported when first called (the command line runs without IPython)."""
-    return optional.module("IPython.display").display(*objs, **kw)
+from .glue import ipy_display as display  # IPython's, imported when first called
 
 
 DEMO_FILE = "demo/mma_fragments.cu"

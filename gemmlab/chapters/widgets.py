@@ -17,9 +17,7 @@ widgets = optional.lazy("ipywidgets")  # the live controls only: the command lin
 import matplotlib.pyplot as plt
 
 
-def display(*objs, **kw):
-    """IPython's display, imported when first called (the command line runs without IPython)."""
-    return optional.module("IPython.display").display(*objs, **kw)
+from .glue import ipy_display as display  # IPython's, imported when first called
 
 
 CH2_STEPS = ("sgemm/01_naive", "sgemm/02_coalesced")
