@@ -14,8 +14,8 @@ from gemmlab.chapters import pipeline  # noqa: E402
 def test_timelines_show_both_cases_without_overlapping_loads():
     axes = ch6.draw_timelines()
     assert len(axes) == 2
-    assert "load 2, compute 3: one tile of look-ahead hides" in axes[0].get_title()
-    assert "does not hide them; two do" in axes[1].get_title()
+    assert "load 2, compute 3:\none tile ahead hides" in axes[0].get_title()
+    assert "not enough, two are" in axes[1].get_title()
     for ax, (load, compute) in zip(axes, ch6.TIMELINE_CASES):
         bars = [p for p in ax.patches]
         assert len(bars) == 2 * 5 * len(pipeline.STRATEGIES)
@@ -77,7 +77,8 @@ def test_where_we_are_prints_only_the_starting_point(capsys):
 def test_sweep_shows_the_row_the_text_quotes(capsys):
     ch6.sweep("sgemm/10_cp_async", mark={"BLOCK_K": 32, "NUM_STAGES": 4})
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if "rank" in ln)
+    assert "and rank 15 of 20:" in out
+    line = next(ln for ln in out.splitlines() if "KiB" in ln)
     assert "BLOCK 128x128x32" in line and "NUM_STAGES 4" in line and "1 block(s) per SM" in line
     from gemmlab.chapters.glue import VALUES
     assert VALUES["ch6_mark10_pct"] == pytest.approx(65.2, abs=0.05) and VALUES["ch6_mark10_blocks"] == 1

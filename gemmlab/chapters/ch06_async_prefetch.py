@@ -8,6 +8,7 @@ results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 fr
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -347,9 +348,8 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
             ax.text(total + 0.2, y, f"{total:g}", va="center", fontsize=7)
             y += 2.4
         ax.set_yticks([t for t, _ in ticks], [lbl for _, lbl in ticks], fontsize=7)
-        hides = "one tile of look-ahead hides the loads" if compute >= load else \
-            "one tile of look-ahead does not hide them; two do"
-        ax.set_title(f"load {load:g}, compute {compute:g}: {hides}", fontsize=9)
+        hides = "one tile ahead hides the loads" if compute >= load else "one tile ahead is not enough, two are"
+        ax.set_title(f"load {load:g}, compute {compute:g}:\n{hides}", fontsize=9)
         ax.set_xlabel("time (model units; the number at a row's end: its total)", fontsize=8)
     axes[0].figure.tight_layout()
     return axes
@@ -384,9 +384,8 @@ def hierarchy_picture() -> None:
     for step in ("sgemm/09_double_buffer", "sgemm/11_fragment_prefetch"):
         p = gemmlab.instance(step).params
         tm, tn = p["THREAD_M"], p["THREAD_N"]
-        print(f"{step}: block {p['BLOCK_M']}x{p['BLOCK_N']}, warp {p['WARP_M']}x{p['WARP_N']}, thread {tm}x{tn} "
-              f"= {tm * tn} outputs; per k step a thread loads {tm + tn} floats from shared memory for {tm * tn} FMAs "
-              f"({(tm + tn) / (tm * tn):.3f} per FMA)")
+        print(f"{step}: block {p['BLOCK_M']}x{p['BLOCK_N']}, warp {p['WARP_M']}x{p['WARP_N']}, thread {tm}x{tn}; "
+              f"per k, {tm + tn} shared floats for {tm * tn} FMAs ({(tm + tn) / (tm * tn):.3f} per FMA)")
 
 
 def sa_reads(step: str = "sgemm/10_cp_async", pitch: int | None = None, k4: int = 0) -> list[int]:
@@ -457,8 +456,8 @@ def sa_bank_picture() -> None:
         conflicts = m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
         loads = m["smsp__inst_executed_op_shared_ld.sum"]
         glue("ch6_conflicts10_per_load", conflicts / loads)
-        print(f"recorded (padded, {COUNTERS_GPU}, 4096): {conflicts:,.0f} shared-load bank conflicts for {loads:,.0f} "
-              f"shared-load instructions ({conflicts / loads:.5f} per load)")
+        print(f"recorded ({COUNTERS_GPU}, 4096): {conflicts:,.0f} bank conflicts in {loads:,.0f} shared loads "
+              f"({conflicts / loads:.5f} per load)")
 
 
 def arch_check(step: str = "sgemm/10_cp_async", arch: str = "sm_75") -> None:
@@ -467,7 +466,7 @@ def arch_check(step: str = "sgemm/10_cp_async", arch: str = "sm_75") -> None:
     try:
         print(gemmlab.instance(step).resources(arch))
     except gemmlab.errors.ArchError as e:
-        print("ArchError:", str(e).splitlines()[0][:120])
+        print("ArchError:", re.sub(r"<[^>]*>", "", str(e).splitlines()[0]))  # without the template parameters
     print(gemmlab.verify(gemmlab.step(step, backend="cpu")))
 
 
@@ -512,9 +511,10 @@ def sweep(step: str, top: int = 8, mark: dict | None = None) -> None:
             shared = res.shared_bytes + launch.shared_bytes
             blocks, limiter = blocks_per_sm(res.registers, launch.threads, shared, 90)
             rank = 1 + sum(q["pct_of_baseline"] > r["pct_of_baseline"] for q in recs)
-            print(f"{r['pct_of_baseline']:5.1f}%  {_tiles(p)}  NUM_STAGES {p.get('NUM_STAGES')}  ({r['date']}): "
-                  f"rank {rank} of {len(recs)}; {shared // 1024} KiB of shared memory a block, "
-                  f"{blocks} block(s) per SM on sm_90 ({limiter})")
+            print(f"and rank {rank} of {len(recs)}:\n{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x"
+                  f"{p['BLOCK_K']}  WARP {p['WARP_M']}x{p['WARP_N']}  THREAD {p['THREAD_M']}x{p['THREAD_N']}  NUM_STAGES "
+                  f"{p.get('NUM_STAGES')}  ({r['date']}): {shared // 1024} KiB of shared memory a block, {blocks} "
+                  f"block(s) per SM on sm_90 ({limiter})")
             glue(f"ch6_mark{_v(step)}_pct", r["pct_of_baseline"]); glue(f"ch6_mark{_v(step)}_blocks", blocks)
     print(gemmlab.results.timing_note(recs))
 
