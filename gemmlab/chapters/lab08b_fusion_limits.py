@@ -81,9 +81,14 @@ def lane() -> None:
         glue("ch8b_08_graph", f"{step08['graph_median_s'] * 1e6:.1f}")
         glue("ch8b_ratio", f"{base['median_s'] / step08['median_s']:.2f}")
         glue("ch8b_where", f"{step08['gpu']} (recorded, {step08['date']})")
+        recs = lane_records()[0]
+        fastest = ch9.ch8.fastest_record(recs, ch9.ch8.EAGER, 512)
+        glue("ch8b_base_why", "the seed's own call, and at 512 the faster of PyTorch's and CuPy's in that run, "
+             "which chapter 9's speed-ups take" if fastest["step"] == BASELINE else
+             f"the seed's own call; CuPy's was faster in that run ({fastest['median_s'] * 1e6:.1f} µs)")
     else:
         print("No recorded fusion lane yet: run python -m gemmlab fusion-lane on a GPU")
-        for key in ("base", "08", "08_graph", "ratio", "where"):
+        for key in ("base", "08", "08_graph", "ratio", "where", "base_why"):
             glue(f"ch8b_{key}", "(the lane's records appear here once it has run)")
 
 
