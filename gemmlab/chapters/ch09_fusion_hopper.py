@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt
 __all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_run", "row", "prediction",
            "glue_prediction", "measured", "glue_measured", "step_table", "plot_run", "speedup_table",
            "consumer_ktiles", "ring_slot", "reads_owed", "warpgroups", "ring", "tile_flags", "top_stalls",
+           "timeline_07", "phases_07", "row_panel_wait", "barrier_and_panel", "small_verdict", "stall_after_trywait",
            "glue_evidence06", "glue_evidence07", "glue_evidence08", "glue_verdict", "listing", "twin", "explorer"]
 
 RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
@@ -84,19 +85,25 @@ def row(recs: list[dict], step: str, n: int) -> dict | None:
 # ------------------------------------------------------------------------------------------------
 # Predict: traffic, the roofline bound at the TF32 wgmma rate, one launch's floor
 # ------------------------------------------------------------------------------------------------
-def prediction(step: str, n: int) -> dict:
+def prediction(step: str, n: int, recs: list[dict] | None = None) -> dict:
     """The model's numbers for `step` at n (chapter 8's model: fusion.flops, fusion.traffic_bytes): three TF32
     products per fp32 product at the spec sheet's TF32 rate, the bytes at the DRAM's rate, and the launch
-    floor measured on the H200 (fusion-kernel-time). Step 08 also loses step 07's grid barrier and the wait for
-    phase 2's first data (fusion-tma's timeline of step 07)."""
+    floor measured on the H200 (fusion-kernel-time); "predicted_us" is what the chapter predicts.
+    Step 08 (given the run's records) is predicted from step 07 instead: step 07's measured time in the run less
+    the wait its grid barrier cost at 512 (fusion-tma's timeline of step 07), which the model's bound never held.
+    At 4096 that wait is not recorded (a small share of the call), so step 08 is predicted at step 07's time."""
     arith = 3 * fusion.flops(n) / (TF32_TFLOPS * 1e12) * 1e6
     traffic = fusion.traffic_bytes(n)
     dram = traffic / (SPEC.dram_gbps * 1e9) * 1e6
     floor = ch8.launch_floor_us(512)  # an empty kernel's call: measured at 512 only, and it does not grow with N
     p = {"n": n, "arith_us": arith, "traffic_mib": traffic / 2**20, "dram_us": dram, "floor_us": floor,
          "bound": "tensor pipe" if arith > dram else "DRAM", "best_us": max(arith, dram) + floor, "saved_us": 0.0}
-    if step == "fused/08_tile_flags" and n == 512:
-        p["saved_us"] = barrier_wait_07()
+    p["predicted_us"] = p["best_us"]
+    m07 = row(recs, "fused/07_tma_tf32x3", n) if (recs and step == "fused/08_tile_flags") else None
+    if m07:
+        p["from_07_us"] = round(m07["us"], 1)
+        p["saved_us"] = round(barrier_wait_07(), 1) if n == 512 else 0.0
+        p["predicted_us"] = p["from_07_us"] - p["saved_us"]
     return p
 
 
@@ -107,10 +114,10 @@ def barrier_wait_07() -> float:
     return marks["p2 first data"][1] - marks["before barrier"][1]
 
 
-def glue_prediction(step: str, sizes: Sequence[int] = SIZES) -> None:
+def glue_prediction(step: str, sizes: Sequence[int] = SIZES, recs: list[dict] | None = None) -> None:
     idea = step.split("/")[1][:2]
     for n in sizes:
-        for k, v in prediction(step, n).items():
+        for k, v in prediction(step, n, recs).items():
             glue(f"ch9_p{idea}_{n}_{k}", v)
     glue("ch9_tf32_peak", TF32_TFLOPS)
 
@@ -121,14 +128,17 @@ def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> Non
     print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s} | {'measured':>9s} "
           f"{'a@b@c':>8s} {'graph':>8s}  x eager  x graph  TFLOP/s (cuBLAS)")
     for n in sizes:
-        p, m = prediction(step, n), row(recs, step, n)
+        p, m = prediction(step, n, recs), row(recs, step, n)
         bound = f"{max(p['arith_us'], p['dram_us']):.1f} {'TC' if p['bound'] == 'tensor pipe' else 'DRAM'}"
         line = (f"{n:5d} {p['traffic_mib']:6.0f} MiB {bound:>12s} {p['floor_us']:7.1f} "
-                f"{p['best_us'] - p['saved_us']:7.1f} µs | ")
+                f"{p['predicted_us']:7.1f} µs | ")
         if m:
             line += (f"{m['us']:6.1f} µs {m['eager_us']:8.1f} {m['base_graph_us']:8.1f}  {m['x']:7.2f}  "
                      f"{m['xg']:7.2f}  {m['tflops']:5.1f} ({m['cublas_tflops']:.1f})")
         print(line)
+    if "from_07_us" in prediction(step, sizes[0], recs):
+        print("predicted: step 07's time in this run, less its grid barrier's wait at 512 (fusion-tma's timeline); "
+              "the model's bound and launch floor shown for reference")
 
 
 def measured(recs: list[dict], step: str, n: int) -> dict:
@@ -138,10 +148,12 @@ def measured(recs: list[dict], step: str, n: int) -> dict:
 def glue_measured(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
     idea = step.split("/")[1][:2]
     for n in sizes:
-        m, p = row(recs, step, n) or {}, prediction(step, n)
+        m, p = row(recs, step, n) or {}, prediction(step, n, recs)
         for k in ("us", "graph_us", "eager_us", "base_graph_us", "x", "xg", "x_graphs", "tflops", "cublas_tflops"):
             glue(f"ch9_m{idea}_{n}_{k}", m.get(k, float("nan")))
-        glue(f"ch9_m{idea}_{n}_gap", m.get("us", float("nan")) / (p["best_us"] - p["saved_us"]))
+        glue(f"ch9_m{idea}_{n}_gap", m.get("us", float("nan")) / p["predicted_us"])
+        r = fusion.lookup(recs, step, n)
+        glue(f"ch9_t{idea}_{n}", ", ".join(f"{k} {v}" for k, v in (r or {}).get("params", {}).items()) or "?")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -162,6 +174,19 @@ def glue_verdict(recs: list[dict], n: int = 512) -> None:
     glue("ch9_v_xg", best["xg"]); glue("ch9_v_graph_us", best["graph_us"]); glue("ch9_v_x_graphs", best["x_graphs"])
     ratio, date = _kernel_time_ratio(n)
     glue("ch9_kt_512", ratio); glue("ch9_kt_date", date)
+    glue("ch9_v_small", small_verdict(recs))
+
+
+def small_verdict(recs: list[dict], n: int = 256) -> str:
+    """Which fused steps reach 3x over `a @ b @ c` eager at n in the run, the fastest first, in µs and x."""
+    rows = sorted((m for s in ("fused/05_tf32x3",) + STEPS if (m := row(recs, s, n))), key=lambda m: -m["x"])
+    met = [m for m in rows if m["x"] >= 3]
+    if not met:
+        return f"at {n} none does either (the best, {rows[0]['step']}, {rows[0]['x']:.2f}x)" if rows else ""
+    top = met[0]
+    who = "every fused step does" if len(met) == len(rows) else ", ".join(m["step"][6:8] for m in met) + " do"
+    return (f"at {n} {who}, step {top['step'][6:8]} the most ({top['us']:.1f} against {top['eager_us']:.1f} µs, "
+            f"{top['x']:.2f}x)")
 
 
 def _kernel_time_ratio(n: int) -> tuple[float, str]:
@@ -180,19 +205,15 @@ def top_stalls(step: str = "fused/08_tile_flags", top: int = 3) -> list[tuple[st
         s = results.experiment("fusion-counters")["ncu"]["ncu-05-default-512"]["stalls_per_issue"]
         s = {k: v for k, v in s.items() if k not in ("selected", "not_selected")}
     else:
-        path = results.RESULTS / "experiments" / "fusion-tma" / "ncu-src-08-nvidia-h200-2026-11-25.csv.gz"
-        with gzip.open(path, "rt") as f:
-            lines = [ln for ln in f if ln.startswith('"')]
-        rows = list(csv.reader(lines[1:]))
-        head = rows[0]
+        head, rows = _source_page(step)
         cols = [i for i, h in enumerate(head) if h.startswith("stall_") and "(" not in h and h not in
                 ("stall_selected", "stall_not_selected")]
-        s = {head[i][6:]: sum(float(r[i] or 0) for r in rows[1:] if len(r) == len(head)) for i in cols}
+        s = {head[i][6:]: sum(float(r[i] or 0) for r in rows) for i in cols}
     total = sum(s.values()) or 1.0
     return sorted(((k, v / total) for k, v in s.items()), key=lambda kv: -kv[1])[:top]
 
 
-STALL_WORDS = {**ch8.STALL_WORDS, "long_sb": ch8.STALL_WORDS["long_scoreboard"],
+STALL_WORDS = {**ch8.STALL_WORDS, "long_sb": "long scoreboard (the result of a global load or of an mbarrier wait)",
                "short_sb": ch8.STALL_WORDS["short_scoreboard"], "math": "math pipe throttle",
                "sleep": "sleeping (a warp parked on an mbarrier's try_wait)", "membar": "memory barrier (a fence)",
                "gmma": "gmma (waiting for a wgmma's result)", "lg": "LG throttle (the global-memory queue full)"}
@@ -239,6 +260,30 @@ def glue_evidence08() -> None:
     glue("ch9_e08_08", w["08"]); glue("ch9_e08_wgmmas", w["08 only the wgmmas"])
     glue("ch9_e08_noring", w["08 only the wgmmas, no ring"]); glue("ch9_e08_nocopies", w["08 no copies"])
     glue("ch9_e08_barrier", barrier_wait_07())
+    ho = {k: statistics.median(v) for k, v in results.experiment("fusion-tma")["handover"][GPU]["us"]["512"].items()}
+    glue("ch9_e08_ho_wait", f"{ho['08 no wait'] - ho['08']:+.2f}")
+    glue("ch9_e08_ho_wait_graph", f"{ho['08 no wait graph'] - ho['08 graph']:+.2f}")
+    glue("ch9_e08_longsb_trywait", 100 * stall_after_trywait("long_sb"))
+
+
+def _source_page(step: str = "fused/08_tile_flags") -> tuple[list[str], list[list[str]]]:
+    """Nsight Compute's source page of step 08 at 512 (fusion-tma, 2026-11-25): its header and SASS rows."""
+    path = results.RESULTS / "experiments" / "fusion-tma" / "ncu-src-08-nvidia-h200-2026-11-25.csv.gz"
+    with gzip.open(path, "rt") as f:
+        lines = [ln for ln in f if ln.startswith('"')]
+    rows = list(csv.reader(lines[1:]))
+    return rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+
+
+def stall_after_trywait(stall: str = "long_sb", before: int = 4) -> float:
+    """The share of step 08's `stall` samples that sit within `before` instructions after an mbarrier try_wait
+    (SASS `SYNCS.PHASECHK`): the branch that tests the wait's predicate stalls on its result, not on a load."""
+    head, rows = _source_page()
+    col, src = head.index(f"stall_{stall}"), head.index("Source")
+    total = sum(float(r[col] or 0) for r in rows) or 1.0
+    hits = sum(float(r[col] or 0) for i, r in enumerate(rows)
+               if any("SYNCS.PHASECHK" in q[src] for q in rows[max(0, i - before):i]))
+    return hits / total
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,6 +378,99 @@ def tile_flags(n: int = 512, block_n: int = 32, row_panel: int = 2) -> None:
             f"{cols} of {rows * cols} tiles", ha="center", va="center", fontsize=7)
     fig.suptitle(f"Step 08 at N = {n}, BLOCK_N = {block_n}: a counter per tile of T in place of the grid barrier",
                  fontsize=9)
+    plt.tight_layout(); plt.show()
+
+
+# Step 07's phases at 512, from its recorded timeline (fusion-tma, `steps.py timeline`: marks written by thread 0
+# of each block, us from the first block's start; min, median and max over the 128 blocks, each a median of 40
+# launches). Each phase runs from one mark to the next.
+PHASES_07 = (("start", "p1 first data", "first data (set-up, first copy)"),
+             ("p1 first data", "p1 K loop done", "phase 1: K loop"),
+             ("p1 K loop done", "before barrier", "phase 1: store T"),
+             ("before barrier", "after barrier", "grid barrier wait"),
+             ("after barrier", "p2 first data", "phase 2: first data of T"),
+             ("p2 first data", "p2 K loop done", "phase 2: K loop"),
+             ("p2 K loop done", "end", "phase 2: store E"))
+
+
+def timeline_07(variant: str = "as it is") -> tuple[list[tuple[str, float, float]], dict, str]:
+    """Step 07 at 512 from its recorded marks: (phase, start, end) of the median block, us; the marks themselves
+    ({name: [min, median, max] over blocks}); and the run's log."""
+    tl = results.experiment("fusion-tma")["timeline"][GPU]
+    marks = tl["marks"][variant]
+    return [(label, marks[a][1], marks[b][1]) for a, b, label in PHASES_07], marks, tl["log"]
+
+
+_PHASE_COLOURS = {"first data": "0.75", "K loop": "tab:blue", "store": "tab:green", "barrier": "tab:red"}
+
+
+def _phase_colour(label: str) -> str:
+    return next((c for k, c in _PHASE_COLOURS.items() if k in label), "0.75")
+
+
+def phases_07() -> None:
+    """Step 07 at 512 over time: the median block's phases (first data, K loop, store, the grid barrier's wait,
+    phase 2's first data, K loop, store) as one bar, and below it how far apart the 128 blocks reach each mark
+    (min to max over blocks): what a block does, and where it only waits."""
+    segs, marks, log = timeline_07()
+    fig, ax = plt.subplots(figsize=(9, 2.9))
+    for label, t0, t1 in segs:
+        ax.broken_barh([(t0, t1 - t0)], (1.6, 0.8), facecolors=_phase_colour(label), edgecolor="white")
+        ax.text((t0 + t1) / 2, 2.45 + (0.35 if "first data" in label or "store" in label else 0), label,
+                ha="center", va="bottom", fontsize=6.5, rotation=0)
+        ax.text((t0 + t1) / 2, 2.0, f"{t1 - t0:.1f}", ha="center", va="center", fontsize=7,
+                color="white" if "first data" not in label else "black")
+    for name, (lo, med, hi) in marks.items():
+        ax.plot([lo, hi], [0.8, 0.8], color="0.3", lw=3, solid_capstyle="butt")
+        ax.plot([med], [0.8], "k|", ms=8)
+    ax.text(0, 0.25, "each mark's spread over the 128 blocks (min to max; tick: the median block)", fontsize=7)
+    ax.set_yticks([0.8, 2.0], ["all blocks", "median block"], fontsize=7)
+    ax.set_ylim(0, 3.3); ax.set_xlim(0, max(m[2] for m in marks.values()) * 1.02)
+    ax.set_xlabel("µs from the first block's start (thread 0's clock)", fontsize=8)
+    ax.set_title(f"Step 07 at 512, one block's phases over time ({GPU}, {log}; bars in µs)", fontsize=9)
+    plt.tight_layout(); plt.show()
+
+
+def row_panel_wait() -> dict:
+    """What phase 2 waits for, from the records: step 07's grid barrier at 512 (timeline, min/median/max over
+    blocks of its arrival and departure) and step 08's phases (presplit run's marks of step 08) with what leaving
+    out its wait for T changed (hand-over run, direct and from a graph), us."""
+    t = results.experiment("fusion-tma")
+    m7 = t["timeline"][GPU]["marks"]["as it is"]
+    m8 = t["presplit"][GPU]["marks"]["08"]
+    ho = {k: statistics.median(v) for k, v in t["handover"][GPU]["us"]["512"].items()}
+    return {"07": {k: m7[k] for k in ("start", "before barrier", "after barrier", "p2 first data", "end")},
+            "08": m8, "no_wait": ho["08 no wait"] - ho["08"], "no_wait_graph": ho["08 no wait graph"] - ho["08 graph"],
+            "logs": (t["timeline"][GPU]["log"], t["presplit"][GPU]["log"], t["handover"][GPU]["log"])}
+
+
+def barrier_and_panel() -> None:
+    """Step 07's grid barrier beside step 08's wait on its own row panel, at 512: a row per step (median block),
+    phase 1, the wait before phase 2's first data, phase 2; step 07 waits for all 128 blocks, step 08 for the 16
+    blocks of its row panel of T. The two rows come from two runs (each step's marks were taken in its own)."""
+    w = row_panel_wait()
+    m7, m8 = w["07"], w["08"]
+    fig, ax = plt.subplots(figsize=(9, 2.6))
+    p1, wait, end = m7["before barrier"][1], m7["p2 first data"][1], m7["end"][1]
+    ax.broken_barh([(0, p1)], (2, 0.7), facecolors="tab:blue")
+    ax.broken_barh([(p1, wait - p1)], (2, 0.7), facecolors="tab:red")
+    ax.broken_barh([(wait, end - wait)], (2, 0.7), facecolors="tab:cyan")
+    ax.text(p1 + (wait - p1) / 2, 2.85, f"waits for all 128 blocks, then fetches T: {wait - p1:.1f} µs",
+            ha="center", fontsize=7, color="tab:red")
+    q1, q_end = m8["phase 1 done"][1], m8["end"][1]
+    ax.broken_barh([(0, q1)], (0.6, 0.7), facecolors="tab:blue")
+    ax.broken_barh([(q1, q_end - q1)], (0.6, 0.7), facecolors="tab:cyan")
+    ax.plot([q1, q1], [0.5, 1.4], color="tab:orange", lw=2)
+    ax.text(q1, 0.15, f"waits only for its row panel's 16 counters; leaving the wait out: {w['no_wait']:+.2f} µs "
+            f"direct, {w['no_wait_graph']:+.2f} µs from a graph", ha="center", fontsize=7, color="tab:orange")
+    for y, what in ((2.35, "phase 1"), (0.95, "phase 1")):
+        ax.text(0.3, y, what, va="center", fontsize=7, color="white")
+    ax.text(end - 0.3, 2.35, "phase 2", va="center", ha="right", fontsize=7)
+    ax.text(q_end - 0.3, 0.95, "phase 2", va="center", ha="right", fontsize=7)
+    ax.set_yticks([2.35, 0.95], [f"step 07 ({w['logs'][0][:-4]})", f"step 08 ({w['logs'][1][:-4]})"], fontsize=7)
+    ax.set_ylim(-0.2, 3.3); ax.set_xlim(0, max(end, q_end) * 1.02)
+    ax.set_xlabel("µs from the first block's start, median block (each row from its own run)", fontsize=8)
+    ax.set_title("At 512: step 07's grid barrier against step 08's wait on its own row panel of T", fontsize=9)
     plt.tight_layout(); plt.show()
 
 
