@@ -87,7 +87,7 @@ def test_where_we_are_and_measure_draw_from_the_records():
              "baseline_tflops": 50.0, "baseline": "cupy", "gpu": "NVIDIA H100 80GB HBM3", "source": "recorded",
              "date": "2026-01-01", "params": {}, "dtype": "float32", "median_s": 1.0}
             for s, t in zip(ch2.STEPS, (0.5, 6.0))]
-    ch2.where_we_are(recs)
+    ch2.timings(recs)
     assert VALUES["ch2_speedup"] == "12.0x" and VALUES["ch2_v2_pct"] == "12.0%" and VALUES["ch2_cublas_tflops"] == "50.00"
     ch2.measure(recs)   # the bars alone, cuBLAS in the title from step 02's run (no roofline panel)
     (ax_bars,) = plt.gcf().axes
