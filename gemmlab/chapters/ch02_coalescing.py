@@ -36,7 +36,7 @@ def where_we_are() -> None:
     blas = hardware.measure_cublas()
     fp32 = blas.get("fp32")
     where = f"{blas['gpu']} ({blas['source']}, {blas['date']})" if fp32 else hardware.NO_DATA
-    glue("ch2_start_gpu", where)
+    glue("ch2_start_gpu", blas["gpu"] if fp32 else hardware.NO_DATA)
     glue("ch2_start_cublas", f"{fp32['tflops']:.1f}" if fp32 else "n/a")
     print(f"starting point: no kernel of ours yet; cuBLAS fp32 at {SIZE}^3 on the {where}: "
           + (f"{fp32['tflops']:.1f} TFLOP/s (chapter 1)" if fp32 else "n/a"))

@@ -492,7 +492,8 @@ def draw_block_sweep(sweep: list, model: list[dict]):
     ax.set_xlabel("BLOCK"); ax.set_ylabel(f"TFLOP/s at {SIZE}^3")
     dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
     ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylim(0, 1.4 * max([r["tflops"] for r in sweep] + list(bound.values())))
+    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
     fig.tight_layout()
     return ax
 
