@@ -493,7 +493,7 @@ def draw_block_sweep(sweep: list, model: list[dict]):
     dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
     ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
     ax.set_ylim(0, 1.4 * max([r["tflops"] for r in sweep] + list(bound.values())))
-    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
+    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False, markerscale=0.35)
     fig.tight_layout()
     return ax
 
