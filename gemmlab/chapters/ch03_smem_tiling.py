@@ -444,7 +444,7 @@ def power_of_two(records: list | None = None, odd: int = 31) -> None:
     glue("ch3_p2_div_31", m_odd["div"]); glue("ch3_p2_bound_31", m_odd["bound"])
     glue("ch3_p2_bound_32", m_32["bound"]); glue("ch3_p2_bound_ratio", m_odd["bound"] / m_32["bound"])
     print(f"prediction, BLOCK = {odd}: {m_odd['lds']} LDS x {m_odd['lds_waves']} wavefront (bank model) per "
-          f"{m_odd['ffma']} FFMA = {m_odd['per_ffma']:.0f} wavefronts per FFMA: shared memory bounds it at peak / "
+          f"{m_odd['ffma']} FFMA = {m_odd['per_ffma']:.0f} wavefronts per FFMA;\n  shared memory bounds it at peak / "
           f"{m_odd['div']:.0f} = {m_odd['bound']:.1f} TFLOP/s, against BLOCK = {BLOCK}'s peak / {m_32['div']:.0f} = "
           f"{m_32['bound']:.1f}")
 
@@ -468,7 +468,7 @@ def sweep_prediction(blocks=(8, 16, 32)) -> list[dict]:
           f"{'shared bound':>12s} {'instr/FFMA':>10s} {'barriers/FFMA':>13s}")
     for m in rows:
         print(f"{m['block']:5d} {m['global_gb']:9.1f} {m['lds']:4d} {m['lds128']:7d} {m['ffma']:4d} "
-              f"{m['per_ffma']:15.2f} {m['bound']:8.1f} TF/s {m['instructions'] / m['ffma']:10.2f} "
+              f"{m['per_ffma']:15.2f} {m['bound']:7.1f} TF/s {m['instructions'] / m['ffma']:10.2f} "
               f"{m['bars'] / m['ffma']:13.3f}")
     by = {m["block"]: m for m in rows}
     lo, hi = by[min(blocks)], by[BLOCK]
