@@ -87,7 +87,7 @@ def test_where_we_are_and_measure_draw_from_the_records():
              "baseline_tflops": 50.0, "baseline": "cupy", "gpu": "NVIDIA H100 80GB HBM3", "source": "recorded",
              "date": "2026-01-01", "params": {}, "dtype": "float32", "median_s": 1.0}
             for s, t in zip(ch2.STEPS, (0.5, 6.0))]
-    ch2.where_we_are(recs)
+    ch2.timings(recs)
     assert VALUES["ch2_speedup"] == "12.0x" and VALUES["ch2_v2_pct"] == "12.0%" and VALUES["ch2_cublas_tflops"] == "50.00"
     ch2.measure(recs)   # the bars alone, cuBLAS in the title from step 02's run (no roofline panel)
     (ax_bars,) = plt.gcf().axes
@@ -133,3 +133,19 @@ def test_waves_round_up(capsys):
     ch1.waves()
     out = capsys.readouterr().out
     assert "1056 at once, 63 waves" in out and "160 at once, 410 waves" in out
+
+
+def test_the_fp32_peak_follows_from_the_sm(capsys):
+    """4 sub-partitions x 32 FP32 lanes: an H100 SM completes 4 warp FFMAs a cycle, and SMs x lanes x 2 x clock is
+    its spec sheet's peak (a T4: 16 lanes per sub-partition)."""
+    assert ch1.warp_ffma_per_cycle("sm_90") == 4 and ch1.warp_ffma_per_cycle("sm_75") == 2
+    for spec in hardware.SPECS.values():
+        assert ch1.fp32_peak(spec) == pytest.approx(spec.fp32_tflops, rel=0.01)
+    ch1.sm_peak()
+    assert "132 SMs x 128 x 2 FLOP x 1980 MHz = 66.9 TFLOP/s" in capsys.readouterr().out
+
+
+def test_chapter2_starts_from_cublas_only(capsys):
+    ch2.where_we_are()
+    out = capsys.readouterr().out
+    assert "no kernel of ours yet" in out and not any(s in out for s in ch2.STEPS)

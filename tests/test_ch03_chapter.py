@@ -104,3 +104,36 @@ def test_chapter_module_reexports_the_twin():
 
     assert ch3.smem_tiling_twin is sitecontrols.smem_tiling_twin
     assert gemmlab.instance(ch3.STEP).params["BLOCK"] == ch3.BLOCK
+
+
+def test_where_we_are_shows_only_the_starting_point(capsys):
+    """Step 02 and its cuBLAS, never step 03's measured figures before their prediction."""
+    start = ch3.where_we_are()
+    out = capsys.readouterr().out
+    assert ch3.STEP not in out and {r["step"] for r in start} <= {ch3.STEPS[0]}
+    if start:
+        assert "ch3_v2_tflops" in VALUES
+
+
+def test_shared_bound_per_tile_edge_follows_the_sass_and_the_banks():
+    """BLOCK = 31: 62 LDS of one wavefront per 31 FFMAs, 2 per FFMA, peak / 8; BLOCK = 32 reads sA with LDS.128."""
+    m31 = ch3.block_model(31, 67.0, per_wide=2.0)
+    assert (m31["lds"], m31["lds128"], m31["ffma"], m31["lds_waves"]) == (62, 0, 31, 1)
+    assert m31["per_ffma"] == 2 and m31["div"] == 8 and m31["bound"] == pytest.approx(67.0 / 8)
+    m32 = ch3.block_model(32, 67.0, per_wide=2.0)
+    assert (m32["lds"], m32["lds128"], m32["ffma"]) == (32, 8, 32)
+    assert m32["per_ffma"] == 1.5 and m32["bound"] == pytest.approx(67.0 / 6)
+    assert m32["global_gb"] * 4 == pytest.approx(ch3.block_model(8, 67.0, per_wide=2.0)["global_gb"])
+    assert ch3.FFMA_PER_CYCLE == 4      # chapter 1's 4 sub-partitions x 32 lanes / 32 threads per warp
+    assert ch3.loop_wavefronts(16) == 1
+
+
+def test_block_sweep_draws_the_records_against_the_model():
+    sweep = [{"params": {"BLOCK": b}, "tflops": t, "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-24"}
+             for b, t in ((8, 5.0), (32, 9.0))]
+    model = [{"block": 8, "bound": 11.0}, {"block": 32, "bound": 11.0}]
+    ax = ch3.draw_block_sweep(sweep, model)
+    assert [b.get_height() for b in ax.containers[0]] == [5.0, 9.0]
+    assert [tuple(o) for o in ax.collections[0].get_offsets()] == [(0, 11.0), (1, 11.0)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "32"]
+    plt.close("all")

@@ -15,6 +15,30 @@ from gemmlab.chapters.glue import glue
 
 SIZE = 4096
 roofline_twin = sitecontrols.roofline_twin
+WARP = 32                      # threads per warp
+SUBPARTITIONS = 4              # an SM's sub-partitions (warp schedulers), on every GPU of the table
+FP32_LANES = {"sm_75": 16,     # FP32 lanes per sub-partition: a Turing SM has 64 (Turing whitepaper),
+              "sm_90": 32}     # a Hopper SM 128 (Hopper whitepaper)
+FLOP_PER_FFMA = 2              # a x b + c: a multiply and an add
+
+
+def warp_ffma_per_cycle(arch: str = "sm_90") -> int:
+    """Warp-wide FFMAs an SM completes per cycle: its sub-partitions' FP32 lanes over the 32 threads of a warp."""
+    return SUBPARTITIONS * FP32_LANES[arch] // WARP
+
+
+def fp32_peak(spec) -> float:
+    """A GPU's FP32 peak in TFLOP/s from its SM facts: SMs x FP32 lanes per SM x 2 FLOP x boost clock."""
+    return spec.sms * SUBPARTITIONS * FP32_LANES[spec.arch] * FLOP_PER_FFMA * spec.boost_mhz / 1e6
+
+
+def sm_peak() -> None:
+    """Each reference GPU's FP32 peak computed from its SM (sub-partitions, lanes, clock) beside its spec sheet's."""
+    for spec in hardware.SPECS.values():
+        lanes = SUBPARTITIONS * FP32_LANES[spec.arch]
+        print(f"{spec.name}: {SUBPARTITIONS} sub-partitions x {FP32_LANES[spec.arch]} FP32 lanes = {lanes} per SM "
+              f"({warp_ffma_per_cycle(spec.arch)} warp FFMAs per cycle); {spec.sms} SMs x {lanes} x {FLOP_PER_FFMA} "
+              f"FLOP x {spec.boost_mhz} MHz = {fp32_peak(spec):.1f} TFLOP/s (spec sheet {spec.fp32_tflops:.1f})")
 
 
 def chapter_gpu(info: dict | None) -> str:

@@ -29,8 +29,22 @@ coalescing_twin = sitecontrols.coalescing_twin
 explorer = widgets.block_shape_explorer
 
 
-def where_we_are(records: list) -> None:
-    """Glue the records' GPU and both steps' figures at 4096 (TFLOP/s, % of cuBLAS, the gain); `timings` prints them."""
+def where_we_are() -> None:
+    """The starting point only: no kernel of ours yet, and the cuBLAS that every step is measured against (chapter
+    1's fp32 call at 4096: live on a GPU, else recorded), with its GPU; glued for the text. The steps' timings come
+    in the Measure section (timings), after the prediction."""
+    blas = hardware.measure_cublas()
+    fp32 = blas.get("fp32")
+    where = f"{blas['gpu']} ({blas['source']}, {blas['date']})" if fp32 else hardware.NO_DATA
+    glue("ch2_start_gpu", blas["gpu"] if fp32 else hardware.NO_DATA)
+    glue("ch2_start_cublas", f"{fp32['tflops']:.1f}" if fp32 else "n/a")
+    print(f"starting point: no kernel of ours yet; cuBLAS fp32 at {SIZE}^3 on the {where}: "
+          + (f"{fp32['tflops']:.1f} TFLOP/s (chapter 1)" if fp32 else "n/a"))
+
+
+def timings(records: list) -> None:
+    """The table of both steps at every size, each row with the cuBLAS timed beside it in that step's run; glues
+    the records' GPU and both steps' figures at 4096 (TFLOP/s, % of cuBLAS, the gain)."""
     at = {(r["step"], r["m"]): r for r in records}
     v1, v2 = at.get((STEPS[0], SIZE)), at.get((STEPS[1], SIZE))
     have = bool(v1 and v2)
@@ -41,10 +55,6 @@ def where_we_are(records: list) -> None:
         glue(f"ch2_{key}_tflops", f"{rec['tflops']:.2f}" if have else "n/a")
         glue(f"ch2_{key}_pct", f"{rec['pct_of_baseline']:.1f}%" if have else "n/a")
     glue("ch2_cublas_tflops", f"{v2['baseline_tflops']:.2f}" if have else "n/a")
-
-
-def timings(records: list) -> None:
-    """The table of both steps at every size, each row with the cuBLAS timed beside it in that step's run."""
     print(gemmlab.bench.table(records) if records else hardware.NO_DATA)
 
 

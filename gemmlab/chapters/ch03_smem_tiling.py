@@ -14,6 +14,7 @@ import gemmlab
 from gemmlab import documents, hardware, nvrtc, profile, sitecontrols, tiling
 from gemmlab import swizzle as sw
 from gemmlab.chapters import coalescing, plots
+from gemmlab.chapters import ch01_gpu_hardware as ch1
 from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
@@ -27,7 +28,7 @@ BLOCK = 32                     # step 03's default tile edge
 COUNTERS_GPU = "NVIDIA H200"   # the GPU whose profiler record holds steps 02 and 03
 SECTOR = 32                    # bytes per sector (chapter 2)
 WAVEFRONTS_PER_CYCLE = 1       # shared-memory wavefronts an SM serves per cycle
-FFMA_PER_CYCLE = 4             # warp FFMAs an SM issues per cycle (4 sub-partitions, 32 lanes each)
+FFMA_PER_CYCLE = ch1.warp_ffma_per_cycle("sm_90")  # warp FFMAs an SM completes per cycle (chapter 1: 4 x 32 lanes)
 READS_PER_FFMA = 2             # step 03's source: sA[ty][k] and sB[k][tx] per multiply-add
 NOT_STALLS = ("selected", "not_selected")  # a warp that issued, or could have but another did: not a wait
 STALL_MEANING = {  # what a warp waits for, in Nsight Compute's words, shortened
@@ -46,17 +47,17 @@ smem_tiling_twin = sitecontrols.smem_tiling_twin
 WARP_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"]
 
 
-def where_we_are(records: list) -> None:
-    """Glue step 02's and 03's figures at 4096 (GPU, date, % of cuBLAS, TFLOP/s, the gain) and print the records."""
-    at = {(r["step"], r["m"]): r for r in records}
-    v2, v3 = at.get((STEPS[0], SIZE)), at.get((STEP, SIZE))
-    if v2 and v3:
+def where_we_are() -> list:
+    """The starting point only: step 02 at 4096 and the cuBLAS of its run (benchmarked live on a GPU, else the
+    records); glues the records' GPU, date and step 02's figures, prints its row. Returns step 02's records (the
+    prediction's input); step 03 is measured in the chapter's Measure section, after its prediction."""
+    records = gemmlab.benchmark([STEPS[0]], sizes=[SIZE], verbose=False)
+    v2 = next((r for r in records if r["step"] == STEPS[0] and r["m"] == SIZE), None)
+    if v2:
         glue("ch3_gpu", v2["gpu"]); glue("ch3_date", v2["date"])
         glue("ch3_v2_pct", v2["pct_of_baseline"]); glue("ch3_v2_tflops", v2["tflops"])
-        glue("ch3_v3_pct", v3["pct_of_baseline"]); glue("ch3_v3_tflops", v3["tflops"])
-        glue("ch3_speedup", v3["tflops"] / v2["tflops"])
-        glue("ch3_cublas", v3["baseline_tflops"])
     print(gemmlab.bench.table(records))
+    return records
 
 
 def traffic(size: int = SIZE) -> None:
@@ -179,12 +180,11 @@ def draw_banks(block: int = BLOCK, k: int = 5, warp: int = 0):
     return axes, counts
 
 
-def show_banks(block: int = BLOCK, k: int = 5) -> dict[str, int]:
-    """Draw the bank picture of the inner loop's reads; glue and return the wavefronts it predicts."""
+def show_banks(block: int = BLOCK, k: int = 5) -> None:
+    """Draw the bank picture of the inner loop's reads; glue the column read's wavefronts."""
     _, counts = draw_banks(block, k)
     plt.show()
     glue("ch3_bank_column", counts["sA[tx][k] (a column: not in step 03)"])
-    return counts
 
 
 def bank_counts(block: int = BLOCK, size: int = 64) -> None:
@@ -226,9 +226,9 @@ def predict(records: list) -> None:
               f"{spec.name if spec else v2['gpu']}'s FP32 peak ({peak:g} TFLOP/s) caps it at {cap:.1f}x "
               f"(step 02: {v2['tflops']:.2f} TFLOP/s)")
     smem = shared_bound(peak, READS_PER_FFMA)
+    glue("ch3_ffma_per_cycle", FFMA_PER_CYCLE)
+    glue("ch3_subparts", ch1.SUBPARTITIONS); glue("ch3_lanes", ch1.FP32_LANES["sm_90"])
     glue("ch3_smem_div", FFMA_PER_CYCLE * READS_PER_FFMA / WAVEFRONTS_PER_CYCLE); glue("ch3_smem_bound", smem)
-    v3 = next((r for r in records if r["step"] == STEP and r["m"] == SIZE), None)
-    glue("ch3_v3_of_smem_bound", 100 * v3["tflops"] / smem if v3 else float("nan"))
     print(f"shared-memory bound: {READS_PER_FFMA} reads of 1 wavefront per warp FFMA, {WAVEFRONTS_PER_CYCLE} "
           f"wavefront and {FFMA_PER_CYCLE} warp FFMAs per SM per cycle: peak / "
           f"{FFMA_PER_CYCLE * READS_PER_FFMA // WAVEFRONTS_PER_CYCLE} = {smem:.1f} TFLOP/s")
@@ -251,7 +251,16 @@ def shared_bound(peak: float, wavefronts_per_ffma: float) -> float:
 
 # ----------------------------------------------------------------------------------------------- measure
 def ladder(records: list) -> None:
-    """Steps 02 and 03 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder)."""
+    """Steps 02 and 03 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder); glues step 03's measured
+    figures (TFLOP/s, % of cuBLAS, the gain over step 02, its share of the shared-memory bound)."""
+    at = {(r["step"], r["m"]): r for r in records}
+    v2, v3 = at.get((STEPS[0], SIZE)), at.get((STEP, SIZE))
+    if v2 and v3:
+        glue("ch3_v3_pct", v3["pct_of_baseline"]); glue("ch3_v3_tflops", v3["tflops"])
+        glue("ch3_speedup", v3["tflops"] / v2["tflops"]); glue("ch3_cublas", v3["baseline_tflops"])
+        spec = hardware.spec_for(v3["gpu"])
+        smem = shared_bound(spec.fp32_tflops if spec else float("nan"), READS_PER_FFMA)
+        glue("ch3_v3_of_smem_bound", 100 * v3["tflops"] / smem)
     plots.ladder(records, STEPS, size=SIZE)
     plt.tight_layout()
     plt.show()
@@ -335,6 +344,11 @@ def counters(records: list | None = None) -> dict[str, dict[str, float]]:
     return out
 
 
+def show_counters(records: list) -> None:
+    """Print and glue the profiler's figures (counters), for the page: nothing returned to display."""
+    counters(records)
+
+
 def corrected_bound(records: list, lds: float, waves: float) -> None:
     """The shared-memory bound from the measured loads and wavefronts per warp and K tile: BLOCK FFMAs read sB
     with BLOCK 32-bit LDS (1 wavefront each) and sA with BLOCK / 4 LDS.128; the rest of the wavefronts are theirs."""
@@ -343,9 +357,7 @@ def corrected_bound(records: list, lds: float, waves: float) -> None:
     per_wide = (waves - narrow) / wide
     per_ffma = waves / BLOCK
     v3 = next((r for r in records if r["step"] == STEP and r["m"] == SIZE), None)
-    spec = hardware.spec_for(v3["gpu"]) if v3 else None
-    peak = spec.fp32_tflops if spec else float("nan")
-    bound = shared_bound(peak, per_ffma)
+    bound = shared_bound(peak_of(records), per_ffma)
     glue("ch3_lds_narrow", narrow); glue("ch3_lds_wide", wide); glue("ch3_waves_per_wide", per_wide)
     glue("ch3_waves_per_ffma", per_ffma); glue("ch3_smem_div2", FFMA_PER_CYCLE * per_ffma)
     glue("ch3_smem_bound2", bound); glue("ch3_ffma_per_tile", BLOCK)
@@ -359,9 +371,52 @@ def corrected_bound(records: list, lds: float, waves: float) -> None:
 INTEGER = ("IMAD", "LEA", "SHF", "IADD3", "LOP3")
 
 
-def power_of_two(odd: int = 31) -> None:
+def lds128_wavefronts() -> float:
+    """Wavefronts per LDS.128 of step 03 (BLOCK = 32) as the H200's profiler counted them: per warp and K tile, the
+    shared-load wavefronts less one per 32-bit LDS (sB's BLOCK loads), over sA's BLOCK / 4 LDS.128. NaN without it."""
+    m = profile.load(COUNTERS_GPU).get(STEP)
+    if not m:
+        return float("nan")
+    warp_tiles = (SIZE // BLOCK) ** 2 * (BLOCK * BLOCK // 32) * (SIZE // BLOCK)
+    waves = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles
+    return (waves - BLOCK) / (BLOCK // 4)
+
+
+def loop_wavefronts(block: int) -> int:
+    """The bank model's wavefronts for one 32-bit read of sA[ty][k] or sB[k][tx], the worst over every full warp of
+    a BLOCK x BLOCK block and every k (a warp that spans two tile rows reads two words of each)."""
+    warps = block * block // 32
+    return max(sw.wavefronts(a) for w in range(warps) for k in range(block)
+               for name, a in inner_loop_requests(block, k, w).items() if "column" not in name)
+
+
+def block_model(block: int, peak: float, per_wide: float | None = None) -> dict:
+    """The chapter's model of step 03 at tile edge `block`, per warp and K tile: the compiler's shared loads (LDS,
+    LDS.128), FFMAs, barriers and all instructions (sm_90 SASS, compile-only); wavefronts per FFMA (an LDS at the
+    bank model's count, an LDS.128 at the profiler's); the shared-memory bound on `peak`; global bytes at 4096^3."""
+    c = tiling.power_of_two_counts(block)["loop"]
+    loop = nvrtc.split_at_loop(gemmlab.instance(STEP, BLOCK=block).sass("sm_90"))["loop"]
+    per_wide = lds128_wavefronts() if per_wide is None else per_wide
+    narrow = loop_wavefronts(block)
+    waves = c["LDS"] * narrow + (c["LDS.128"] * per_wide if c["LDS.128"] else 0.0)
+    per_ffma = waves / c["FFMA"]
+    return {"block": block, "lds": c["LDS"], "lds128": c["LDS.128"], "ffma": c["FFMA"], "lds_waves": narrow,
+            "per_ffma": per_ffma, "div": FFMA_PER_CYCLE * per_ffma / WAVEFRONTS_PER_CYCLE,
+            "bound": shared_bound(peak, per_ffma), "instructions": len(loop),
+            "bars": sum(op.startswith("BAR") for op in loop),
+            "global_gb": tiling.global_bytes(SIZE, SIZE, SIZE, block) / 1e9}
+
+
+def peak_of(records: list | None) -> float:
+    """The FP32 spec-sheet peak of the records' GPU (TFLOP/s), NaN when they name none the course knows."""
+    spec = hardware.spec_for(records[0]["gpu"]) if records else None
+    return spec.fp32_tflops if spec else float("nan")
+
+
+def power_of_two(records: list | None = None, odd: int = 31) -> None:
     """Step 03's SASS for sm_90 (compile-only) with BLOCK = 32 and `odd`, as written (2-D block) and with seed 000's
-    1-D indexing: integer instructions before the K loop and in one iteration, shared loads, FFMAs."""
+    1-D indexing: integer instructions before the K loop and in one iteration, shared loads, FFMAs; then the
+    shared-memory bound the chapter's model gives `odd` on the records' GPU, beside the corrected bound of 32."""
     print(f"{'indexing':25s} {'BLOCK':>5s} | before the loop: " + " ".join(f"{op:>5s}" for op in INTEGER)
           + " | one K iteration: integer   LDS  LDS.128  FFMA")
     p2 = {}
@@ -383,22 +438,82 @@ def power_of_two(odd: int = 31) -> None:
     glue("ch3_p2_row_31", odd * tiling.FLOAT_BYTES)
     glue("ch3_p2_threads_31", odd * odd); glue("ch3_p2_warps_31", odd * odd // 32)
     glue("ch3_p2_rest_31", odd * odd % 32)
+    peak = peak_of(records)
+    m_odd, m_32 = block_model(odd, peak), block_model(BLOCK, peak)
+    glue("ch3_p2_waves_lds_31", m_odd["lds_waves"]); glue("ch3_p2_per_ffma_31", m_odd["per_ffma"])
+    glue("ch3_p2_div_31", m_odd["div"]); glue("ch3_p2_bound_31", m_odd["bound"])
+    glue("ch3_p2_bound_32", m_32["bound"]); glue("ch3_p2_bound_ratio", m_odd["bound"] / m_32["bound"])
+    print(f"prediction, BLOCK = {odd}: {m_odd['lds']} LDS x {m_odd['lds_waves']} wavefront (bank model) per "
+          f"{m_odd['ffma']} FFMA = {m_odd['per_ffma']:.0f} wavefronts per FFMA;\n  shared memory bounds it at peak / "
+          f"{m_odd['div']:.0f} = {m_odd['bound']:.1f} TFLOP/s, against BLOCK = {BLOCK}'s peak / {m_32['div']:.0f} = "
+          f"{m_32['bound']:.1f}")
 
 
 # ----------------------------------------------------------------------------------------------- try it
-def block_sweep(size: int = SIZE) -> None:
-    """The recorded sweep of BLOCK at size^3: % of cuBLAS per tile edge, one GPU."""
+def sweep_records(size: int = SIZE) -> list:
+    """The recorded runs of step 03 at size^3, one GPU, by tile edge."""
     sweep = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == STEP and r["m"] == size])
+    return sorted(sweep, key=lambda r: r["params"]["BLOCK"])
+
+
+def sweep_prediction(blocks=(8, 16, 32)) -> list[dict]:
+    """Before the sweep's figure: per tile edge, the global bytes the grid requests at 4096^3 and the shared-memory
+    bound of the chapter's model on the sweep's GPU, with the loop's instructions and barriers per FFMA (SASS)."""
+    sweep = sweep_records()
+    peak = peak_of(sweep)
+    rows = [block_model(b, peak) for b in blocks]
+    print(f"the model, per tile edge, at {SIZE}^3 on the {sweep[0]['gpu'] if sweep else hardware.NO_DATA} "
+          f"(FP32 peak {peak:g} TFLOP/s); per warp and K tile, sm_90 SASS:")
+    print(f"{'BLOCK':>5s} {'global GB':>9s} {'LDS':>4s} {'LDS.128':>7s} {'FFMA':>4s} {'wavefronts/FFMA':>15s} "
+          f"{'shared bound':>12s} {'instr/FFMA':>10s} {'barriers/FFMA':>13s}")
+    for m in rows:
+        print(f"{m['block']:5d} {m['global_gb']:9.1f} {m['lds']:4d} {m['lds128']:7d} {m['ffma']:4d} "
+              f"{m['per_ffma']:15.2f} {m['bound']:7.1f} TF/s {m['instructions'] / m['ffma']:10.2f} "
+              f"{m['bars'] / m['ffma']:13.3f}")
+    by = {m["block"]: m for m in rows}
+    lo, hi = by[min(blocks)], by[BLOCK]
+    glue("ch3_sw_lo", lo["block"]); glue("ch3_sw_lo_gb", lo["global_gb"]); glue("ch3_sw_hi_gb", hi["global_gb"])
+    glue("ch3_sw_lo_bound", lo["bound"]); glue("ch3_sw_hi_bound", hi["bound"])
+    glue("ch3_sw_lo_ipf", lo["instructions"] / lo["ffma"]); glue("ch3_sw_hi_ipf", hi["instructions"] / hi["ffma"])
+    glue("ch3_sw_req_ratio", lo["global_gb"] / hi["global_gb"])
+    glue("ch3_sw_lo_bpf", lo["ffma"] / lo["bars"]); glue("ch3_sw_hi_bpf", hi["ffma"] / hi["bars"])
+    return rows
+
+
+def draw_block_sweep(sweep: list, model: list[dict]):
+    """The recorded sweep in TFLOP/s, one bar per tile edge, the model's shared-memory bound as a black tick over
+    each. Returns the axes."""
+    bound = {m["block"]: m["bound"] for m in model}
+    fig, ax = plt.subplots(figsize=(5.5, 2.8))
+    labels = [str(r["params"]["BLOCK"]) for r in sweep]
+    ax.bar(labels, [r["tflops"] for r in sweep], color="#4e79a7", label="measured")
+    ax.scatter(labels, [bound.get(r["params"]["BLOCK"], float("nan")) for r in sweep], marker="_", s=900,
+               color="black", label="shared-memory bound (model)")
+    ax.set_xlabel("BLOCK"); ax.set_ylabel(f"TFLOP/s at {SIZE}^3")
+    dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
+    ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
+    ax.set_ylim(0, 1.4 * max([r["tflops"] for r in sweep] + list(bound.values())))
+    ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False, markerscale=0.35)
+    fig.tight_layout()
+    return ax
+
+
+def block_sweep(model: list[dict]) -> None:
+    """The recorded sweep of BLOCK at 4096 against the model's bound (draw_block_sweep); which records predate the
+    interleaved timing; glues the figures the text after it quotes."""
+    sweep = sweep_records()
     if not sweep:
         print("no recorded sweep of BLOCK yet")
         return
-    sweep.sort(key=lambda r: r["params"]["BLOCK"])
-    fig, ax = plt.subplots(figsize=(5, 2.6))
-    ax.bar([str(r["params"]["BLOCK"]) for r in sweep], [r["pct_of_baseline"] for r in sweep])
-    ax.set_xlabel("BLOCK"); ax.set_ylabel(f"% of cuBLAS at {size}^3")
-    dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
-    ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
+    draw_block_sweep(sweep, model)
     plt.show()
+    at = {r["params"]["BLOCK"]: r for r in sweep}
+    lo = min(at)
+    glue("ch3_sw_lo_tflops", at[lo]["tflops"]); glue("ch3_sw_hi_tflops", at[BLOCK]["tflops"])
+    glue("ch3_sw_lo_of_hi", 100 * at[lo]["tflops"] / at[BLOCK]["tflops"])
+    old = sorted({r["date"] for r in sweep if r["date"] < gemmlab.results.INTERLEAVED_SINCE})
+    glue("ch3_sw_old", ", ".join(str(b) for b in sorted(at) if at[b]["date"] < gemmlab.results.INTERLEAVED_SINCE))
+    glue("ch3_sw_old_date", ", ".join(old) if old else "none")
     print(gemmlab.results.timing_note(sweep))
 
 
