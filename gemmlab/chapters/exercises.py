@@ -1531,7 +1531,7 @@ _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that 
 _EXERCISES = [
     Exercise("ch1/smallest_n", 1, "",
              "the smallest N at which an N^3 GEMM can be compute-bound, per GPU and precision (Python; checked on "
-             "every GPU of the table and one in none)", _ch1_property, minutes=15,
+             "every GPU of the table and on a made-up GPU that is in no table)", _ch1_property, minutes=15,
              after="chapter 2. Harder: the same for a kernel that reads A and B once per 128 x 128 tile of C "
                    "instead of once in all (chapter 3 builds it): its intensity no longer grows with N.",
              hints=("Write the intensity of an N x N x N GEMM as a formula in N: 2 N^3 FLOP over the bytes of A, B "
@@ -2235,7 +2235,7 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
     ex = get(name)
     if ex.python:
         what = _PY_TASKS.get(name, "Write the function in the cell below and run it; the check tries it on every "
-                             "GPU of the course's table and on one in none, and says what is wrong.")
+                             "GPU of the course's table and on a made-up GPU that is in no table, and says what is wrong.")
         gap = gap_of(template(name))[1]
     else:
         kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "
