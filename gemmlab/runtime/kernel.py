@@ -65,7 +65,9 @@ class Instance:
     differs between a GEMM step and a fused one (operands, rules by arch, launch) is the step's own data
     (registry.StepSpec); its parameters are judged by the emulator's limits here, and by each arch's in compiled()."""
 
-    def __init__(self, step: StepSpec, params: dict, source_text: str | None = None, target: str | None = "cpu"):
+    def __init__(self, step: StepSpec, params: dict, source_text: str | None = None, target: str | None = "cpu",
+                 source: str | None = None):  # source: the name FusedInstance took it by
+        source_text = source if source_text is None else source_text
         self.step = step
         self.params = step.resolve(params, target)
         self.source_text = source_text
@@ -127,7 +129,9 @@ class Kernel(Instance):
     and CuPy arrays are both accepted and the result has the input's type.
     """
 
-    def __init__(self, step: StepSpec, params: dict, backend_name: str | None = None, source_text: str | None = None):
+    def __init__(self, step: StepSpec, params: dict, backend_name: str | None = None, source_text: str | None = None,
+                 source: str | None = None):  # source: the name FusedKernel took it by
+        source_text = source if source_text is None else source_text
         self.backend = backend(backend_name)
         target = gpu_target(step) if self.backend == "gpu" else None  # ArchError first
         super().__init__(step, params, source_text, self.backend)  # the rules of the backend asked for
