@@ -219,8 +219,11 @@ class Kernel(Instance):
 
     def launch_args(self, *arrays, grid: int | None = None) -> tuple[Launch, list]:
         """The launch configuration and the kernel's arguments for arrays on the backend's device (the operands
-        and the output, last): the step's own (registry.StepSpec.arguments)."""
-        return self.step.arguments(self, arrays, grid)
+        and the output, last): the step's own (registry.StepSpec.arguments). FusedKernel's grid may follow the
+        arrays positionally, as it did."""
+        if len(arrays) == len(self.step.inputs) + 2 and grid is None:
+            *arrays, grid = arrays
+        return self.step.arguments(self, tuple(arrays), grid)
 
     def extra_args(self, a, b, c) -> list:
         """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
