@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("steps", help="list the steps")
     p.add_argument("--names", action="store_true", help="names only, one per line (for scripts)")
+    p.add_argument("--track", choices=list(dict.fromkeys(s.track for s in registry.all_steps())), help="one track's steps: its roadmap, one line per step")
     for name, helptext in (("verify", "check a step against float64; exit 0 only if it passes"),
                            ("resources", "registers, shared memory, spills (compile-only)"),
                            ("sass", "print the SASS of a step (compile-only)")):
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "steps":
-            for s in registry.all_steps():
+            for s in registry.all_steps(args.track):
                 print(s.name if args.names else listing_line(s))
             return 0
         if args.command == "fusion-lane":

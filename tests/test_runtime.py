@@ -202,23 +202,21 @@ def test_memory_order_merges_runs_in_program_order():
     assert nvrtc.memory_order(sass) == "LDGx2 STSx1 BARx1 LDSx2 BARx1"
 
 
-def test_each_tracks_roadmap_lists_every_step():
-    """The first file of each track opens with the track's roadmap: every step of the registry, in order."""
-    from gemmlab import fusion
+def test_each_tracks_roadmap_is_generated_not_typed(capsys):
+    """A track's roadmap is `python -m gemmlab steps --track T` (every step of the registry, in order); the kernel
+    files name that command and list no steps themselves (issue 54: typed copies went stale, and a listing of
+    file 01 in chapter 2 named instructions chapter 2 has not taught)."""
+    from gemmlab.__main__ import main
 
-    for track, names in (("sgemm", [s.name for s in registry.steps("sgemm")]),
-                         ("hopper", [s.name for s in registry.steps("hopper")]),
-                         ("hgemm", [s.name for s in registry.steps("hgemm")]),
-                         ("fused", [s.name for s in fusion.steps()])):
-        first = (gemmlab.source.KERNELS / f"{names[0]}.cu").read_text()
-        header = first[:first.index("\n\n")] if "\n\n" in first else first
-        listed = re.findall(r"^//   (\d\d_[a-z0-9_]+)\s", header, re.M)
-        assert [f"{track}/{n}" for n in listed] == names, (track, listed)
-        for name in names[1:]:  # issue 54: the roadmap lives in the first file only, never copied (copies went stale)
+    for track in ("sgemm", "hgemm", "hopper", "fused"):
+        names = [s.name for s in registry.all_steps(track)]
+        assert main(["steps", "--track", track, "--names"]) == 0
+        assert capsys.readouterr().out.split() == names
+        for name in names:
             text = (gemmlab.source.KERNELS / f"{name}.cu").read_text()
-            head = text[:text.index("\n//\n")] if "\n//\n" in text else text.split("\n", 1)[0]
-            assert not re.search(r"^//   \d\d_", head, re.M), f"{name} copies its track's roadmap"
-            assert f"roadmap (every step, one line each) opens kernels/{names[0]}.cu" in head, name
+            head = text[:text.index("\n//\n")]
+            assert not re.search(r"^//   \d\d_", text, re.M), f"{name} types a roadmap"
+            assert f"python -m gemmlab steps --track {track}" in head, name
 
 
 def test_every_step_declares_its_operands_reference_and_bound():

@@ -1,7 +1,7 @@
 // EXERCISE ch2/coalesced_1d (sgemm/02_coalesced): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch2/coalesced_1d   (or gemmlab.exercises.check in a notebook)
 //
-// sgemm track, step 02_coalesced; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 02_coalesced (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // A variation of 02 (chapter 2's exercise): the block is one-dimensional, BLOCK_X * BLOCK_Y threads
 // along x, and still computes a BLOCK_Y x BLOCK_X tile of C (siboehm's kernel 2 is launched so).

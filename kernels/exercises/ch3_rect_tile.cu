@@ -1,7 +1,7 @@
 // EXERCISE ch3/rect_tile (sgemm/03_smem_tiling): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch3/rect_tile   (or gemmlab.exercises.check in a notebook)
 //
-// sgemm track, step 03_smem_tiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 03_smem_tiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // A variation of 03 (chapter 3's exercise): the window along K is BLOCK_K wide, not BLOCK, so the
 // tiles are rectangular (sA BLOCK x BLOCK_K, sB BLOCK_K x BLOCK) while the block is still

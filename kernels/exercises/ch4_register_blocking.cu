@@ -1,7 +1,7 @@
 // EXERCISE ch4/register_blocking (sgemm/05_2d_blocktiling): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch4/register_blocking   (or gemmlab.exercises.check in a notebook)
 //
-// sgemm track, step 05_2d_blocktiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 05_2d_blocktiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // A variation of 05 (chapter 4's exercise): the register block is 4 x 16, not 8 x 8 (THREAD_M = 4,
 // THREAD_N = 16; the check runs BLOCK_M = BLOCK_N = 128, BLOCK_K = 8, 256 threads). The same

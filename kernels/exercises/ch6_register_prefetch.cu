@@ -1,7 +1,7 @@
 // EXERCISE ch6/register_prefetch (sgemm/08_register_prefetch): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch6/register_prefetch   (or gemmlab.exercises.check in a notebook)
 //
-// sgemm track, step 08_register_prefetch; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 08_register_prefetch (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // A variation of 08 (chapter 6's exercise): the loads run two tiles ahead, not one. Two sets of
 // staging registers (r0, r1) and two shared slots: while tile t is computed from one slot, tile

@@ -1,7 +1,7 @@
 // EXERCISE ch7/swizzle (hgemm/03_swizzled): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch7/swizzle   (or gemmlab.exercises.check in a notebook)
 //
-// hgemm track, step 03_swizzled; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 03_swizzled (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // A variation of 03 (chapter 7's exercise): BLOCK_K = 48, so a row of sA is 96 bytes (6 chunks of
 // 16 bytes), a width that is not a power of two; sB keeps BLOCK_N = 128 (256-byte rows).

@@ -1,7 +1,7 @@
 // EXERCISE ch7c/ring_phase (hgemm/08_wgmma): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch7c/ring_phase   (or gemmlab.exercises.check in a notebook)
 //
-// hgemm track, step 08_wgmma; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 08_wgmma (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.
 // A variation of it (chapter 7c's exercise): the consumers keep their place in the ring as a

@@ -1,7 +1,7 @@
 // EXERCISE ch8/fused_phase2 (fused/02_row_panel): fill in the gap between the EXERCISE and END markers below.
 // Check it: python -m gemmlab exercise check ch8/fused_phase2   (or gemmlab.exercises.check in a notebook)
 //
-// fused track, step 02_row_panel; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 02_row_panel (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T K-major, sT[l][m] (as sX
 // holds A's slice), so a thread's THREAD_M values of one column l of T sit side by side.

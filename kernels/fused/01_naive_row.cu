@@ -1,15 +1,5 @@
 // fused track: fp32 E = A * B * C in one kernel launch (chapters 8 and 9; this step: chapter 8).
-//   01_naive_row   one block per row of E; the row of T = A * B waits in shared memory
-//   02_row_panel   PANEL_M rows of T in shared memory, register tiles as in sgemm/05
-//   03_two_phase   a persistent grid: T tile by tile into global scratch, a grid-wide barrier,
-//                  then E = T * C; float4 loads and register tiles as in sgemm/06
-//   04_split_k     03 with SPLIT_K groups of threads per tile, each summing its share of the K
-//                  tiles, added up in shared memory: more warps per SM when N is small
-//   05_tf32x3      04 on the tensor cores at fp32 accuracy (3xTF32), a cp.async pipeline (sm_80+)
-//   06_wgmma_tf32x3  05 with the right operand split once into shared memory and multiplied by
-//                  wgmma (sm_90a; chapter 9)
-//   07_tma_tf32x3  06 with the tiles brought in by TMA and a producer warp (sm_90a; chapter 9)
-//   08_tile_flags  07 with a counter per tile of T in place of the grid barrier (sm_90a; chapter 9)
+// Every step of the fused track, one line each: python -m gemmlab steps --track fused
 //
 // Step 01: the seed's kernel, without its N <= 1024 limit. Block `row` first computes row `row`
 // of T = A * B (L values) into shared memory, then row `row` of E = T * C from it. The seed gave

@@ -1,4 +1,4 @@
-// fused track, step 02_row_panel; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 02_row_panel (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 01 by tiling. A block owns PANEL_M rows of E. Phase 1 computes those rows of T = A * B
 // (PANEL_M x L) into shared memory, BLOCK_N columns at a time, staging BLOCK_K-deep slices of A

@@ -1,4 +1,4 @@
-// fused track, step 03_two_phase; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 03_two_phase (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 02 by moving T off chip and making the grid persistent. Step 02 ties the work of a
 // block to a row panel, so a 512 x 512 problem has only cdiv(512, PANEL_M) blocks and the panel

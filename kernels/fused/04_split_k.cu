@@ -1,4 +1,4 @@
-// fused track, step 04_split_k; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 04_split_k (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 03 for small N. At N = 512 there are only 256 output tiles of 32 x 32 for 132 SMs: with
 // 64 threads per tile, 4 warps per SM are all the latency hiding there is: too few warps, and

@@ -1,4 +1,4 @@
-// fused track, step 05_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 05_tf32x3 (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 04 by moving the multiply-adds from the FMA pipe to the tensor cores. 04 is bounded by
 // FFMA: its phases reach a fraction of the fp32 peak, and at N = 512 the chain of two GEMMs is too

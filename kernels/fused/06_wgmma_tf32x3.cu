@@ -1,4 +1,4 @@
-// fused track, step 06_wgmma_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 06_wgmma_tf32x3 (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 05. At N = 512, 05's K loop keeps its tensor cores under half busy: for every 12
 // mma.sync a warp issues some 45 other instructions, the loads and the splits of its fragments,

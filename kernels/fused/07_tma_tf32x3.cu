@@ -1,4 +1,4 @@
-// fused track, step 07_tma_tf32x3; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 07_tma_tf32x3 (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 06. At N = 512, taking the copies out of 06 (its tiles left stale) shortens its call more
 // than taking out the split of B or the wgmmas does (results/experiments/fusion-tma): each thread

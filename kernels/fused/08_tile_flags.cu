@@ -1,4 +1,4 @@
-// fused track, step 08_tile_flags; the track's roadmap (every step, one line each) opens kernels/fused/01_naive_row.cu.
+// fused track, step 08_tile_flags (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
 // Extends 07. At N = 512, 07's blocks wait 1.1 us at the grid barrier and 1.1 us more for their first
 // K tile of T after it (results/experiments/fusion-tma, `timeline`): every block waits for the slowest

@@ -1,17 +1,6 @@
 // hgemm track: fp16 C = A * B on tensor cores (fp32 accumulation), after Alex Armbruster's
 // ladder for the T4, and past it on Hopper.
-//   01_mma_tiling       block tile in shared memory, warp tile, mma.m16n8k8 via ldmatrix
-//   02_vectorized_copy  global -> shared copies move 16 bytes (8 halves) per instruction
-//   03_swizzled         shared tiles XOR-swizzled in 16-byte chunks: ldmatrix conflict-free
-//   04_register_prefetch  the next block tile's global loads are issued before this tile's mmas
-//   05_tuned_tiles      a 256 x 128 block tile; swizzled addresses advanced by XOR with constants
-//   06_double_buffer    two shared buffers: one barrier per K tile instead of two
-//   07_cp_async         sm_80+: a NUM_STAGES cp.async pipeline and mma.m16n8k16
-//   08_wgmma            sm_90a: TMA fills a ring of stages, wgmma multiplies from shared memory
-//   09_persistent       sm_90a: one block per SM walks over the tiles
-//   10_tma_store        sm_90a: C goes out through shared memory and TMA stores
-//   11_mma_in_flight    sm_90a: one k tile's wgmmas stay queued behind the running ones
-//   12_stream_k         sm_90a: the last wave's tiles are shared out by k tiles
+// Every step of the hgemm track, one line each: python -m gemmlab steps --track hgemm
 //
 // Extends nothing: the first tensor-core step. Three levels of tiling:
 //   block tile BLOCK_M x BLOCK_N: C tile of one thread block; it slides along K in steps of

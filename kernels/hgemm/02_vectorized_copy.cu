@@ -1,4 +1,4 @@
-// hgemm track, step 02_vectorized_copy; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 02_vectorized_copy (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 01 by 16-byte global -> shared copies. A 16-byte chunk is 8 consecutive halves of a
 // row; each thread copies whole chunks with one 128-bit global load (LDG.128) and one 128-bit

@@ -1,4 +1,4 @@
-// hgemm track, step 03_swizzled; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 03_swizzled (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 02 by XOR-swizzled shared tiles. In 02 the 8 rows of one 8x8 matrix that an ldmatrix
 // reads are BLOCK_K * 2 (sA) or BLOCK_N * 2 (sB) bytes apart: with 64-byte rows, rows r and r+2

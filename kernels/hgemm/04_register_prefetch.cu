@@ -1,4 +1,4 @@
-// hgemm track, step 04_register_prefetch; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 04_register_prefetch (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 03 by prefetching through registers (the sgemm track's step 08, here in fp16). In 03
 // every K tile starts with loads from global memory that the whole block waits for at the first

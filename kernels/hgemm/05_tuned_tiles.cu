@@ -1,4 +1,4 @@
-// hgemm track, step 05_tuned_tiles; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 05_tuned_tiles (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 04 in two ways that belong together, as in the seed's kernel 5: the default tiles
 // grow and the index arithmetic that larger unrolled loops would multiply shrinks.

@@ -1,4 +1,4 @@
-// hgemm track, step 06_double_buffer; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 06_double_buffer (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 05 by double-buffering shared memory (the sgemm track's step 09, in fp16). In 05 the
 // store of tile t + 1 must wait at a barrier until every warp has finished reading tile t from

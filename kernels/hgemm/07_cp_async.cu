@@ -1,4 +1,4 @@
-// hgemm track, step 07_cp_async; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 07_cp_async (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 06 with the two things Ampere (sm_80) added for exactly this loop; it does not run on
 // a T4. (1) cp.async copies 16 bytes from global to shared memory without passing through

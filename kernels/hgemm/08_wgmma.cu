@@ -1,4 +1,4 @@
-// hgemm track, step 08_wgmma; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 08_wgmma (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Step 08 (Hopper only: compiled for sm_90a) computes the same C = A * B the way Hopper wants it.
 // Chapter 7c builds it in steps, the hopper track (kernels/hopper/): wgmma from tiles the threads

@@ -1,4 +1,4 @@
-// hgemm track, step 09_persistent; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 09_persistent (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 08 by making the grid persistent. In 08 every block computes one tile: its first loads
 // start only when the block starts, and while its consumers store their accumulators to C the

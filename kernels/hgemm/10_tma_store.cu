@@ -1,4 +1,4 @@
-// hgemm track, step 10_tma_store; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 10_tma_store (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 09 by its epilogue. In 09 each consumer thread stores its 64 x BLOCK_N / 128 results to C
 // itself, BLOCK_N / 4 four-byte global stores per thread per tile (64 at BLOCK_N = 256): they queue

@@ -1,4 +1,4 @@
-// hgemm track, step 11_mma_in_flight; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 11_mma_in_flight (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 10 by its k loop. In 10 a consumer warpgroup issues a k tile's four wgmmas, commits them as
 // a group and waits for that group to finish (wgmma_wait<0>) before it releases the stage and waits for

@@ -1,4 +1,4 @@
-// hgemm track, step 12_stream_k; the track's roadmap (every step, one line each) opens kernels/hgemm/01_mma_tiling.cu.
+// hgemm track, step 12_stream_k (every step of the track, one line each: python -m gemmlab steps --track hgemm).
 //
 // Extends 11 by its schedule. A persistent grid of G blocks deals out `tiles` tiles wave by wave;
 // when G does not divide them, the last wave has tiles % G tiles and the other blocks wait for it

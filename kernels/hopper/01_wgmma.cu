@@ -1,8 +1,6 @@
 // hopper track: fp16 C = A * B with Hopper's instructions, one at a time (chapter 7c; Hopper only:
 // compiled for sm_90a). hgemm/08_wgmma is where it ends.
-//   01_wgmma      wgmma multiplies tiles that the threads copy into shared memory, 128-byte swizzled
-//   02_tma        TMA copies the tiles; one mbarrier says when they have landed (its phase bit)
-//   03_tma_ring   a ring of NUM_STAGES stages, a full and an empty mbarrier each: loads run ahead
+// Every step of the hopper track, one line each: python -m gemmlab steps --track hopper
 //
 // Extends hgemm/07's idea (a block tile in shared memory, tensor cores on it) with Hopper's wgmma.
 // A warpgroup (4 consecutive warps, 128 threads) multiplies a 64 x BLOCK_N x 16 slice with one

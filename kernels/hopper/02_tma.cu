@@ -1,4 +1,4 @@
-// hopper track, step 02_tma; the track's roadmap (every step, one line each) opens kernels/hopper/01_wgmma.cu.
+// hopper track, step 02_tma (every step of the track, one line each: python -m gemmlab steps --track hopper).
 //
 // Extends 01 by TMA. In 01 all 256 threads compute addresses, guard the edges, swizzle and store 16
 // bytes at a time, 12 copies each per k tile for BLOCK_N = 256. Here one thread asks the copy engine

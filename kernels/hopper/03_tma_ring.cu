@@ -1,4 +1,4 @@
-// hopper track, step 03_tma_ring; the track's roadmap (every step, one line each) opens kernels/hopper/01_wgmma.cu.
+// hopper track, step 03_tma_ring (every step of the track, one line each: python -m gemmlab steps --track hopper).
 //
 // Extends 02 by a ring. In 02 the block waits for each tile's TMA, multiplies it, then waits at
 // __syncthreads() before the next TMA may start: the copy and the math take turns. Here the shared

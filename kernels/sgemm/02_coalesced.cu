@@ -1,4 +1,4 @@
-// sgemm track, step 02_coalesced; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 02_coalesced (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 01 by swapping x and y: threadIdx.x now picks the column, so a warp reads one B row
 // segment and writes one C row segment (coalesced), and all its lanes share one A element.

@@ -1,4 +1,4 @@
-// sgemm track, step 03_smem_tiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 03_smem_tiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 02 by shared-memory tiling: the block slides a BLOCK-wide window along K, each thread
 // copies one element of A and one of B into shared memory, and the block then reuses every

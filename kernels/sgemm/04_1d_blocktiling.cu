@@ -1,4 +1,4 @@
-// sgemm track, step 04_1d_blocktiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 04_1d_blocktiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 03 by 1D register blocking: a thread computes THREAD_M elements of one column of C.
 // At each k it reads its B element from shared memory once and reuses it from a register for

@@ -1,4 +1,4 @@
-// sgemm track, step 05_2d_blocktiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 05_2d_blocktiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 04 by 2D register blocking: a thread computes a THREAD_M x THREAD_N tile of C. At each
 // k it copies a THREAD_M sliver of an sA column and a THREAD_N sliver of an sB row into

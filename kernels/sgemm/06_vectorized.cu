@@ -1,4 +1,4 @@
-// sgemm track, step 06_vectorized; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 06_vectorized (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 05 by 128-bit accesses. Global loads and stores move a float4 (16 bytes) per
 // instruction, a quarter of the instructions of 05. The A tile is stored transposed (K-major):

@@ -1,4 +1,4 @@
-// sgemm track, step 07_warptiling; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 07_warptiling (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 06 by warp tiling. The block tile is cut into WARP_M x WARP_N warp tiles, one per warp,
 // and a thread's THREAD_M x THREAD_N outputs are no longer a solid square: they are

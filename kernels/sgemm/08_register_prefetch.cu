@@ -1,4 +1,4 @@
-// sgemm track, step 08_register_prefetch; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 08_register_prefetch (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 07 by loading the next tile while computing this one, to hide the latency of global
 // memory: the "makeshift async copy" of seed 001 (kernel 4) applied to the fp32 kernel. In 07 each

@@ -1,4 +1,4 @@
-// sgemm track, step 09_double_buffer; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 09_double_buffer (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 08 by double-buffering shared memory: sA and sB get two buffers, and tile t + 1 is
 // stored into the one that tile t is not using. In 08 the store of tile t + 1 waits at a barrier

@@ -1,4 +1,4 @@
-// sgemm track, step 10_cp_async; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 10_cp_async (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 09 by a NUM_STAGES-deep cp.async pipeline (sm_80+). cp.async copies 16 bytes from
 // global to shared memory without passing through registers, so the staging registers of 09

@@ -1,4 +1,4 @@
-// sgemm track, step 11_fragment_prefetch; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 11_fragment_prefetch (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 09 one level down the memory hierarchy, with larger thread tiles. In 09 each k step
 // loads the thread's slivers of A and B from shared memory (LDS.128) and then multiplies them:

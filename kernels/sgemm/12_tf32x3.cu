@@ -1,4 +1,4 @@
-// sgemm track, step 12_tf32x3; the track's roadmap (every step, one line each) opens kernels/sgemm/01_naive.cu.
+// sgemm track, step 12_tf32x3 (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Past the FFMA ladder. Step 11 keeps the FMA pipe busy most of the time and still stops short of
 // cuBLAS; the FMA pipe itself is the ceiling. An H100's tensor cores run TF32 mma.sync at several
