@@ -8,18 +8,21 @@ results/<gpu>.json (live on a GPU); the warp-state counters of steps 07 to 10 fr
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
 from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
+from gemmlab.chapters import ch04_register_tiling as ch4
 from gemmlab.chapters import ch05_bank_conflicts as ch5
+from gemmlab.chapters import swizzle as sw
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
 from gemmlab.runtime.source import REPO
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 STEPS = ["sgemm/07_warptiling", "sgemm/08_register_prefetch", "sgemm/09_double_buffer", "sgemm/10_cp_async",
          "sgemm/11_fragment_prefetch"]
@@ -38,7 +41,8 @@ def _v(step: str) -> int:
 
 
 def where_we_are(records: list) -> None:
-    """Glue each step's % of cuBLAS and TFLOP/s at 4096, its gain over the step before, the GPU; print the table."""
+    """Glue each step's % of cuBLAS and TFLOP/s at 4096, its gain over the step before, the GPU; print the starting
+    point only (step 07 and cuBLAS at every size): the chapter's own steps are shown where it measures them."""
     at = {(r["step"], r["m"]): r for r in records}
     for step in STEPS:
         if (step, SIZE) in at:
@@ -51,7 +55,7 @@ def where_we_are(records: list) -> None:
         glue("ch6_gpu", at[(STEPS[0], SIZE)]["gpu"])
         glue("ch6_date", at[(STEPS[-1], SIZE)]["date"] if (STEPS[-1], SIZE) in at else at[(STEPS[0], SIZE)]["date"])
         glue("ch6_cublas_tflops", at[(STEPS[0], SIZE)]["baseline_tflops"])
-    print(gemmlab.bench.table(records))
+    print(gemmlab.bench.table([r for r in records if r["step"] == STEPS[0]]))
 
 
 # ------------------------------------------------------------------------------------------- latency hiding
@@ -296,19 +300,180 @@ def memory_order() -> None:
         print(f"{step:27s} {nvrtc.memory_order(gemmlab.instance(step).sass('sm_90'))}")
 
 
+TIMELINE_CASES = ((2, 3), (3, 2))  # (load, compute) model units: look-ahead hides the loads; it does not
+
+
+def load_rows(intervals: list) -> dict[int, int]:
+    """For the load intervals of one schedule, the line each is drawn on: the first line free at its start, so that
+    loads in flight at the same time (cp.async's) sit on separate lines instead of on top of each other."""
+    ends: list[float] = []
+    rows = {}
+    for iv in sorted((iv for iv in intervals if iv.lane == "load"), key=lambda iv: (iv.start, iv.tile)):
+        row = next((i for i, end in enumerate(ends) if end <= iv.start), len(ends))
+        if row < len(ends):
+            ends[row] = iv.end
+        else:
+            ends.append(iv.end)
+        rows[iv.tile] = row
+    return rows
+
+
+def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=None):
+    """One panel per (load, compute) case: per strategy (pipeline.STRATEGIES) its loads (blue; loads in flight
+    together on separate lines, see load_rows) above its compute (orange), each bar labelled with its tile.
+    Every load takes the same `load` units. Returns the axes."""
+    if axes is None:
+        _, axes = plt.subplots(1, len(cases), figsize=(12, 3.9), sharey=False)
+    axes = np.atleast_1d(axes)
+    colours = {"load": "tab:blue", "compute": "tab:orange"}
+    for ax, (load, compute) in zip(axes, cases):
+        y, ticks = 0.0, []
+        for strategy in reversed(pipeline.STRATEGIES):
+            ivs = pipeline.timeline(strategy, tiles, load, compute, stages)
+            rows = load_rows(ivs)
+            n = max(rows.values()) + 1
+            ticks.append((y, f"{strategy}: compute"))
+            for iv in ivs:
+                if iv.lane == "compute":
+                    yy, h = y, 0.8
+                else:
+                    h = 0.8 / n
+                    yy = y + 1 - 0.4 + h * (n - 1 - rows[iv.tile]) + h / 2
+                ax.barh(yy, iv.end - iv.start, left=iv.start, height=h * 0.92, color=colours[iv.lane],
+                        edgecolor="white")
+                ax.text((iv.start + iv.end) / 2, yy, str(iv.tile), ha="center", va="center", fontsize=7,
+                        color="white")
+            ticks.append((y + 1, f"{strategy}: load" + (f" ({n} in flight)" if n > 1 else "")))
+            total = pipeline.total_time(strategy, tiles=tiles, load=load, compute=compute, stages=stages)
+            ax.text(total + 0.2, y, f"{total:g}", va="center", fontsize=7)
+            y += 2.4
+        ax.set_yticks([t for t, _ in ticks], [lbl for _, lbl in ticks], fontsize=7)
+        hides = "one tile ahead hides the loads" if compute >= load else "one tile ahead is not enough, two are"
+        ax.set_title(f"load {load:g}, compute {compute:g}:\n{hides}", fontsize=9)
+        ax.set_xlabel("time (model units; the number at a row's end: its total)", fontsize=8)
+    axes[0].figure.tight_layout()
+    return axes
+
+
 def timelines() -> None:
-    """The pipeline model's three schedules (serial, register prefetch, cp.async) and their total times."""
-    pipeline.draw_timelines(tiles=5, load=3, compute=2, stages=3)
-    plt.tight_layout()
+    """The pipeline model's three schedules (serial, register prefetch, cp.async) for a load shorter than a tile's
+    compute and for one longer, and their total times."""
+    draw_timelines()
     plt.show()
-    for s in pipeline.STRATEGIES:
-        print(f"{s:18s} total {pipeline.total_time(s, tiles=5, load=3, compute=2, stages=3):5.1f} model units")
+    for load, compute in TIMELINE_CASES:
+        print(f"load {load}, compute {compute}: " + ", ".join(
+            f"{s} {pipeline.total_time(s, tiles=5, load=load, compute=compute, stages=3):g}"
+            for s in pipeline.STRATEGIES) + " model units")
+
+
+# ---------------------------------------------------------------------------------------------- pictures
+def tile_hierarchy(steps=("sgemm/09_double_buffer", "sgemm/11_fragment_prefetch")):
+    """Who computes what in step 09's and step 11's block tiles, with chapter 4's ownership picture (ch4.ownership:
+    colour = warp, black = thread 0; right, thread 0's warp by lane), one row per step. Returns the axes."""
+    fig, axes = plt.subplots(len(steps), 2, figsize=(11, 4.4 * len(steps)))
+    for (ax_block, ax_warp), step in zip(axes, steps):
+        ch4.ownership(step, ax_block, ax_warp)
+    fig.tight_layout()
+    return axes
+
+
+def hierarchy_picture() -> None:
+    """tile_hierarchy(), then each step's block, warp and thread tiles and the shared loads per FMA they give."""
+    tile_hierarchy()
+    plt.show()
+    for step in ("sgemm/09_double_buffer", "sgemm/11_fragment_prefetch"):
+        p = gemmlab.instance(step).params
+        tm, tn = p["THREAD_M"], p["THREAD_N"]
+        print(f"{step}: block {p['BLOCK_M']}x{p['BLOCK_N']}, warp {p['WARP_M']}x{p['WARP_N']}, thread {tm}x{tn}; "
+              f"per k, {tm + tn} shared floats for {tm * tn} FMAs ({(tm + tn) / (tm * tn):.3f} per FMA)")
+
+
+def sa_reads(step: str = "sgemm/10_cp_async", pitch: int | None = None, k4: int = 0) -> list[int]:
+    """Byte addresses in one stage's sA of the LDS.128 a warp issues for the first of its THREAD_M rows at k = k4:
+    lane l reads the float4 sA[l / LANES_N][k4..k4 + 3] (step 10's listing); `pitch` floats per row (default the
+    kernel's BLOCK_K + 4)."""
+    p = gemmlab.instance(step).params
+    pitch = p["BLOCK_K"] + 4 if pitch is None else pitch
+    lanes_n = p["WARP_N"] // p["THREAD_N"]
+    return [((lane // lanes_n) * pitch + k4) * 4 for lane in range(32)]
+
+
+def words_per_bank(addresses: list[int], access_bytes: int = 16) -> int:
+    """The most distinct 4-byte words the warp's distinct accesses put in one bank (1: every bank holds at most one
+    word of the request, no conflict; a float4 read by several lanes counts once, a broadcast)."""
+    banks: dict[int, set[int]] = {}
+    for a in set(addresses):
+        for w in range(a // sw.WORD, (a + access_bytes) // sw.WORD):
+            banks.setdefault(w % sw.BANKS, set()).add(w)
+    return max(len(v) for v in banks.values())
+
+
+def draw_sa_banks(step: str = "sgemm/10_cp_async", rows: int = 8, axes=None):
+    """Step 10's sA as stored (sA[m][k]: one row per m, k contiguous), coloured and numbered by bank, padded to
+    BLOCK_K + 4 floats a row (left) and unpadded (right); the cells one warp's LDS.128 reads are outlined, the
+    padding hatched. Each title says how many of the read words share a bank (words_per_bank). Returns the axes."""
+    p = gemmlab.instance(step).params
+    bk = p["BLOCK_K"]
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 3.3), gridspec_kw={"width_ratios": [bk + 4, bk]})
+    for ax, pitch in zip(axes, (bk + 4, bk)):
+        banks = np.array([[(r * pitch + c) % sw.BANKS for c in range(pitch)] for r in range(rows)])
+        cmap = plt.get_cmap("twilight")
+        ax.imshow(banks, cmap=cmap, vmin=0, vmax=sw.BANKS - 1, interpolation="nearest", aspect="auto")
+        read = {(a // 4) // pitch: (a // 4) % pitch for a in sa_reads(step, pitch)}
+        for r in range(rows):
+            for c in range(pitch):
+                pad = c >= bk
+                rgb = cmap(banks[r, c] / (sw.BANKS - 1))[:3]
+                dark = 0.3 * rgb[0] + 0.59 * rgb[1] + 0.11 * rgb[2] < 0.5
+                ax.text(c, r, str(banks[r, c]), ha="center", va="center", fontsize=6,
+                        color="0.5" if pad else ("white" if dark else "black"))
+                if pad:
+                    ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="white", edgecolor="0.6",
+                                           hatch="///", lw=0.3))
+            if r in read:
+                ax.add_patch(Rectangle((read[r] - 0.5, r - 0.5), 4, 1, fill=False, edgecolor="black", lw=2))
+        most = words_per_bank(sa_reads(step, pitch))
+        ax.set_title(f"rows of {pitch} floats{' (BLOCK_K + 4)' if pitch > bk else ' (no padding)'}:\nthe warp's 8 "
+                     f"float4s (outlined) put {most} word{'s' if most > 1 else ''} in a bank at most", fontsize=9)
+        ax.set_xticks(range(0, pitch, 4), [f"k={c}" for c in range(0, pitch, 4)], fontsize=7)
+        ax.set_yticks(range(rows), [f"m={r}" for r in range(rows)], fontsize=7)
+    axes[0].figure.tight_layout()
+    return axes
+
+
+def sa_bank_picture() -> None:
+    """draw_sa_banks(), the words per bank of that LDS.128 with and without the padding, and the profiler's record
+    of step 10's shared-load bank conflicts (the padded kernel; the unpadded one was never recorded)."""
+    draw_sa_banks()
+    plt.show()
+    bk = gemmlab.instance("sgemm/10_cp_async").params["BLOCK_K"]
+    for pitch in (bk + 4, bk):
+        print(f"row pitch {pitch} floats: the warp's 8 distinct float4s put at most "
+              f"{words_per_bank(sa_reads(pitch=pitch))} word(s) in one bank")
+    m = profile.load(COUNTERS_GPU).get("sgemm/10_cp_async", {})
+    if m:
+        conflicts = m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
+        loads = m["smsp__inst_executed_op_shared_ld.sum"]
+        glue("ch6_conflicts10_per_load", conflicts / loads)
+        print(f"recorded ({COUNTERS_GPU}, 4096): {conflicts:,.0f} bank conflicts in {loads:,.0f} shared loads "
+              f"({conflicts / loads:.5f} per load)")
+
+
+def arch_check(step: str = "sgemm/10_cp_async", arch: str = "sm_75") -> None:
+    """What compiling `step` for `arch` says (its ArchError's first line, or its resources), then `verify` in the
+    emulator."""
+    try:
+        print(gemmlab.instance(step).resources(arch))
+    except gemmlab.errors.ArchError as e:
+        print("ArchError:", re.sub(r"<[^>]*>", "", str(e).splitlines()[0]))  # without the template parameters
+    print(gemmlab.verify(gemmlab.step(step, backend="cpu")))
 
 
 # ------------------------------------------------------------------------------------------------- measure
-def measure(records: list, steps: list | None = None) -> None:
+def measure(records: list, steps: list | None = None, table: list | None = None) -> None:
     """`steps` (default 07 to 11) at 4096 in TFLOP/s (plots.ladder, cuBLAS's band) and their % of cuBLAS at every
-    size, from one run."""
+    size, from one run; then the records of `table` (default: `steps`) at every size, with cuBLAS's own TFLOP/s."""
     steps = steps or STEPS
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.8))
     plots.ladder(records, steps, ax=bars, size=SIZE)
@@ -319,10 +484,14 @@ def measure(records: list, steps: list | None = None) -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     plt.show()
+    shown = table or steps
+    print(gemmlab.bench.table([r for r in records if r["step"] in shown]))
 
 
-def sweep(step: str, top: int = 8) -> None:
-    """The recorded sweep of `step` at 4096, best first (each point verified before it was timed)."""
+def sweep(step: str, top: int = 8, mark: dict | None = None) -> None:
+    """The recorded sweep of `step` at 4096, best first (each point verified before it was timed); with `mark` (tile
+    parameters changed from the defaults), that record too, wherever it ranks, with its shared memory and blocks per SM
+    on sm_90 (glued as ch6_mark<v>_pct, ch6_mark<v>_blocks)."""
     recs = sorted(gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] == step and r["m"] == SIZE]),
                   key=lambda r: -r["pct_of_baseline"])
     if recs:
@@ -332,6 +501,21 @@ def sweep(step: str, top: int = 8) -> None:
         stages = f"  NUM_STAGES {p['NUM_STAGES']}" if "NUM_STAGES" in p else ""
         print(f"{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}  WARP {p['WARP_M']}x"
               f"{p['WARP_N']}  THREAD {p['THREAD_M']}x{p['THREAD_N']}{stages}  ({r['date']})")
+    if mark:
+        r = sweep_record(step, **mark)
+        if r:
+            p = r["params"]
+            inst = gemmlab.instance(step, **p)
+            res = inst.resources("sm_90")
+            launch = inst.step.launch(SIZE, SIZE, SIZE, inst.params)
+            shared = res.shared_bytes + launch.shared_bytes
+            blocks, limiter = blocks_per_sm(res.registers, launch.threads, shared, 90)
+            rank = 1 + sum(q["pct_of_baseline"] > r["pct_of_baseline"] for q in recs)
+            print(f"and rank {rank} of {len(recs)}:\n{r['pct_of_baseline']:5.1f}%  BLOCK {p['BLOCK_M']}x{p['BLOCK_N']}x"
+                  f"{p['BLOCK_K']}  WARP {p['WARP_M']}x{p['WARP_N']}  THREAD {p['THREAD_M']}x{p['THREAD_N']}  NUM_STAGES "
+                  f"{p.get('NUM_STAGES')}  ({r['date']}): {shared // 1024} KiB of shared memory a block, {blocks} "
+                  f"block(s) per SM on sm_90 ({limiter})")
+            glue(f"ch6_mark{_v(step)}_pct", r["pct_of_baseline"]); glue(f"ch6_mark{_v(step)}_blocks", blocks)
     print(gemmlab.results.timing_note(recs))
 
 

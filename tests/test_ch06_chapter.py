@@ -1,0 +1,84 @@
+"""Chapter 6's pictures and tables added for issue 52: the timelines, the tile hierarchy of steps 09 and 11, step
+10's sA banks, the starting point, and the sweep row the text quotes (tests/test_ch04_06_chapters.py has the rest)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from gemmlab.chapters import ch06_async_prefetch as ch6  # noqa: E402
+from gemmlab.chapters import pipeline  # noqa: E402
+
+
+def test_timelines_show_both_cases_without_overlapping_loads():
+    axes = ch6.draw_timelines()
+    assert len(axes) == 2
+    assert "load 2, compute 3:\none tile ahead hides" in axes[0].get_title()
+    assert "not enough, two are" in axes[1].get_title()
+    for ax, (load, compute) in zip(axes, ch6.TIMELINE_CASES):
+        bars = [p for p in ax.patches]
+        assert len(bars) == 2 * 5 * len(pipeline.STRATEGIES)
+        widths = sorted({round(b.get_width(), 6) for b in bars})
+        assert widths == sorted({float(load), float(compute)})  # every load the same length
+        boxes = [(b.get_x(), b.get_x() + b.get_width(), b.get_y(), b.get_y() + b.get_height()) for b in bars]
+        for i, a in enumerate(boxes):  # no two bars overlap, so no two tile labels do
+            for b in boxes[i + 1:]:
+                assert a[1] <= b[0] + 1e-9 or b[1] <= a[0] + 1e-9 or a[3] <= b[2] + 1e-9 or b[3] <= a[2] + 1e-9
+        ticks = [t.get_text() for t in ax.get_yticklabels()]
+        assert "cp_async: load (2 in flight)" in ticks and "serial: load" in ticks
+    plt.close("all")
+
+
+def test_load_rows_put_loads_in_flight_together_on_separate_lines():
+    ivs = pipeline.timeline("cp_async", tiles=5, load=3, compute=2, stages=3)
+    rows = ch6.load_rows(ivs)
+    assert rows[0] != rows[1] and max(rows.values()) == 1
+    assert set(ch6.load_rows(pipeline.timeline("serial", tiles=5, load=3, compute=2)).values()) == {0}
+
+
+def test_tile_hierarchy_draws_steps_09_and_11():
+    axes = ch6.tile_hierarchy()
+    assert axes.shape == (2, 2)
+    assert "block tile 128 x 128" in axes[0, 0].get_title() and "block tile 128 x 256" in axes[1, 0].get_title()
+    own9 = np.asarray(axes[0, 0].images[0].get_array())
+    own11 = np.asarray(axes[1, 0].images[0].get_array())
+    assert own9.shape == (128, 128) and own11.shape == (128, 256)
+    black9 = ~np.ma.getmaskarray(axes[0, 0].images[1].get_array())   # thread 0's outputs
+    black11 = ~np.ma.getmaskarray(axes[1, 0].images[1].get_array())
+    assert black9.sum() == 64 and black11.sum() == 128                   # 8x8 and 8x16 thread tiles
+    assert "columns 0-31" in axes[0, 1].get_title() and "columns 0-63" in axes[1, 1].get_title()  # warp 64x32, 64x64
+    plt.close("all")
+
+
+def test_sa_banks_show_the_padding_that_separates_a_warps_rows():
+    reads = ch6.sa_reads()
+    assert len(reads) == 32 and len(set(reads)) == 8                     # 4 lanes share each row's float4
+    assert reads[4] - reads[0] == 20 * 4                                  # the next row, a pitch of BLOCK_K + 4 floats
+    assert ch6.words_per_bank(reads) == 1 and ch6.words_per_bank(ch6.sa_reads(pitch=16)) == 4
+    axes = ch6.draw_sa_banks()
+    assert np.asarray(axes[0].images[0].get_array()).shape == (8, 20)
+    assert np.asarray(axes[0].images[0].get_array())[1, 0] == 20 and np.asarray(axes[1].images[0].get_array())[2, 0] == 0
+    assert "1 word in a bank" in axes[0].get_title() and "4 words" in axes[1].get_title()
+    assert len([t for t in axes[0].texts]) == 8 * 20
+    plt.close("all")
+
+
+def test_where_we_are_prints_only_the_starting_point(capsys):
+    import gemmlab
+    records = gemmlab.benchmark(ch6.STEPS, sizes=ch6.SIZES, verbose=False)
+    ch6.where_we_are(records)
+    out = capsys.readouterr().out
+    assert "sgemm/07_warptiling" in out and "08_register_prefetch" not in out and "11_fragment" not in out
+    from gemmlab.chapters.glue import VALUES
+    assert "ch6_v11_pct" in VALUES  # still glued for the prose after the measurement
+
+
+def test_sweep_shows_the_row_the_text_quotes(capsys):
+    ch6.sweep("sgemm/10_cp_async", mark={"BLOCK_K": 32, "NUM_STAGES": 4})
+    out = capsys.readouterr().out
+    assert "and rank 15 of 20:" in out
+    line = next(ln for ln in out.splitlines() if "KiB" in ln)
+    assert "BLOCK 128x128x32" in line and "NUM_STAGES 4" in line and "1 block(s) per SM" in line
+    from gemmlab.chapters.glue import VALUES
+    assert VALUES["ch6_mark10_pct"] == pytest.approx(65.2, abs=0.05) and VALUES["ch6_mark10_blocks"] == 1
