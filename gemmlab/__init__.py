@@ -17,7 +17,7 @@ __all__ = ["Instance", "Kernel", "backend", "benchmark", "errors", "instance", "
 # Short names for every module, imported on first use so that `import gemmlab` stays light: gemmlab.bench is
 # gemmlab.measure.bench, gemmlab.show is gemmlab.chapters.show, and so on (the layout: README, "Where things live").
 _HOMES = {
-    **dict.fromkeys(["arch", "backends", "bounds", "clusters", "cpu", "gpu", "kernel", "nvrtc", "registry", "settings",
+    **dict.fromkeys(["arch", "backends", "bounds", "clusters", "cpu", "gpu", "kernel", "nvrtc", "operands", "registry", "settings",
                      "source", "tma", "variants"], "runtime"),
     **dict.fromkeys(["bench", "check", "document_figures", "fusion", "hardware", "profile", "results"], "measure"),
     **dict.fromkeys(["coalescing", "documents", "exercises", "explore", "fusion_report", "glue", "layouts", "pipeline",

@@ -1,8 +1,8 @@
 """Command line: python -m gemmlab steps | verify | bench | sweep | run | resources | sass | counters | fusion-lane |
 exercise.
 
-One command line for every step: the GEMM steps (sgemm/, hgemm/: registry.py) and the fused A B C steps
-(fused/: fusion.py) alike, except `counters` (GEMM steps) and `fusion-lane` (the fused steps' GPU lane).
+One command line for every step: the GEMM steps (sgemm/, hgemm/) and the fused A B C steps (fused/), all tables of
+registry.py, alike, except `counters` (GEMM steps) and `fusion-lane` (the fused steps' GPU lane).
 A bench or sweep takes steps of one kind: GEMM steps against cuBLAS, fused steps against a @ b @ c."""
 from __future__ import annotations
 
@@ -79,12 +79,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "bench":
             chosen = params_for(args.steps, registry.parse_params(args.param))
-            fused = registry.all_fused([s for s, _ in chosen], "bench")
+            registry.one_timing([s for s, _ in chosen], "bench")  # one kind of baseline per run, before a GPU is asked
 
             need_gpu("bench")
-            # fused steps by name: fusion.benchmark picks each size's tiles, overridden by the --param given
-            steps = [s.name for s, _ in chosen] if fused else [step(s.name, **p) for s, p in chosen]
-            benchmark(steps, sizes=args.size or (fusion.DEFAULT_SIZES if fused else [4096]),
+            # by name: benchmark compiles each with the --param given (a fused step: each size's tiles, overridden)
+            benchmark([s.name for s, _ in chosen], sizes=args.size or list(chosen[0][0].bench_sizes),
                       params={s.name: p for s, p in chosen}, n_repeat=args.repeat, save=not args.no_save,
                       alone=args.alone)
             return 0
@@ -100,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             sweep(s.name, grid, size=args.size, fixed=fixed)
             return 0
         if args.command == "counters":
-            if registry.is_fused(args.step):
-                raise ConfigError(f"counters runs GEMM steps in the emulator; {args.step} is a fused step "
-                                  f"(python -m gemmlab steps lists both).")
+            registry.lookup(args.step).check_countable()
             print(step(args.step, backend="cpu", **registry.parse_params(args.param)).counters(
                 *args.size, max_blocks=args.blocks or None))
             return 0
@@ -120,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                     failed += not report.passed
             return 0 if not failed else 1
         s = registry.lookup(args.step)
-        fused = registry.is_fused(s)  # compile-only, a fused step judged by the arch's limits (fusion.FusedInstance)
-        arch = args.arch if args.arch is not None else ("sm_90" if fused else "sm_75")
+        arch = args.arch if args.arch is not None else s.default_arch  # compile-only, judged by the arch's limits
         kernel = instance(s.name, **registry.parse_params(args.param))
         if args.command == "resources":
             print(kernel.resources(arch))
@@ -155,9 +151,9 @@ def listing_line(s) -> str:
 
 
 def check_one(s, params: dict):
-    """The float64 check of one step (check.verify; fusion.check for a fused step), not raising on a failure;
-    None, with a SKIP line, for a fused step the live GPU lacks the instructions of."""
-    if registry.is_fused(s) and backend() == "gpu" and not fusion.gpu_arch_ok(s):
+    """The float64 check of one step (check.verify), not raising on a failure; None, with a SKIP line, for a step
+    the live GPU lacks the instructions of."""
+    if backend() == "gpu" and not fusion.gpu_arch_ok(s):
         print(f"SKIP: {s.name} needs {s.arch_label}")
         return None
 

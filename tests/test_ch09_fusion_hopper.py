@@ -136,9 +136,9 @@ def test_top_stalls_are_shares_largest_first():
 def test_ring_slot_and_consumer_ktiles_follow_the_kernels():
     for name in ("07_tma_tf32x3", "08_tile_flags"):
         src = kernel_path(f"kernels/fused/{name}.cu").read_text()
-        assert src.count("const u32 step = step0 + kt, stage = step % NUM_STAGES;") == 2, name
-        assert "mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);" in src, name
-        assert "mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);" in src, name
+        assert src.count("const u32 ring_pos = ring_pos0 + kt, stage = ring_pos % NUM_STAGES;") == 2, name
+        assert "mbarrier_wait(&full[stage], (ring_pos / NUM_STAGES) & 1);" in src, name
+        assert "mbarrier_wait(&empty[stage], ((ring_pos / NUM_STAGES) & 1) ^ 1);" in src, name
         assert "for (int kt = group; kt < ktiles; kt += SPLIT_K)" in src, name
     src6 = kernel_path("kernels/fused/06_wgmma_tf32x3.cu").read_text()  # 06 counts rounds: K tile r * SPLIT_K + group
     assert "auto k_of = [&](int r) { return (r * SPLIT_K + group) * TILE_K; };" in src6

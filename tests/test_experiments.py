@@ -1321,7 +1321,7 @@ def test_early_variant_and_claims():
     mod, exp = _tma_experiment("limits.py")
     src = mod.steps.substituted("fused/08_tile_flags", mod.EARLY)
     assert src.index("if (kt == group) mbarrier_wait(&full[stage]") < src.index("wgmma_commit();") < src.index(
-        "mbarrier_wait(&full[(step + SPLIT_K) % NUM_STAGES]") < src.index("wgmma_wait<0>();")
+        "mbarrier_wait(&full[(ring_pos + SPLIT_K) % NUM_STAGES]") < src.index("wgmma_wait<0>();")
     assert _check_as_measured(fusion.step("fused/08_tile_flags", backend="cpu", source=src, **mod.TILES_512)).passed
     if nvrtc.available():
         res = fusion.resources("fused/08_tile_flags", "sm_90", source=src, **mod.TILES_512)

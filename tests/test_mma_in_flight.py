@@ -36,7 +36,7 @@ def _mutant(old, new, **params):
 
 
 WAIT = "            wgmma_wait<1>();"
-RELEASE = "if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);"
+RELEASE = "if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);"
 
 
 @pytest.mark.parametrize("old,new,error", [

@@ -321,7 +321,7 @@ def early_release() -> str:
     Returns the sentence the check gives (the emulator hashes a group's shared memory at issue and at its wait).
     """
     kern = gemmlab.kernel.edited("hgemm/11_mma_in_flight",
-                                 "if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);",
+                                 "if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);",
                                  "if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);",
                                  backend="cpu", NUM_STAGES=2, BLOCK_N=128)
     a, b = (np.random.default_rng(11).uniform(-1, 1, s).astype(np.float16) for s in ((300, 520), (520, 264)))

@@ -294,11 +294,12 @@ def consumer_ktiles(group: int, ktiles: int, split_k: int) -> list[int]:
     return list(range(group, ktiles, split_k))
 
 
-def ring_slot(step: int, stages: int) -> tuple[int, int, int]:
-    """Ring step `step`: (its stage, the parity a consumer waits for on `full`, the parity the producer waits
-    for on `empty`) (07, 08: `stage = step % NUM_STAGES`, `(step / NUM_STAGES) & 1`, and that ^ 1)."""
-    parity = (step // stages) & 1
-    return step % stages, parity, parity ^ 1
+def ring_slot(ring_pos: int, stages: int) -> tuple[int, int, int]:
+    """Ring position `ring_pos` (K tiles through the ring so far): (its stage, the parity a consumer waits for on
+    `full`, the parity the producer waits for on `empty`) (07, 08: `stage = ring_pos % NUM_STAGES`,
+    `(ring_pos / NUM_STAGES) & 1`, and that ^ 1)."""
+    parity = (ring_pos // stages) & 1
+    return ring_pos % stages, parity, parity ^ 1
 
 
 def reads_owed(n_cols_e: int, block_n: int, width: int, tile_k: int = 32) -> int:

@@ -51,9 +51,9 @@ def explorer(name: str, size: int | None = None, **initial):
     step = registry.lookup(name)
     controls = {p: widgets.Dropdown(options=list(spec.choices), value=initial.get(p, spec.default), description=p)
                 for p, spec in step.params.items()}
-    head = []  # controls above the parameters: the fused steps' N
-    if registry.is_fused(step):
-        n = widgets.SelectionSlider(options=[17, 33, 64, 100, 130], value=size or 64, description="N",
+    head = []  # controls above the parameters: N, for a step that offers sizes (StepSpec.slider_sizes: the fused ones)
+    if step.slider_sizes:
+        n = widgets.SelectionSlider(options=list(step.slider_sizes), value=size or 64, description="N",
                                     continuous_update=False)
         head.append(n)
         text = lambda values: fusion.slider_report(name, n.value, **values)  # noqa: E731

@@ -740,12 +740,12 @@ def _shown(rec: dict, missing: float = 0) -> float:
     cuBLAS for a GEMM step's; `missing` for a record with no baseline."""
     if "pct_of_baseline" not in rec:
         return missing
-    return fusion.speedup(rec) if results.is_fused(rec) else rec["pct_of_baseline"]
+    return registry.lookup(rec["step"]).against_baseline(rec)
 
 
 def _problem(step: str, params: dict) -> str | None:
-    if step.startswith("fused/"):
-        return fusion.config_problem(step, **params)
+    """Why `params` cannot run on step `step` (the rule's sentence; a fused step's judged by the active backend's
+    limits), or None."""
     try:
         registry.get(step).resolve(params)
     except GemmlabError as e:

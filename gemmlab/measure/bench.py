@@ -18,6 +18,7 @@ import itertools
 import json
 import statistics
 import time
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -26,10 +27,10 @@ from ..runtime import gpu, registry
 from ..runtime.arch import FLOP_PER_CLOCK_PER_SM
 from . import hardware, results
 from ..errors import ArchError, ConfigError, GemmlabError, ShapeError, VerificationError
-from .check import FusedCase, check_fused, verify
+from .check import Case, verify
 from .hardware import abc_flops
-from ..runtime.kernel import (FusedKernel, Instance, Kernel, backend, fused_step, gpu_arch_ok, instance,
-                              step as make_step)
+from ..runtime.kernel import Instance, Kernel, backend, fused_step, gpu_arch_ok, instance, step as make_step
+from ..runtime.registry import FUSED_SIZES
 
 
 def _stats(times: np.ndarray) -> dict:
@@ -131,27 +132,30 @@ def _resolve(steps, params: dict | None, make, kind) -> list:
 def benchmark(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int | None = None,
               n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None,
               alone: bool = False) -> list[dict]:
-    """Records of each step at each size (M = N = K), with the baseline measured in the same run.
+    """Records of each step at each size (M = N = K; = L for a fused step), with its baselines measured in the same
+    run: the steps' own (StepSpec.timing, one protocol per call: a ConfigError for GEMM and fused steps mixed).
+
+    GEMM steps: against cuBLAS, interleaved (benchmark_cublas). Fused steps: against a @ b @ c eager and as a CUDA
+    graph (benchmark_fused), n_repeat by size unless given, saved to results/<gpu>.fusion.json. On a GPU they are
+    measured now (and saved when `save`); without one, the recorded records for these steps and sizes are returned.
+    `params` maps a step name to template parameters; a step may also be given as a Kernel."""
+    protocol = PROTOCOLS[registry.one_timing(steps, "benchmark")]
+    return protocol.benchmark(steps, sizes=sizes, params=params, n_repeat=n_repeat, n_warmup=n_warmup, save=save,
+                              verbose=verbose, gpu=gpu, alone=alone)
+
+
+def benchmark_cublas(steps, sizes=(1024, 2048, 4096), params: dict | None = None, n_repeat: int | None = None,
+                     n_warmup: int = 5, save: bool = True, verbose: bool = True, gpu: str | None = None,
+                     alone: bool = False) -> list[dict]:
+    """GEMM steps against cuBLAS (benchmark's protocol for StepSpec.timing "cublas").
 
     On a GPU they are measured now (and saved to results/<gpu>.json when `save`); without one, the
     recorded records for these steps and sizes are returned, each labelled source="recorded", of GPU
     `gpu` (a name or slug), or if None of the one GPU that has the most of them (results.one_gpu).
-    `params` maps a step name to template parameters; a step may also be given as a Kernel. With `alone`, each
-    record also holds the step and the baselines timed each by itself, launches back to back ("alone_median_s",
-    "baseline_alone_median_s", "pct_of_baseline_alone"), after the interleaved timing. `n_repeat`: timed calls
-    (default 30).
-
-    Fused steps (names or FusedKernels, registry.is_fused; not mixed with GEMM steps) go to fusion.benchmark: timed
-    against a @ b @ c with the baselines' own records, n_repeat by size unless given, saved to results/<gpu>.fusion.json.
+    With `alone`, each record also holds the step and the baselines timed each by itself, launches back to back
+    ("alone_median_s", "baseline_alone_median_s", "pct_of_baseline_alone"), after the interleaved timing.
+    `n_repeat`: timed calls (default 30).
     """
-    if registry.all_fused(steps, "benchmark"):
-        if alone:
-            raise ConfigError("alone=True times GEMM steps by themselves; a fused step's benchmark times each call "
-                              "back to back already.")
-        named = [s if isinstance(s, str) else s.name for s in steps]
-        tiles = {**(params or {}), **{s.name: s.params for s in steps if not isinstance(s, str)}}
-        return benchmark_fused(named, sizes=sizes, params=tiles, save_records=save, verbose=verbose,
-                               n_repeat=n_repeat, gpu=gpu)
     n_repeat = 30 if n_repeat is None else n_repeat
     if backend() != "gpu":
         wanted = {(k.name, json.dumps(k.params, sort_keys=True)) for k in _resolve(steps, params, instance, Instance)}
@@ -240,9 +244,13 @@ def sweep(name: str, grid: dict[str, list[int]], size: int = 4096, fixed: dict |
     """
 
     step = registry.lookup(name)
-    if registry.is_fused(step):
-        return sweep_fused(step.name, {**{k: [v] for k, v in (fixed or {}).items()}, **grid}, sizes=(size,),
-                           save_records=save, verbose=verbose)
+    return PROTOCOLS[step.timing].sweep(step, grid, size=size, fixed=fixed, n_repeat=n_repeat, save=save,
+                                        verbose=verbose)
+
+
+def sweep_cublas(step, grid: dict[str, list[int]], size: int = 4096, fixed: dict | None = None,
+                 n_repeat: int = 20, save: bool = True, verbose: bool = True) -> list[dict]:
+    """sweep's protocol for GEMM steps: each configuration benchmarked against cuBLAS at one size."""
     if backend() != "gpu":
         return [r for r in results.load() if r["step"] == step.name and r["m"] == size]
     records = []
@@ -408,10 +416,10 @@ def reference_gpu(a, b, c):
     return cupy.matmul(cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64)), c.astype(cupy.float64))
 
 
-def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4, graph: bool = False):
+def checked_launcher(kern: Kernel, a, b, c, want=None, tol: float = 1e-4, graph: bool = False):
     """(kern.launcher on a fresh E, max |E - E64| / max |E64|) after one launch at full size: a last guard,
     so that nothing is timed that does not match float64 there too (`want`: E64, computed if None;
-    graph: the launcher replays a CUDA graph, FusedKernel.launcher)."""
+    graph: the launcher replays a CUDA graph, Kernel.launcher)."""
     cupy = optional.module("cupy")
     e = cupy.empty((a.shape[0], c.shape[1]), dtype=cupy.float32)
     launch = kern.launcher(a, b, c, e, graph=graph)
@@ -422,7 +430,7 @@ def checked_launcher(kern: FusedKernel, a, b, c, want=None, tol: float = 1e-4, g
     return launch, rel
 
 
-def time_fused(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
+def time_fused(kern: Kernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
     """The step's call launched directly through cuLaunchKernel (the record's median_s, the protocol of every
     record), and replayed as a one-launch CUDA graph (graph_median_s), which costs less host time per call
     (gpu.graph_launcher)."""
@@ -435,7 +443,6 @@ def time_fused(kern: FusedKernel, a, b, c, n_repeat: int) -> tuple[dict, dict]:
                                      "graph_median_s": graph_t["median_s"]}
 
 
-FUSED_SIZES = (256, 512, 1024, 2048, 4096)
 FUSED_TIMED = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k",
                  "fused/05_tf32x3", "fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
 FUSED_MAX_SIZE = {"fused/01_naive_row": 1024}  # its time grows as N^3 (tens of ms a call at 4096): timed up to here
@@ -462,7 +469,7 @@ def benchmark_fused(names=FUSED_TIMED, sizes=FUSED_SIZES, params: dict | None = 
     chosen = [(nm, st) for nm, st in chosen if gpu_arch_ok(st)]
     compiled: dict = {}  # (name, its parameters) -> the checked kernel: one per set of tiles the sizes take
 
-    def kernels_at(n: int) -> list[FusedKernel]:
+    def kernels_at(n: int) -> list[Kernel]:
         out = []
         for nm, st in chosen:
             if n > FUSED_MAX_SIZE.get(st.name, n):
@@ -471,7 +478,7 @@ def benchmark_fused(names=FUSED_TIMED, sizes=FUSED_SIZES, params: dict | None = 
             key = (st.name, tuple(p.items()))
             if key not in compiled:
                 compiled[key] = fused_step(st.name, **p)
-                check_fused(compiled[key])
+                verify(compiled[key])
             out.append(compiled[key])
         return out
 
@@ -547,7 +554,7 @@ def sweep_fused(name: str = "fused/03_two_phase", grid: dict | None = None, size
             p = dict(zip(grid, values))
             try:
                 k = fused_step(st.name, **p)
-                check_fused(k, cases=[FusedCase("identity", *st.fit((33, 34, 35, 36))), FusedCase("random", *st.fit((67, 33, 70, 129)))])
+                verify(k, cases=[Case("identity", *st.fit((33, 34, 35, 36))), Case("random", *st.fit((67, 33, 70, 129)))])
                 t, extra = time_fused(k, a, b, c, reps)
             except GemmlabError as e:
                 if verbose:
@@ -571,7 +578,7 @@ def fusion_lane(sizes=FUSED_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/
                            "check() runs the steps in the emulator and benchmark() returns the records")
     for st in registry.FUSED_STEPS:
         if gpu_arch_ok(st):
-            print(check_fused(fused_step(st.name)))
+            print(verify(fused_step(st.name)))
     recs = benchmark_fused(sizes=sizes)
     for name in sweep_names:
         st = registry.lookup(name, track="fused")
@@ -592,3 +599,32 @@ def fusion_lane(sizes=FUSED_SIZES, sweep_sizes=(512, 1024), sweep_names=("fused/
     path = results.fusion_path(environment()["gpu"])
     print(f"records written to {path}")
     return recs
+
+
+def _benchmark_abc(steps, sizes, params, n_repeat, n_warmup, save, verbose, gpu, alone) -> list[dict]:
+    """benchmark's protocol for StepSpec.timing "abc" (the fused steps): by name, each size's tiles (FusedStep.tiles_for)
+    overridden by `params` and by a kernel's own; benchmark_fused."""
+    if alone:
+        raise ConfigError("alone=True times GEMM steps by themselves; a fused step's benchmark times each call "
+                          "back to back already.")
+    named = [s if isinstance(s, str) else s.name for s in steps]
+    tiles = {**(params or {}), **{s.name: s.params for s in steps if not isinstance(s, str)}}
+    return benchmark_fused(named, sizes=sizes, params=tiles, save_records=save, verbose=verbose, n_repeat=n_repeat,
+                           gpu=gpu)
+
+
+def _sweep_abc(step, grid, size, fixed, n_repeat, save, verbose) -> list[dict]:
+    """sweep's protocol for the fused steps: sweep_fused at N = `size`, `fixed` as one-value axes (n_repeat by size)."""
+    return sweep_fused(step.name, {**{k: [v] for k, v in (fixed or {}).items()}, **grid}, sizes=(size,),
+                       save_records=save, verbose=verbose)
+
+
+class Protocol(NamedTuple):
+    """How steps of one StepSpec.timing are benchmarked and swept: against which baselines, timed how."""
+    benchmark: Callable
+    sweep: Callable
+
+
+PROTOCOLS = {"cublas": Protocol(benchmark_cublas, sweep_cublas),  # interleaved with cupy / torch matmul
+             "abc": Protocol(lambda steps, **kw: _benchmark_abc(steps, **kw),  # a @ b @ c eager and CUDA graph
+                             lambda step, grid, **kw: _sweep_abc(step, grid, **kw))}

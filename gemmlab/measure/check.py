@@ -9,92 +9,108 @@ give the same; elsewhere NaN and Inf never pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from ..runtime import registry
 from ..errors import ShapeError, VerificationError
-from ..runtime.kernel import FusedKernel, Kernel, step as make_step, to_array
+from ..runtime import operands
+from ..runtime.kernel import Kernel, step as make_step, to_array
 from ..runtime.bounds import UNIT_ROUNDOFF, compare, compare_abc, special_values  # noqa: F401 (check.X)
-from ..runtime.registry import Dims, product64
+from ..runtime.operands import abc_inputs, gemm_inputs as make_inputs, tile_of  # noqa: F401 (check.X)
+from ..runtime.registry import product64
 
 MAX_LISTED = 8
+# A case's sizes by name, from how many it has: (M, N, K) for C = A B, (M, K, L, N) for E = A B C (the steps' order)
+_AXES = {3: "mnk", 4: "mkln"}
 
 
-@dataclass
 class Case:
-    kind: str  # "identity", "ones", "random", "inf"
-    m: int
-    n: int
-    k: int
-    worst: float = 0.0  # largest |error| / bound over the output (< 1 passes)
-    rejected: str = ""  # the ShapeError text, if the step refused this shape
+    """One input of a check: its kind ("identity", "ones", "random", "nan", "inf") and its sizes in the step's order,
+    Case("random", M, N, K) for C = A B or Case("random", M, K, L, N) for E = A B C; after the check, the worst
+    |error| / bound over the output (< 1 passes) or the ShapeError text if the step refused the shape."""
+
+    def __init__(self, kind: str, *dims: int, worst: float = 0.0, rejected: str = ""):
+        self.kind, self.dims, self.worst, self.rejected = kind, tuple(int(d) for d in dims), worst, rejected
+
+    def _size(self, axis: str) -> int:
+        return self.dims[_AXES[len(self.dims)].index(axis)]
+
+    m = property(lambda self: self._size("m"))
+    n = property(lambda self: self._size("n"))
+    k = property(lambda self: self._size("k"))
+    l = property(lambda self: self._size("l"))  # noqa: E741 (the fused problem's L)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Case) and (self.kind, self.dims, self.worst, self.rejected) == (
+            other.kind, other.dims, other.worst, other.rejected)
+
+    def __repr__(self) -> str:
+        return f"Case({self.kind!r}, {', '.join(map(str, self.dims))}, worst={self.worst:.3g})"
+
+
+FusedCase = Case  # chapter 8's name (fusion.Case): a case with four sizes
 
 
 @dataclass
 class VerifyReport:
+    """What a check found: the cases run, and the first that failed with its first mismatches."""
     name: str
     label: str
     cases: list[Case] = field(default_factory=list)
     mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
     failed_case: Case | None = None
+    shape_text: Callable = lambda dims: "x".join(map(str, dims))  # the step's (StepSpec.shape_text)
 
     @property
     def passed(self) -> bool:
         return self.failed_case is None
 
+    @property
+    def failed(self) -> Case | None:
+        return self.failed_case
+
+    @property
+    def rejected(self) -> list[str]:
+        return [c.rejected for c in self.cases if c.rejected]
+
     def __str__(self) -> str:
         if not self.passed:
             c = self.failed_case
             listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
-            return (f"FAIL: {self.name} on the {c.kind} input {c.m}x{c.n}x{c.k}: first mismatches "
+            return (f"FAIL: {self.name} on the {c.kind} input {self.shape_text(c.dims)}: first mismatches "
                     f"(row, col, got, want): {listed}")
-        ran = [c for c in self.cases if not c.rejected and c.kind != "inf"]  # shapes; "inf" reuses one
-        text = f"PASS: {self.name} matches the float64 reference on {len(ran)} shape{'' if len(ran) == 1 else 's'}"
-        rejected = [c for c in self.cases if c.rejected]
-        if rejected:
-            text += f"; it rejects {len(rejected)} shape(s) before launch"
+        ran = len({c.dims for c in self.cases if not c.rejected and c.kind not in ("inf", "nan")})  # "inf" reuses one
+        text = f"PASS: {self.name} matches the float64 reference on {ran} shape{'' if ran == 1 else 's'}"
+        if self.rejected:
+            text += f"; it rejects {len(self.rejected)} shape(s) before launch"
+        if any(c.kind == "nan" for c in self.cases):
+            text += "; a NaN in A fills its row of E with NaN"
         return text
 
     def _repr_pretty_(self, p, cycle):  # IPython shows the sentence, not the dataclass
         p.text(str(self))
 
 
-def tile_of(params: dict) -> tuple[int, int, int]:
-    """The (M, N, K) tile a step's parameters describe, used to pick shapes around its edges."""
-    p = params
-    edge = p.get("BLOCK", 0)
-    tm = p.get("BLOCK_M", edge or p.get("BLOCK_X", 16))
-    tn = p.get("BLOCK_N", edge or p.get("BLOCK_Y", 16))
-    tk = p.get("BLOCK_K", edge or 8)
-    return tm, tn, tk
+FusedReport = VerifyReport  # chapter 8's name (fusion.Report)
 
 
 def default_cases(params: dict, multiple: int = 1) -> list[Case]:
-    """Identity and ones first (a failure there is a layout bug), then random shapes off the tile grid.
-    `multiple`: a step that needs N and K multiples of it (TMA: 8) gets them rounded up, still off the grid."""
-    tm, tn, tk = tile_of(params)
-    t = max(tm, tn)
-    up = lambda x: -(-x // multiple) * multiple  # noqa: E731
-    return [Case("identity", t, up(tn + 1), up(t)), Case("ones", tm + 1, up(tn + 3), up(2 * tk + 5)),
-            Case("random", 1, up(1), up(1)), Case("random", 2 * tm, 2 * tn, 4 * tk),
-            Case("random", 2 * tm + 3, up(tn + 5), up(3 * tk + 7)), Case("random", 67, up(129), up(33)),
-            Case("inf", 2 * tm + 3, up(tn + 5), up(3 * tk + 7))]
+    """A GEMM step's cases for `params` (operands.gemm_cases): identity and ones first, then random shapes off the
+    tile grid. `multiple`: a step that needs N and K multiples of it (TMA: 8) gets them rounded up."""
+    return [Case(kind, *dims) for kind, dims in operands.gemm_cases(params, multiple)]
 
 
-def make_inputs(kind: str, m: int, n: int, k: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + k)
-    if kind == "identity":
-        a = np.eye(m, k)
-        b = rng.integers(-8, 9, size=(k, n))  # small integers: exact in fp16 and fp32
-    elif kind == "inf":  # small integers (exact in TF32 too: 3xTF32's small parts are 0) and zeros
-        a, b = rng.integers(-2, 3, size=(m, k)).astype(float), rng.integers(-2, 3, size=(k, n)).astype(float)
-        a[m // 2, k // 2], b[k // 3, n // 2] = np.inf, -np.inf
-    elif kind == "ones":
-        a, b = np.ones((m, k)), np.ones((k, n))
-    else:
-        a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
-    return a.astype(dtype), b.astype(dtype)
+def fused_cases(kern: Kernel | None = None) -> list[Case]:
+    """A fused step's cases (the step's own, FusedStep.cases); with no kernel, those of a 16 x 16 tile."""
+    if kern is None:
+        return [Case(kind, *dims) for kind, dims in operands.abc_cases()]
+    return cases_of(kern)
+
+
+def cases_of(kernel: Kernel) -> list[Case]:
+    """The cases verify runs on `kernel` by default: its step's (StepSpec.cases)."""
+    return [Case(kind, *dims) for kind, dims in kernel.step.cases(kernel.params, kernel.backend)]
 
 
 def run_on_inputs(kernel, m: int, n: int, k: int, kind: str = "random", seed: int = 0):
@@ -103,32 +119,33 @@ def run_on_inputs(kernel, m: int, n: int, k: int, kind: str = "random", seed: in
     return kernel(a, b), a, b
 
 
+def reference_abc(a, b, c) -> np.ndarray:
+    """E = A B C in float64."""
+    return product64(a, b, c)
+
+
 def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail: bool = True,
            **params) -> VerifyReport:
-    """Check a step on several shapes against float64; raise VerificationError listing mismatches.
-    A fused step (its name or its FusedKernel, registry.is_fused) is checked by check_fused: its FusedReport."""
+    """Check a step, GEMM or fused, on several shapes against float64; raise VerificationError listing mismatches.
+    The step gives its cases (StepSpec.cases), draws their operands (make_inputs) and bounds the error (compare);
+    a case whose shape the step refuses before launch is listed as rejected."""
     if isinstance(kernel, str):
         kernel = make_step(kernel, **params)
-    if registry.is_fused(kernel):
-        return check_fused(kernel, cases, raise_on_fail)
-    report = VerifyReport(kernel.name, kernel.label)
-    if not cases:
-        cases = (default_cases({**kernel.step.fixed_tile, **kernel.params}, kernel.step.shape_multiple)
-                 + [Case(*shape) for shape in kernel.step.more_cases(kernel.params, kernel.backend)])
-    for case in cases:
-        a, b = make_inputs(case.kind, case.m, case.n, case.k, kernel.dtype)
+    step = kernel.step
+    report = VerifyReport(kernel.name, kernel.label, shape_text=step.shape_text)
+    for case in cases or cases_of(kernel):
+        inputs = step.make_inputs(case.kind, case.dims)
         try:
-            got = kernel(a, b)
+            got = np.asarray(to_array(np, kernel(*inputs)))
         except ShapeError as e:
             case.rejected = str(e)
             report.cases.append(case)
             continue
-        bad, ratio = kernel.step.compare(np.asarray(got), a, b)
+        bad, ratio = step.compare(got, *inputs)
         case.worst = float(ratio.max()) if ratio.size else 0.0
         report.cases.append(case)
         if bad.any():
-            with np.errstate(invalid="ignore"):
-                want = a.astype(np.float64) @ b.astype(np.float64)
+            want = step.reference(*inputs)
             rows, cols = np.nonzero(bad)
             report.mismatches = [(int(r), int(c), float(got[r, c]), float(want[r, c]))
                                  for r, c in zip(rows[:MAX_LISTED], cols[:MAX_LISTED])]
@@ -139,108 +156,4 @@ def verify(kernel: Kernel | str, cases: list[Case] | None = None, raise_on_fail:
     return report
 
 
-# ------------------------------------------------------------------------------------------------
-# The fused steps (E = A B C) against float64: their cases, inputs, bound and check
-# ------------------------------------------------------------------------------------------------
-@dataclass
-class FusedCase:
-    kind: str  # "identity", "ones", "random", "nan", "inf"
-    m: int
-    k: int
-    l: int
-    n: int
-    worst: float = 0.0
-
-    @property
-    def dims(self) -> Dims:
-        return (self.m, self.k, self.l, self.n)
-
-
-@dataclass
-class FusedReport:
-    name: str
-    label: str
-    cases: list[FusedCase] = field(default_factory=list)
-    failed: FusedCase | None = None
-    mismatches: list[tuple[int, int, float, float]] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.failed is None
-
-    def __str__(self) -> str:
-        if self.failed:
-            c = self.failed
-            listed = ", ".join(f"({r}, {col}, {g:.6g}, {w:.6g})" for r, col, g, w in self.mismatches)
-            return (f"FAIL: {self.name} on the {c.kind} input M={c.m} K={c.k} L={c.l} N={c.n}: first mismatches "
-                    f"(row, col, got, want): {listed}")
-        shapes = len({c.dims for c in self.cases if c.kind not in ("nan", "inf")})
-        text = f"PASS: {self.name} matches the float64 reference on {shapes} shapes"
-        if any(c.kind == "nan" for c in self.cases):
-            text += "; a NaN in A fills its row of E with NaN"
-        return text
-
-    def _repr_pretty_(self, p, cycle):
-        p.text(str(self))
-
-
-def fused_cases(kern: FusedKernel | None = None) -> list[FusedCase]:
-    """Structured inputs first (a failure there is a layout bug), then shapes off the tile grid."""
-    bm, bn = kern.step.tile(kern.params) if kern else (16, 16)
-    t = max(bm, bn, 4)
-    cases = [FusedCase("identity", t, t, t + 1, t + 3), FusedCase("ones", bm + 1, 2 * t + 5, bn + 3, t - 1),
-             FusedCase("random", 1, 1, 1, 1), FusedCase("random", 17, 17, 17, 17), FusedCase("random", 2 * t + 3, t + 5, 3 * t + 7, t + 1),
-             FusedCase("random", 67, 33, 70, 129), FusedCase("nan", t + 2, t + 1, t + 3, t + 2),
-             FusedCase("inf", t + 2, t + 1, t + 3, t + 2)]
-    if kern:  # shapes the step takes (step 07: K, L, N multiples of 4)
-        cases = [FusedCase(c.kind, *kern.step.fit(c.dims)) for c in cases]
-    return cases
-
-
-def abc_inputs(kind: str, m: int, k: int, l: int, n: int, seed: int = 0):
-    """A, B, C (float32) for one case: identity A with small integers (exact), ones, uniform [-1, 1], a NaN in
-    A, or ("inf") small integers with zeros (exact in TF32: 3xTF32's small parts are 0), +Inf in A and -Inf in C."""
-    rng = np.random.default_rng(seed + 7919 * m + 104729 * n + 31 * k + l)
-    if kind == "identity":
-        a = np.eye(m, k)
-        b, c = rng.integers(-4, 5, size=(k, l)), rng.integers(-4, 5, size=(l, n))
-    elif kind == "ones":
-        a, b, c = np.ones((m, k)), np.ones((k, l)), np.ones((l, n))
-    elif kind == "inf":
-        a, b, c = (rng.integers(-2, 3, size=s).astype(float) for s in ((m, k), (k, l), (l, n)))
-        a[m // 2, k // 2], c[l // 2, n // 3] = np.inf, -np.inf
-    else:
-        a, b, c = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, l)), rng.uniform(-1, 1, (l, n))
-    a, b, c = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
-    if kind == "nan":
-        a[m // 2, k // 2] = np.nan
-    return a, b, c
-
-
-def reference_abc(a, b, c) -> np.ndarray:
-    """E = A B C in float64."""
-    return product64(a, b, c)
-
-
-def check_fused(kern: FusedKernel | str, cases: list[FusedCase] | None = None, raise_on_fail: bool = True, **params) -> FusedReport:
-    """Check a fused step on several shapes against float64; raise VerificationError listing mismatches."""
-    if isinstance(kern, str):
-        kern = make_step(kern, **params)
-    report = FusedReport(kern.name, kern.label)
-    for case in cases or fused_cases(kern):
-        a, b, c = abc_inputs(case.kind, *case.dims)
-        got = np.asarray(to_array(np, kern(a, b, c)))
-        bad, ratio = kern.step.compare(got, a, b, c)
-        case.worst = float(ratio.max()) if ratio.size else 0.0
-        report.cases.append(case)
-        if bad.any():
-            want = reference_abc(a, b, c)
-            rows, cols = np.nonzero(bad)
-            report.mismatches = [(int(r), int(col), float(got[r, col]), float(want[r, col]))
-                                 for r, col in zip(rows[:8], cols[:8])]
-            report.failed = case
-            break
-    if raise_on_fail and not report.passed:
-        raise VerificationError(str(report))
-    return report
+check_fused = verify  # chapter 8's name (fusion.check): the one check

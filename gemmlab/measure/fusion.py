@@ -1,7 +1,7 @@
 """Chapter 8's names for the fused steps (E = A B C in one launch), gathered in one place for the chapters, the
 notebooks and the lab: `gemmlab.fusion`. Nothing here is a second stack: the steps are a table of the registry
-(registry.FUSED_STEPS), they compile and launch through kernel.py (FusedKernel), they are checked by check.py
-(check_fused), timed by bench.py (benchmark_fused, sweep_fused, fusion_lane) and recorded by results.py
+(registry.FUSED_STEPS), they compile and launch through kernel.py's one Kernel (FusedKernel is its name here), they
+are checked by check.py's one verify, timed by bench.py (benchmark_fused, sweep_fused, fusion_lane) and recorded by results.py
 (results/<gpu>.fusion.json); their models (flops, traffic, intensity) live in hardware.py.
 
     k = fusion.step("fused/03_two_phase", BLOCK_M=64, BLOCK_N=32)
@@ -19,16 +19,14 @@ from ..runtime import registry
 from ..runtime.arch import CPU_SMEM_LIMIT, STATIC_SMEM  # noqa: F401 (fusion.X)
 from ..runtime.kernel import (FusedInstance, FusedKernel, check_size, compiled, cpu_workers,  # noqa: F401 (fusion.X)
                               gpu_arch_ok, resident_blocks, resources, fused_step as step)
-from ..runtime.registry import (FUSED_STEPS, WGMMA_TILE_K, WGMMA_TILE_M, Dims, FusedStep, Param,  # noqa: F401
-                                limits_of, smem_limit, tma_maps, tma_rules, tma_smem)
-from .bench import (FUSED_MAX_SIZE as MAX_SIZE, FUSED_SIZES as DEFAULT_SIZES,  # noqa: F401 (fusion.X)
-                    FUSED_SWEEP_GRIDS as SWEEP_GRIDS, FUSED_SWEEP_GRIDS_LARGE as SWEEP_GRIDS_LARGE,
-                    FUSED_TIMED as DEFAULT_STEPS, benchmark_fused as benchmark, checked_launcher, fusion_lane as lane,
-                    random_inputs, reference_gpu, repeats_for, sweep_fused as sweep, time_baselines, time_call,
-                    torch_graph_abc)
-from .check import (FusedCase as Case, FusedReport as Report, abc_inputs as make_inputs,  # noqa: F401 (fusion.X)
-                    check_fused as check, compare_abc as compare, fused_cases as default_cases,
-                    reference_abc as reference)
+from ..runtime.registry import (FUSED_SIZES as DEFAULT_SIZES, FUSED_STEPS, WGMMA_TILE_K, WGMMA_TILE_M,  # noqa: F401
+                                Dims, FusedStep, Param, limits_of, smem_limit, tma_maps, tma_rules, tma_smem)
+from .bench import (FUSED_MAX_SIZE as MAX_SIZE, FUSED_SWEEP_GRIDS as SWEEP_GRIDS,  # noqa: F401 (fusion.X)
+                    FUSED_SWEEP_GRIDS_LARGE as SWEEP_GRIDS_LARGE, FUSED_TIMED as DEFAULT_STEPS,
+                    benchmark_fused as benchmark, checked_launcher, fusion_lane as lane, random_inputs, reference_gpu,
+                    repeats_for, sweep_fused as sweep, time_baselines, time_call, torch_graph_abc)
+from .check import (Case, VerifyReport as Report, abc_inputs as make_inputs,  # noqa: F401 (fusion.X)
+                    compare_abc as compare, fused_cases as default_cases, reference_abc as reference, verify as check)
 from .hardware import (abc_flops as flops, abc_ideal_time_s as ideal_time_s,  # noqa: F401 (fusion.X)
                        abc_intensity as intensity, abc_traffic_bytes as traffic_bytes, document_intensity)
 from .results import (BASELINE, BASELINES, FUSION_SUFFIX as SUFFIX, best, fused_baseline as baseline,  # noqa: F401

@@ -8,10 +8,9 @@ import numpy as np
 from . import optional
 from . import cpu, gpu, nvrtc, registry
 from .backends import BACKENDS, backend, set_backend  # noqa: F401 (kernel.backend, gemmlab.set_backend)
-from ..errors import ArchError, ConfigError, InputError, ShapeError
+from ..errors import ArchError, ConfigError, InputError
 from .arch import SM_LIMITS, blocks_per_sm
-from .registry import (WGMMA_TILE_K, Dims, FusedStep, Launch, Step, cdiv, check_32bit_indices,
-                       limits_of)
+from .registry import WGMMA_TILE_K, Launch, StepSpec, cdiv
 from .source import assemble, kernel_path
 
 def require_arch(name: str, min_arch: int, instead: str = "an earlier step", exact: bool = False) -> None:
@@ -62,22 +61,39 @@ def compiled_module(backend_name: str, source: str, expr: str, label: str, targe
 
 
 class Instance:
-    """A step with fixed template parameters: enough for compile-only analysis, no backend needed."""
-    ARCH = "sm_75"  # the arch analysed when none is given (a T4)
+    """A step with fixed template parameters: enough for compile-only analysis, no backend needed. Any step: what
+    differs between a GEMM step and a fused one (operands, rules by arch, launch) is the step's own data
+    (registry.StepSpec); its parameters are judged by the emulator's limits here, and by each arch's in compiled()."""
 
-    def __init__(self, step: Step, params: dict, source_text: str | None = None):
+    def __init__(self, step: StepSpec, params: dict, source_text: str | None = None, target: str | None = "cpu",
+                 source: str | None = None):  # source: the name FusedInstance took it by
+        source_text = source if source_text is None else source_text
         self.step = step
-        self.params = step.resolve(params)
+        self.params = step.resolve(params, target)
+        self.source_text = source_text
         self.source = assemble(step.file, source_text)
         self.name_expression = step.name_expression(self.params)
         self.label = f"{step.name}{self._param_text()}"
 
+    def __repr__(self) -> str:
+        return f"Instance({self.label})"
+
     def _param_text(self) -> str:
         return "<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">" if self.params else ""
 
+    @property
+    def ARCH(self) -> str:  # noqa: N802 (the name the chapters use)
+        """The arch analysed when none is given: a T4's sm_75 for a GEMM step, sm_90 for a fused one (the step's)."""
+        return self.step.default_arch
+
     # --- compile-only analysis (no GPU needed) ---
     def compiled(self, arch: str | None = None) -> nvrtc.Artifact:
-        return nvrtc.compile(self.source, self.name_expression, self.step.target(self.ARCH if arch is None else arch),
+        """The step compiled by NVRTC for `arch` (default: ARCH), its parameters judged by that arch's limits (by
+        the emulator's where the step's instructions do not exist on `arch`: the compile's ArchError says why)."""
+        arch = self.ARCH if arch is None else arch
+        cc = int(arch[3:].rstrip("a")) if re.fullmatch(r"sm_\d{2,3}a?", arch) else 0  # nvrtc.compile names a bad one
+        params = self.step.resolve(self.params, arch if self.step.runs_on(cc) else "cpu")
+        return nvrtc.compile(self.source, self.step.name_expression(params), self.step.target(arch),
                              label=self.label)  # "" is no arch: nvrtc.compile says so
 
     @property
@@ -92,11 +108,11 @@ class Instance:
         """Registers, shared memory, stack and spills that ptxas reports for `arch` (default: ARCH)."""
         return self.compiled(arch).resources
 
-    def fit(self, arch: str = "sm_75", size: int = 1024) -> nvrtc.Fit:
-        """Whether one block fits `arch`: ptxas' report plus the threads and dynamic shared memory the
-        registry's launch geometry asks for at size^3, against the arch's limits (nvrtc.fit)."""
-        launch = self.step.launch(size, size, size, self.params)
-        return nvrtc.fit(self.resources(arch), launch.threads, launch.shared_bytes, compiler=nvrtc.version())
+    def fit(self, arch: str | None = None, size: int = 1024) -> nvrtc.Fit:
+        """Whether one block fits `arch` (default: ARCH): ptxas' report plus the threads and dynamic shared memory
+        the step's launch asks for at size^3 (size^4 for E = A B C), against the arch's limits (nvrtc.fit)."""
+        threads, shared = self.step.fit_block(self.params, size)
+        return nvrtc.fit(self.resources(arch), threads, shared, compiler=nvrtc.version())
 
     def ptx(self, arch: str | None = None) -> str:
         return self.compiled(arch).ptx
@@ -108,84 +124,146 @@ class Instance:
 class Kernel(Instance):
     """One step with fixed template parameters, compiled for one backend.
 
-    `Kernel(A, B)` returns C = A @ B. Inputs are checked (dtype, 2-D, contiguity, shapes) before
-    anything launches; NumPy and CuPy arrays are both accepted and the result has the input's type.
+    `Kernel(A, B)` returns C = A @ B; a fused step's, `Kernel(A, B, C)`, returns E = A B C (the step's `inputs`).
+    Inputs are checked (dtype, 2-D, contiguity, shapes, shapes the step cannot run) before anything launches; NumPy
+    and CuPy arrays are both accepted and the result has the input's type.
     """
 
-    def __init__(self, step: Step, params: dict, backend_name: str | None = None, source_text: str | None = None):
-        super().__init__(step, params, source_text)
+    def __init__(self, step: StepSpec, params: dict, backend_name: str | None = None, source_text: str | None = None,
+                 source: str | None = None):  # source: the name FusedKernel took it by
+        source_text = source if source_text is None else source_text
         self.backend = backend(backend_name)
-        target = gpu_target(step) if self.backend == "gpu" else None
+        target = gpu_target(step) if self.backend == "gpu" else None  # ArchError first
+        super().__init__(step, params, source_text, self.backend)  # the rules of the backend asked for
         self.module = compiled_module(self.backend, self.source, self.name_expression, self.label, target)
         self._checked: set = set()  # run()'s layout keys already checked
+        self._scratch: dict = {}
 
     def __repr__(self) -> str:
         return f"Kernel({self.label}, backend={self.backend!r})"
 
     def resources(self, arch: str | None = None) -> nvrtc.Resources:
-        """For `arch` by NVRTC; with no arch, the live GPU function's (or sm_75's on the CPU backend)."""
+        """For `arch` by NVRTC; with no arch, the live GPU function's (or ARCH's on the CPU backend)."""
         if arch is None and self.backend == "gpu":
             return self.module.resources()
         return super().resources(arch)
 
-    def launch_config(self, m: int, n: int, k: int) -> Launch:
-        return self.step.launch(m, n, k, self.params)
+    # --- the problem and its checks ---
+    def check_inputs(self, *operands) -> tuple:
+        """The problem's sizes (the step's dim_names: (M, N, K), or (M, K, L, N) for E = A B C) of valid operands;
+        an InputError (or ShapeError) saying what to fix otherwise."""
+        names = self.step.inputs
+        if len(operands) != len(names):
+            raise InputError(f"{self.name} takes {len(names)} operands ({', '.join(names)}), not {len(operands)}")
+        check_matrices(self.name, self.dtype, dict(zip(names, operands)))
+        dims = self.step.problem([tuple(x.shape) for x in operands])
+        self.step.check_dims(dims, self.params, self.backend)
+        return dims
 
-    def check_inputs(self, a, b) -> tuple[int, int, int]:
-        """(M, N, K) of a valid pair of inputs; an InputError saying what to fix otherwise."""
-        check_matrices(self.step.name, self.dtype, {"A": a, "B": b})
-        (m, k), (k2, n) = a.shape, b.shape
-        if k != k2:
-            raise InputError(f"shapes do not match: A is {m}x{k} and B is {k2}x{n}; A's columns must equal B's rows")
-        registry.check_shape(self.step, m, n, k)
-        return m, n, k
+    def check_output(self, *arrays) -> None:
+        """check_inputs of the operands, and the output (the last array, what run() writes) of the backend's array
+        type, the step's dtype, C-contiguous and of the product's shape: an InputError saying what to fix otherwise."""
+        *operands, out = arrays
+        dims = self.check_inputs(*operands)
+        name = self.step.output
+        check_matrices(self.name, self.dtype, {name: out})
+        check_backend_arrays(self.name, self.backend, {**dict(zip(self.step.inputs, operands)), name: out})
+        check_writable({name: out})
+        m, n = self.step.output_shape(dims)
+        if tuple(out.shape) != (m, n):
+            raise InputError(f"{name} is {out.shape[0]}x{out.shape[1]} but {self.step.product_text(dims)} is "
+                             f"{m}x{n}; pass an output of shape ({m}, {n})")
 
-    def check_output(self, a, b, c) -> None:
-        """check_inputs, and C (what run() writes) of the backend's array type, the step's dtype, C-contiguous
-        and M x N: an InputError saying what to fix otherwise."""
-        m, n, _ = self.check_inputs(a, b)
-        check_matrices(self.step.name, self.dtype, {"C": c})
-        check_backend_arrays(self.step.name, self.backend, {"A": a, "B": b, "C": c})
-        check_writable({"C": c})
-        if tuple(c.shape) != (m, n):
-            raise InputError(f"C is {c.shape[0]}x{c.shape[1]} but A ({m}x{a.shape[1]}) times B "
-                             f"({b.shape[0]}x{n}) is {m}x{n}; pass an output of shape ({m}, {n})")
+    def __call__(self, *operands, timeout: float | None = None):
+        """The product of the operands (C = A B, or E = A B C). `timeout`: seconds the CPU backend waits for the
+        launch (default: cpu.timeout_for)."""
+        dims = self.check_inputs(*operands)
+        is_cupy = any(type(x).__module__.startswith("cupy") for x in operands)
+        xp = optional.module("cupy") if self.backend == "gpu" else np
+        arrays = [to_array(xp, x) for x in operands]
+        out = xp.zeros(self.step.output_shape(dims), dtype=self.dtype)
+        if all(dims):
+            self.run(*arrays, out, timeout=timeout)
+        return to_array(optional.module("cupy") if is_cupy else np, out)
 
-    def __call__(self, a, b, timeout: float | None = None):
-        """C = A B. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
-        m, n, k = self.check_inputs(a, b)
-        is_cupy = type(a).__module__.startswith("cupy") or type(b).__module__.startswith("cupy")
-        if self.backend == "gpu":
-            xp = optional.module("cupy")
-        else:
-            xp = np
-        a_dev, b_dev = to_array(xp, a), to_array(xp, b)
-        c = xp.zeros((m, n), dtype=self.dtype)
-        if m and n and k:
-            self.run(a_dev, b_dev, c, timeout=timeout)
-        return to_array(__import__("cupy") if is_cupy else np, c)
+    # --- launch ---
+    def launch_config(self, *dims, grid: int | None = None) -> Launch:
+        """The launch for a problem of `dims`: launch_config(M, N, K), or launch_config((M, K, L, N)) for E = A B C;
+        `grid`: the blocks of a persistent fused step (at most those resident at once)."""
+        dims = tuple(dims[0]) if len(dims) == 1 else dims
+        return self.step.launch_for(self, dims, grid)
 
-    def run(self, a, b, c, stream=None, timeout: float | None = None) -> None:
-        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
-        (check_output) once per distinct shape, dtype and layout, so a timing loop pays a key lookup only.
-        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
-        key = layout_key(a, b, c)
-        if key not in self._checked:
-            self.check_output(a, b, c)
-            self._checked.add(key)
-        m, k = a.shape
-        n = b.shape[1]
-        cfg = self.launch_config(m, n, k)
-        args = [np.int32(m), np.int32(n), np.int32(k), a, b, c, *self.extra_args(a, b, c)]
-        if self.backend == "gpu":
-            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
-        else:
-            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
-                       timeout=cpu.timeout_for(m * n * k) if timeout is None else timeout, inputs=(3, 4))
+    def grid_for(self, dims: tuple, grid: int | None = None) -> int:
+        """Blocks to launch for `dims` (a persistent fused step: min(tiles, resident blocks), or `grid` if it fits)."""
+        return self.step.blocks(self, tuple(dims), grid)
+
+    def tiles(self, dims: tuple) -> int:
+        """Output tiles of a fused step's larger phase: the most blocks that have work."""
+        return self.step.tile_count(self.params, tuple(dims))
+
+    def resident_blocks(self, dynamic_smem: int = 0) -> tuple[int, str]:
+        """(blocks that can be resident at once, how that was found) on this kernel's backend."""
+        return resident_blocks(self, dynamic_smem)
+
+    def workspace(self, xp, m: int, l: int):
+        """Scratch T (M x L) and the sync words, zeroed once: the grid barrier's word (it resets itself), or
+        a counter per 32 x 32 piece of T, enough for step 08's tiles and for the experiments' (results/experiments/
+        fusion-tma: tiles of 32 rows x 64 columns); each launch leaves them at zero."""
+        words = max(2, cdiv(m, WGMMA_TILE_K) * cdiv(l, WGMMA_TILE_K))
+        if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
+            return np.empty((m, l), np.float32), np.zeros(words, np.uint32)
+        key = (m, l)
+        if key not in self._scratch:
+            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(words, np.uint32))}
+        return self._scratch[key]
+
+    def launch_args(self, *arrays, grid: int | None = None) -> tuple[Launch, list]:
+        """The launch configuration and the kernel's arguments for arrays on the backend's device (the operands
+        and the output, last): the step's own (registry.StepSpec.arguments). FusedKernel's grid may follow the
+        arrays positionally, as it did."""
+        if len(arrays) == len(self.step.inputs) + 2 and grid is None:
+            *arrays, grid = arrays
+        return self.step.arguments(self, tuple(arrays), grid)
 
     def extra_args(self, a, b, c) -> list:
         """The step's arguments after (M, N, K, A, B, C) for these arrays: step 08's tensor maps."""
         return self.step.extra_args(self.backend, a, b, c, self.params) if self.step.extra_args else []
+
+    def run(self, *arrays, grid: int | None = None, stream=None, timeout: float | None = None) -> None:
+        """Launch on arrays already on the backend's device (no copies): the operands, then the output. For timing:
+        the arrays are checked (check_output) once per distinct shape, dtype and layout, so a timing loop pays a
+        key lookup only. `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
+        key = layout_key(*arrays)
+        if key not in self._checked:
+            self.check_output(*arrays)
+            self._checked.add(key)
+        cfg, args = self.launch_args(*arrays, grid=grid)
+        if self.backend == "gpu":
+            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
+        else:
+            dims = self.step.problem([tuple(x.shape) for x in arrays[:-1]])
+            first = len(dims)  # the operands follow the sizes in the kernel's arguments
+            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
+                       timeout=cpu.timeout_for(self.step.work(dims)) if timeout is None else timeout,
+                       inputs=tuple(range(first, first + len(self.step.inputs))))
+
+    def launcher(self, *arrays, graph: bool = False):
+        """A no-argument function that launches on these device arrays (operands, then output): for timing (GPU only).
+
+        The first launch goes through run() and its checks; the returned function reuses that
+        launch's grid, arguments and workspace, so the time measured is the kernel's, not the
+        Python around it (the occupancy query and the launch checks cost microseconds, as much as
+        the whole kernel at N = 256). It calls cuLaunchKernel with arguments packed once
+        (gpu.GpuModule.packed_launcher): CuPy's own call re-converts them each time, which at 512
+        costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
+        graph=True: it replays a CUDA graph of that launch instead (gpu.graph_launcher), which costs
+        less host time per call than cuLaunchKernel.
+        """
+        self.run(*arrays)
+        cfg, args = self.launch_args(*arrays)
+        if graph:
+            return gpu.graph_launcher(self.module.function, self.label, cfg.grid, cfg.block, args, cfg.shared_bytes)
+        return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
 
     def counters(self, m: int = 256, n: int = 256, k: int = 256, max_blocks: int | None = 4, seed: int = 0):
         """Memory requests of one (m, n, k) launch, counted by the CPU emulator's analysis mode.
@@ -193,8 +271,9 @@ class Kernel(Instance):
         Global-memory sectors and shared-memory wavefronts per warp-wide request, per source line
         (a `gemmlab.cpu.Counters`; print it for a table). Random inputs of the step's dtype; only the
         first `max_blocks` blocks run (None: all). On the GPU backend a CPU twin of the same step
-        and parameters does the counting (it needs g++, not a GPU).
+        and parameters does the counting (it needs g++, not a GPU). GEMM steps (StepSpec.check_countable).
         """
+        self.step.check_countable()
         module = (self.module if self.backend == "cpu"
                   else compiled_module("cpu", self.source, self.name_expression, self.label))
         registry.check_shape(self.step, m, n, k)
@@ -274,16 +353,16 @@ def to_array(xp, x):
 
 
 # ------------------------------------------------------------------------------------------------
-# The fused steps (E = A B C): residency, how many blocks of a persistent kernel can be on the GPU at once
+# Residency: how many blocks of a persistent kernel (the fused steps from 03 on) can be on the GPU at once
 # ------------------------------------------------------------------------------------------------
 def cpu_workers() -> int:
     """Blocks the emulator runs at once: one OS thread each (cpu.cpu_threads, which the child is told)."""
     return cpu.cpu_threads()
 
 
-def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, str]:
+def resident_blocks(kern: Kernel, dynamic_smem: int = 0) -> tuple[int, str]:
     """(blocks that can be resident at once, how that was found) for this kernel on its backend."""
-    threads = kern.step.threads(kern.params)
+    threads = kern.step.threads(kern.params)  # a persistent fused step's block
     if kern.backend == "cpu":
         return cpu_workers(), "one block per emulator worker thread"
     dev = gpu.device()
@@ -302,221 +381,28 @@ def resident_blocks(kern: "FusedKernel", dynamic_smem: int = 0) -> tuple[int, st
     return per_sm * dev["sms"], f"{per_sm} per SM x {dev['sms']} SMs ({how})"
 
 
-# ------------------------------------------------------------------------------------------------
-# A compiled fused step
-# ------------------------------------------------------------------------------------------------
-class FusedKernel:
-    """One fused step with fixed template parameters, compiled for one backend.
-
-    `FusedKernel(A, B, C)` returns E = A B C. Inputs are checked (dtype, 2-D, contiguity, matching
-    shapes, shapes the step cannot run) before anything launches.
-    """
-
-    def __init__(self, step: FusedStep, params: dict, backend_name: str | None = None, source: str | None = None):
-        self.step = step
-        self.backend = backend(backend_name)
-        target = gpu_target(step) if self.backend == "gpu" else None  # ArchError first
-        self.params = step.resolve(params, self.backend)  # the rules of the backend asked for, not the live GPU's
-        self.source = assemble(step.file, source)
-        self.name_expression = step.name_expression(self.params)
-        self.label = f"{step.name}<" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ">"
-        self.module = compiled_module(self.backend, self.source, self.name_expression, self.label, target)
-        self._scratch: dict = {}
-        self._checked: set = set()  # run()'s layout keys already checked
-
-    def __repr__(self) -> str:
-        return f"FusedKernel({self.label}, backend={self.backend!r})"
-
-    @property
-    def name(self) -> str:
-        return self.step.name
-
-    def check_inputs(self, a, b, c) -> Dims:
-        """(M, K, L, N) of valid inputs; an InputError (or ShapeError) saying what to fix otherwise."""
-        check_matrices(self.name, np.dtype(np.float32), {"A": a, "B": b, "C": c})
-        (m, k), (k2, l), (l2, n) = a.shape, b.shape, c.shape
-        if k != k2 or l != l2:
-            raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
-                             f"equal B's rows and B's columns must equal C's rows")
-        dims = (m, k, l, n)
-        with limits_of(self.backend):
-            problems = self.step.shape_rules(self.params, dims)
-        if problems:
-            raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
-        check_32bit_indices(self.name, {"A": (m, k), "B": (k, l), "C": (l, n), "T = A B": (m, l), "E": (m, n)})
-        return dims
-
-    def check_output(self, a, b, c, e) -> None:
-        """check_inputs, and E (what run() writes) of the backend's array type, float32, C-contiguous and
-        M x N: an InputError saying what to fix otherwise."""
-        m, _, _, n = self.check_inputs(a, b, c)
-        check_matrices(self.name, np.dtype(np.float32), {"E": e})
-        check_backend_arrays(self.name, self.backend, {"A": a, "B": b, "C": c, "E": e})
-        check_writable({"E": e})
-        if tuple(e.shape) != (m, n):
-            raise InputError(f"E is {e.shape[0]}x{e.shape[1]} but A B C is {m}x{n}; pass an output of shape ({m}, {n})")
-
-    def __call__(self, a, b, c, timeout: float | None = None):
-        """E = A B C. `timeout`: seconds the CPU backend waits for the launch (default: cpu.timeout_for)."""
-        dims = self.check_inputs(a, b, c)
-        m, k, l, n = dims
-        is_cupy = any(type(x).__module__.startswith("cupy") for x in (a, b, c))
-        xp = __import__("cupy") if self.backend == "gpu" else np
-        a, b, c = (to_array(xp, x) for x in (a, b, c))
-        if self.step.tensor_maps and xp is not np:  # TMA reads from 16-byte boundaries: copy an offset view
-            a, b, c = (x.copy() if x.data.ptr % 16 else x for x in (a, b, c))
-        e = xp.zeros((m, n), dtype=np.float32)
-        if m and n and k and l:
-            self.run(a, b, c, e, timeout=timeout)
-        return to_array(__import__("cupy") if is_cupy else np, e)
-
-    # --- launch ---
-    def tiles(self, dims: Dims) -> int:
-        """Output tiles of the larger phase: the most blocks that have work."""
-        m, k, l, n = dims
-        bm, bn = self.step.tile(self.params)
-        return cdiv(m, bm) * cdiv(max(l, n), bn)
-
-    def grid_for(self, dims: Dims, grid: int | None = None) -> int:
-        """Blocks to launch. Persistent step: min(tiles, resident blocks), or `grid` if it fits."""
-        m = dims[0]
-        if not self.step.persistent:
-            if grid is not None:
-                raise ConfigError(f"grid={grid!r} applies to a persistent step only (fused/03_two_phase and later, "
-                                  f"whose blocks stay resident); {self.name} sets its own grid, one block per "
-                                  f"{self.step.tile(self.params)[0]}-row tile of A: leave grid out")
-            return cdiv(m, self.step.tile(self.params)[0])
-        resident, how = resident_blocks(self, self.step.smem(self.params, dims))
-        if resident < 1:
-            raise ConfigError(f"{self.label}: not even one block fits on an SM ({how}); choose smaller tiles")
-        if grid is None:
-            return max(1, min(self.tiles(dims), resident))
-        if not isinstance(grid, (int, np.integer)) or grid < 1:
-            raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
-        if grid > resident:
-            raise ConfigError(f"{self.label}: a grid of {grid} blocks cannot all be resident at once (at most "
-                              f"{resident}: {how}); a block waiting for one that never starts would wait forever. Launch at most {resident}.")
-        return int(grid)
-
-    def launch_config(self, dims: Dims, grid: int | None = None) -> Launch:
-        return Launch((self.grid_for(dims, grid), 1, 1), (self.step.threads(self.params), 1, 1),
-                      self.step.smem(self.params, dims))
-
-    def workspace(self, xp, m: int, l: int):
-        """Scratch T (M x L) and the sync words, zeroed once: the grid barrier's word (it resets itself), or
-        a counter per 32 x 32 piece of T, enough for step 08's tiles and for the experiments' (results/experiments/
-        fusion-tma: tiles of 32 rows x 64 columns); each launch leaves them at zero."""
-        words = max(2, cdiv(m, WGMMA_TILE_K) * cdiv(l, WGMMA_TILE_K))
-        if xp is np:  # the emulator copies arrays per launch: fresh ones cost nothing
-            return np.empty((m, l), np.float32), np.zeros(words, np.uint32)
-        key = (m, l)
-        if key not in self._scratch:
-            self._scratch = {key: (xp.empty((m, l), np.float32), xp.zeros(words, np.uint32))}
-        return self._scratch[key]
-
-    def launch_args(self, a, b, c, e, grid: int | None = None) -> tuple[Launch, list]:
-        """The launch configuration and the kernel's arguments for arrays on the backend's device
-        (the sizes, the four matrices, and for a persistent step its scratch T and barrier word)."""
-        m, k = a.shape
-        l, n = c.shape
-        args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
-        if self.step.persistent:
-            xp = np if isinstance(a, np.ndarray) else __import__("cupy")
-            t, sync = self.workspace(xp, m, l)
-            args += [t, sync]
-            if self.step.tensor_maps:  # step 07: TMA reads A, B, C and T through maps
-                args += self.step.tensor_maps(self.backend, a, b, c, t, self.step.tile(self.params))
-        return self.launch_config((m, k, l, n), grid), args
-
-    def run(self, a, b, c, e, grid: int | None = None, stream=None, timeout: float | None = None) -> None:
-        """Launch on arrays already on the backend's device (no copies): for timing. The arrays are checked
-        (check_output) once per distinct shape, dtype and layout, as Kernel.run does.
-        `timeout`: seconds the CPU backend waits (default: cpu.timeout_for of the problem's work)."""
-        key = layout_key(a, b, c, e)
-        if key not in self._checked:
-            self.check_output(a, b, c, e)
-            self._checked.add(key)
-        cfg, args = self.launch_args(a, b, c, e, grid)
-        if self.backend == "gpu":
-            self.module.launch(cfg.grid, cfg.block, args, cfg.shared_bytes, stream=stream)
-        else:
-            (m, k), (l, n) = a.shape, c.shape
-            cpu.launch(self.module, cfg.grid, cfg.block, args, shared_mem=cfg.shared_bytes,
-                       timeout=cpu.timeout_for(m * l * (k + n)) if timeout is None else timeout, inputs=(4, 5, 6))
-
-    def launcher(self, a, b, c, e, graph: bool = False):
-        """A no-argument function that launches on these device arrays: for timing (GPU only).
-
-        The first launch goes through run() and its checks; the returned function reuses that
-        launch's grid, arguments and workspace, so the time measured is the kernel's, not the
-        Python around it (the occupancy query and the launch checks cost microseconds, as much as
-        the whole kernel at N = 256). It calls cuLaunchKernel with arguments packed once
-        (gpu.GpuModule.packed_launcher): CuPy's own call re-converts them each time, which at 512
-        costs a noticeable share of the event time (results/experiments/fusion-kernel-time).
-        graph=True: it replays a CUDA graph of that launch instead (gpu.graph_launcher), which costs
-        less host time per call than cuLaunchKernel.
-        """
-        self.run(a, b, c, e)
-        cfg, args = self.launch_args(a, b, c, e)
-        if graph:
-            return gpu.graph_launcher(self.module.function, self.label, cfg.grid, cfg.block, args, cfg.shared_bytes)
-        return self.module.packed_launcher(cfg.grid, cfg.block, args, cfg.shared_bytes)
-
-    def resources(self, arch: str = "sm_90"):
-        """Registers, shared memory and spills that ptxas reports for `arch` (compile-only, no GPU)."""
-        return nvrtc.compile(self.source, self.name_expression, self.step.target(arch), label=self.label).resources
+FusedKernel = Kernel  # the names chapter 8 and the lab use for a fused step's kernel and instance: the same classes
+FusedInstance = Instance
 
 
 def compiled(name: str, arch: str = "sm_90", source: str | None = None, **params):
-    """Compile-only (no backend, no GPU): fused step `name` compiled for `arch` (nvrtc.Artifact: PTX, cubin,
-    ptxas' report), its parameters judged by that arch's limits, not the live GPU's (by the emulator's where the
-    step's instructions do not exist on `arch`: the compile's ArchError then says why)."""
-    st = registry.lookup(name, track="fused")
-    cc = int(arch[3:].rstrip("a")) if re.fullmatch(r"sm_\d{2,3}a?", arch) else 0  # nvrtc.compile names a bad one
-    p = st.resolve(params, arch if st.runs_on(cc) else "cpu")
-    return nvrtc.compile(assemble(st.file, source), st.name_expression(p), st.target(arch), label=st.name)
+    """Compile-only (no backend, no GPU): step `name` compiled for `arch` (nvrtc.Artifact: PTX, cubin, ptxas'
+    report), its parameters judged by that arch's limits (Instance.compiled)."""
+    return instance(name, source, **params).compiled(arch)
 
 
 def resources(name: str, arch: str = "sm_90", source: str | None = None, **params):
-    """What ptxas reports for fused step `name` on `arch` (compile-only: compiled)."""
+    """What ptxas reports for step `name` on `arch` (compile-only: compiled)."""
     return compiled(name, arch, source, **params).resources
 
 
-class FusedInstance(Instance):
-    """A fused step with fixed template parameters, for compile-only analysis with no backend (gemmlab.instance of a
-    fused name), as kernel.Instance is for a GEMM step (resources, ptx, sass; sm_90 unless an arch is given): its
-    parameters are judged by each arch's limits when it compiles (compiled)."""
-    ARCH = "sm_90"
-
-    def __init__(self, step: FusedStep, params: dict, source: str | None = None):
-        self.step = step
-        self.params = step.resolve(params, "cpu")  # the emulator's limits, an H100's; compiled() re-judges per arch
-        self.source_text = source
-        self.label = f"{step.name}{self._param_text()}"
-
-    def __repr__(self) -> str:
-        return f"FusedInstance({self.label})"
-
-    def compiled(self, arch: str | None = None):
-        return compiled(self.name, self.ARCH if arch is None else arch, self.source_text, **self.params)
-
-    def fit(self, arch: str | None = None, size: int = 1024) -> nvrtc.Fit:
-        """Whether one block fits `arch` (sm_90 by default): ptxas' report plus the step's threads and its dynamic
-        shared memory for an N x N x N x N problem, against the arch's limits (nvrtc.fit), as kernel.Instance.fit."""
-        dims = self.step.fit((size, size, size, size))
-        return nvrtc.fit(self.resources(self.ARCH if arch is None else arch), self.step.threads(self.params),
-                         self.step.smem(self.params, dims), compiler=nvrtc.version())
+def fused_step(name: str, backend: str | None = None, source: str | None = None, **params) -> Kernel:
+    """Step `name` of the fused track compiled as step() does (fusion.step)."""
+    return Kernel(registry.lookup(name, track="fused"), params, backend, source)
 
 
-def fused_step(name: str, backend: str | None = None, source: str | None = None, **params) -> FusedKernel:
-    """Compile fused step `name` with template parameters `params` for the active (or given) backend (step() of a
-    fused name)."""
-    return FusedKernel(registry.lookup(name, track="fused"), params, backend, source)
-
-
-
-def gpu_arch_ok(st: FusedStep) -> bool:
-    """Whether the live GPU has the instructions step `st` needs (FusedStep.runs_on)."""
+def gpu_arch_ok(st) -> bool:
+    """Whether the live GPU has the instructions step `st` needs (StepSpec.runs_on)."""
     return st.runs_on(gpu.device()["cc"])
 
 
@@ -533,18 +419,12 @@ def step(name: str, backend: str | None = None, source: str | None = None, **par
     """Compile step `name` with template parameters `params` for the active (or given) backend.
 
     `source` replaces the kernel file's text (a reader's edited kernel); common.cuh is still inlined.
-    A fused step's name (fused/..., registry.is_fused) gives its fusion.FusedKernel: E = k(A, B, C).
+    Any step: a GEMM step's kernel computes C = k(A, B), a fused step's E = k(A, B, C).
     """
-    s = registry.lookup(name)
-    if registry.is_fused(s):
-        return FusedKernel(s, params, backend, source)
-    return Kernel(s, params, backend, source)
+    return Kernel(registry.lookup(name), params, backend, source)
 
 
 def instance(name: str, source: str | None = None, **params) -> Instance:
-    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator); a fused step's
-    name gives its fusion.FusedInstance (resources, ptx, sass for an arch, sm_90 by default)."""
-    s = registry.lookup(name)
-    if registry.is_fused(s):
-        return FusedInstance(s, params, source)
-    return Instance(s, params, source)
+    """Step `name` with template parameters, for compile-only analysis (no GPU, no emulator): resources, ptx, sass
+    for an arch (the step's default_arch: sm_75 for a GEMM step, sm_90 for a fused one)."""
+    return Instance(registry.lookup(name), params, source)

@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 
 from . import optional
-from ..errors import ConfigError, ShapeError
-from . import bounds, clusters, gpu, tma
+from ..errors import ConfigError, InputError, ShapeError
+from . import bounds, clusters, gpu, operands, tma
 from .arch import CPU_SMEM_LIMIT, HOPPER_SMEM, STATIC_SMEM, arch_limits
 from .backends import backend
 from .source import REPO
@@ -99,7 +99,16 @@ class StepSpec(ArchRequirement):
     (`resolve`). The one runtime works from these: gemmlab.step, verify, benchmark, sweep, explore.explorer and the
     command line take either kind."""
 
-    inputs = ("A", "B")  # the operands, in the kernel's argument order (a class attribute, not a dataclass field)
+    # What differs between the kinds of step, as data (class attributes, not dataclass fields): the runtime, the
+    # check and the command line read these and never ask which kind a step is.
+    inputs = ("A", "B")  # the operands, in the kernel's argument order
+    output = "C"  # what the kernel writes
+    dim_names = ("M", "N", "K")  # the problem's sizes, in the order a case and the kernel's arguments give them
+    default_arch = "sm_75"  # the arch analysed when none is given (a T4)
+    timing = "cublas"  # bench's protocol and baselines: interleaved with cuBLAS (bench.PROTOCOLS)
+    bench_sizes = (4096,)  # the command line's default sizes for bench
+    slider_sizes = ()  # sizes a live explorer offers (none: it reports at one size)
+    counters_refusal = ""  # why `counters` does not apply (empty: it does)
 
     @property
     def track(self) -> str:
@@ -124,6 +133,29 @@ class StepSpec(ArchRequirement):
     def compiler_notes(self, arch: str, release: str) -> list[str]:
         """What other NVRTC releases were measured to do with this step on `arch` (none recorded by default)."""
         return []
+
+    # --- what a kernel of this step asks of it (kernel.Kernel, check.verify) ---
+    def shape_text(self, dims: tuple) -> str:
+        """A case's sizes as a report prints them."""
+        return " ".join(f"{name}={d}" for name, d in zip(self.dim_names, dims))
+
+    def check_countable(self) -> None:
+        """A ConfigError where the emulator's counters do not apply to this step."""
+        if self.counters_refusal:
+            raise ConfigError(self.counters_refusal.format(name=self.name))
+
+    def blocks(self, kern, dims: tuple, grid: int | None = None) -> int:
+        """Blocks one launch of `kern` on a problem of `dims` starts."""
+        return self.launch_for(kern, dims, grid).grid[0]
+
+    def against_baseline(self, record: dict) -> float:
+        """What a figure shows of a record against its baseline: % of cuBLAS (a fused step: the speed-up)."""
+        return record["pct_of_baseline"]
+
+    def fit_block(self, params: dict, size: int) -> tuple[int, int]:
+        """(threads, dynamic shared bytes) of one block on a size^3 problem (size^4 for E = A B C)."""
+        launch = self.launch_for(None, (size,) * len(self.dim_names), None, params)
+        return launch.threads, launch.shared_bytes
 
 
 @dataclass(frozen=True)
@@ -172,8 +204,9 @@ class Step(StepSpec):
         """C = A B against float64, the bound of `accumulate`'s rounding over K (bounds.compare)."""
         return bounds.compare(got, *operands, self.accumulate)
 
-    def resolve(self, overrides: dict) -> dict:
-        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError."""
+    def resolve(self, overrides: dict, target: str | None = None) -> dict:
+        """Defaults overridden by `overrides`; unknown names and impossible values raise ConfigError. `target`: whose
+        limits judge them, for a fused step (FusedStep.resolve); a GEMM step's rules are the same everywhere."""
         params = resolve_params(self.name, self.params, overrides)
         problems = self.rules(params)
         if problems:
@@ -182,6 +215,53 @@ class Step(StepSpec):
 
     def launch(self, m: int, n: int, k: int, params: dict) -> Launch:
         return self.geometry(m, n, k, params)
+
+    # --- C = A B: its problem, launch, arguments and cases (StepSpec's interface) ---
+    def problem(self, shapes: list) -> tuple:
+        """(M, N, K) of A's and B's shapes; an InputError when they do not multiply."""
+        (m, k), (k2, n) = shapes
+        if k != k2:
+            raise InputError(f"shapes do not match: A is {m}x{k} and B is {k2}x{n}; A's columns must equal B's rows")
+        return (m, n, k)
+
+    def product_text(self, dims: tuple) -> str:
+        m, n, k = dims
+        return f"A ({m}x{k}) times B ({k}x{n})"
+
+    def output_shape(self, dims: tuple) -> tuple[int, int]:
+        return (dims[0], dims[1])
+
+    def check_dims(self, dims: tuple, params: dict, target: str | None = None) -> None:
+        check_shape(self, *dims)
+
+    def work(self, dims: tuple) -> int:
+        """Multiply-adds of one call (what the emulator's time limit scales with)."""
+        m, n, k = dims
+        return m * n * k
+
+    def launch_for(self, kern, dims: tuple, grid: int | None = None, params: dict | None = None) -> Launch:
+        if grid is not None:
+            raise ConfigError(f"grid={grid!r} applies to a persistent fused step only; {self.name}'s geometry sets "
+                              f"its own grid: leave grid out")
+        return self.geometry(*dims, kern.params if params is None else params)
+
+    def arguments(self, kern, arrays: tuple, grid: int | None = None) -> tuple[Launch, list]:
+        """The launch and the kernel's arguments: M, N, K, A, B, C and the step's extra ones (tensor maps)."""
+        a, b, c = arrays
+        dims = (a.shape[0], b.shape[1], a.shape[1])
+        extra = self.extra_args(kern.backend, a, b, c, kern.params) if self.extra_args else []
+        return self.launch_for(kern, dims, grid), [*map(np.int32, dims), a, b, c, *extra]
+
+    def cases(self, params: dict, backend: str) -> list[tuple[str, tuple]]:
+        """verify's cases (kind, (M, N, K)): operands.gemm_cases around the tile, then the step's own more_cases."""
+        return (operands.gemm_cases({**self.fixed_tile, **params}, self.shape_multiple)
+                + [(kind, tuple(dims)) for kind, *dims in self.more_cases(params, backend)])
+
+    def make_inputs(self, kind: str, dims: tuple, seed: int = 0) -> tuple:
+        return operands.gemm_inputs(kind, *dims, self.dtype, seed)
+
+    def shape_text(self, dims: tuple) -> str:
+        return "x".join(map(str, dims))
 
 
 def resolve_params(name: str, specs: dict[str, Param], overrides: dict) -> dict:
@@ -754,6 +834,7 @@ LAB_STEPS: list[Step] = [
 # The fused steps, E = A B C (chapters 8 and 9): three operands, their own rules and launch
 # ------------------------------------------------------------------------------------------------
 Dims = tuple[int, int, int, int]  # (M, K, L, N)
+FUSED_SIZES = (256, 512, 1024, 2048, 4096)  # N = M = K = L of the fused steps' benchmark (bench.FUSED_SIZES)
 
 
 @dataclass(frozen=True)
@@ -778,7 +859,14 @@ class FusedStep(StepSpec):
     sized_tiles: tuple = ()
     chapter: int = 8
 
-    inputs = ("A", "B", "C")  # E = A B C (StepSpec)
+    inputs = ("A", "B", "C")  # E = A B C (StepSpec's data)
+    output = "E"
+    dim_names = ("M", "K", "L", "N")
+    default_arch = "sm_90"
+    timing = "abc"  # timed back to back against a @ b @ c, eager and as a CUDA graph (bench.PROTOCOLS)
+    bench_sizes = FUSED_SIZES
+    slider_sizes = (17, 33, 64, 100, 130)
+    counters_refusal = "counters runs GEMM steps in the emulator; {name} is a fused step (python -m gemmlab steps lists both)."
 
     @property
     def file(self) -> str:
@@ -819,6 +907,94 @@ class FusedStep(StepSpec):
         """The (rows, columns) of output one block computes at a time."""
         p = {**self.fixed, **params}
         return (p.get("BLOCK_M", p.get("PANEL_M", 1)), p.get("BLOCK_N", 1))
+
+    # --- E = A B C: its problem, launch, arguments and cases (StepSpec's interface) ---
+    def problem(self, shapes: list) -> Dims:
+        """(M, K, L, N) of A's, B's and C's shapes; an InputError when they do not chain."""
+        (m, k), (k2, l), (l2, n) = shapes
+        if k != k2 or l != l2:
+            raise InputError(f"shapes do not chain: A is {m}x{k}, B is {k2}x{l}, C is {l2}x{n}; A's columns must "
+                             f"equal B's rows and B's columns must equal C's rows")
+        return (m, k, l, n)
+
+    def product_text(self, dims: Dims) -> str:
+        return "A B C"
+
+    def output_shape(self, dims: Dims) -> tuple[int, int]:
+        return (dims[0], dims[3])
+
+    def check_dims(self, dims: Dims, params: dict, target: str | None = None) -> None:
+        m, k, l, n = dims
+        with limits_of(target):
+            problems = self.shape_rules(params, dims)
+        if problems:
+            raise ShapeError(f"{self.name} cannot run M={m}, K={k}, L={l}, N={n}: " + "; ".join(problems) + ".")
+        check_32bit_indices(self.name, {"A": (m, k), "B": (k, l), "C": (l, n), "T = A B": (m, l), "E": (m, n)})
+
+    def work(self, dims: Dims) -> int:
+        m, k, l, n = dims
+        return m * l * (k + n)
+
+    def tile_count(self, params: dict, dims: Dims) -> int:
+        """Output tiles of the larger phase: the most blocks that have work."""
+        m, k, l, n = dims
+        bm, bn = self.tile(params)
+        return cdiv(m, bm) * cdiv(max(l, n), bn)
+
+    def blocks(self, kern, dims: Dims, grid: int | None = None) -> int:
+        """Blocks to launch. Persistent step: min(tiles, blocks resident at once on kern's backend), or `grid` if it
+        fits; otherwise one block per BLOCK_M-row tile of A."""
+        if not self.persistent:
+            if grid is not None:
+                raise ConfigError(f"grid={grid!r} applies to a persistent step only (fused/03_two_phase and later, "
+                                  f"whose blocks stay resident); {self.name} sets its own grid, one block per "
+                                  f"{self.tile(kern.params)[0]}-row tile of A: leave grid out")
+            return cdiv(dims[0], self.tile(kern.params)[0])
+        resident, how = kern.resident_blocks(self.smem(kern.params, dims))
+        if resident < 1:
+            raise ConfigError(f"{kern.label}: not even one block fits on an SM ({how}); choose smaller tiles")
+        if grid is None:
+            return max(1, min(self.tile_count(kern.params, dims), resident))
+        if not isinstance(grid, (int, np.integer)) or grid < 1:
+            raise ConfigError(f"grid must be a positive number of blocks, not {grid!r}")
+        if grid > resident:
+            raise ConfigError(f"{kern.label}: a grid of {grid} blocks cannot all be resident at once (at most "
+                              f"{resident}: {how}); a block waiting for one that never starts would wait forever. "
+                              f"Launch at most {resident}.")
+        return int(grid)
+
+    def launch_for(self, kern, dims: Dims, grid: int | None = None, params: dict | None = None) -> Launch:
+        p = kern.params if params is None else params
+        blocks = kern.grid_for(dims, grid) if kern is not None else 1
+        return Launch((blocks, 1, 1), (self.threads(p), 1, 1), self.smem(p, dims))
+
+    def fit_block(self, params: dict, size: int) -> tuple[int, int]:
+        return self.threads(params), self.smem(params, self.fit((size,) * 4))
+
+    def arguments(self, kern, arrays: tuple, grid: int | None = None) -> tuple[Launch, list]:
+        """The launch and the kernel's arguments: M, K, L, N, A, B, C, E, and for a persistent step its scratch T
+        and sync words (kern.workspace), then the TMA maps of step 07 and later."""
+        a, b, c, e = arrays
+        (m, k), (l, n) = a.shape, c.shape
+        args = [np.int32(m), np.int32(k), np.int32(l), np.int32(n), a, b, c, e]
+        if self.persistent:
+            xp = np if isinstance(a, np.ndarray) else optional.module("cupy")
+            t, sync = kern.workspace(xp, m, l)
+            args += [t, sync]
+            if self.tensor_maps:  # step 07: TMA reads A, B, C and T through maps
+                args += self.tensor_maps(kern.backend, a, b, c, t, self.tile(kern.params))
+        return kern.launch_config((m, k, l, n), grid=grid), args
+
+    def cases(self, params: dict, backend: str) -> list[tuple[str, Dims]]:
+        """check's cases (kind, (M, K, L, N)): operands.abc_cases around the tile, rounded to shapes it takes."""
+        return [(kind, self.fit(dims)) for kind, dims in operands.abc_cases(self.tile(params))]
+
+    def make_inputs(self, kind: str, dims: Dims, seed: int = 0) -> tuple:
+        return operands.abc_inputs(kind, *dims, seed=seed)
+
+    def against_baseline(self, record: dict) -> float:
+        """The speed-up over a @ b @ c: baseline_median_s / median_s."""
+        return record["baseline_median_s"] / record["median_s"]
 
 
 def _rules(*checks):
@@ -1177,14 +1353,19 @@ def is_fused(step) -> bool:
     return isinstance(getattr(step, "step", step), FusedStep)
 
 
-def all_fused(steps: list, command: str) -> bool:
-    """Whether all of `steps` (names, steps or kernels) are fused steps; False for GEMM steps only, a ConfigError when
-    the two kinds are mixed, since `command` times each kind against its own baselines."""
-    fused = {is_fused(s) for s in steps}
-    if len(fused) > 1:
+def one_timing(steps: list, command: str) -> str:
+    """The timing protocol (StepSpec.timing) all of `steps` (names, steps or kernels) share: a ConfigError when they
+    mix GEMM and fused steps, since `command` times each kind against its own baselines."""
+    timings = {(lookup(s) if isinstance(s, str) else getattr(s, "step", s)).timing for s in steps}
+    if len(timings) > 1:
         raise ConfigError(f"{command} takes GEMM steps (against cuBLAS) or fused steps (against a @ b @ c), not both "
                           f"in one run; run it once for each kind.")
-    return fused == {True}
+    return timings.pop() if timings else StepSpec.timing
+
+
+def all_fused(steps: list, command: str) -> bool:
+    """Whether all of `steps` are fused steps (one_timing: a ConfigError for the two kinds mixed)."""
+    return one_timing(steps, command) == FusedStep.timing
 
 
 _CHAPTER_LABELS: dict[str, str] | None = None

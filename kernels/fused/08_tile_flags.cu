@@ -71,11 +71,11 @@ struct SplitB {  // one K tile of the right operand, split, K-major and swizzled
 __device__ __forceinline__ int swizzled(int r, int c) { return r * 32 + ((c / 4 ^ r % 8) * 4 | c % 4); }
 
 // Consumer group g's part of one 64 x BLOCK_N tile: Out[block_row.., block_col..] = X (rows x inner) *
-// Y (inner x cols), K tiles g, g + SPLIT_K, ..., which are ring steps step0 + g, step0 + g + SPLIT_K, ...
+// Y (inner x cols), K tiles g, g + SPLIT_K, ..., which are ring positions ring_pos0 + g, ring_pos0 + g + SPLIT_K, ...
 // (the ring brings X and Y; the pointers are for the epilogue's repair of NaN sums only).
 template <int BLOCK_N, int SPLIT_K, int NUM_STAGES>
 __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const float* Y, float* Out, int block_row,
-                          int block_col, u32 step0,
+                          int block_col, u32 ring_pos0,
                           Stage<BLOCK_N>* stages, SplitB<BLOCK_N>& split, float* partial,
                           unsigned long long* full, unsigned long long* empty, u32* done, u32 reads) {
     constexpr int NUM_THREADS = 128, ACC = BLOCK_N / 2, CONSUMERS = SPLIT_K * 128;
@@ -121,9 +121,9 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
 
     const int ktiles = cdiv(inner, TILE_K);
     for (int kt = group; kt < ktiles; kt += SPLIT_K) {
-        const u32 step = step0 + kt, stage = step % NUM_STAGES;
+        const u32 ring_pos = ring_pos0 + kt, stage = ring_pos % NUM_STAGES;
         const Stage<BLOCK_N>& s = stages[stage];
-        mbarrier_wait(&full[stage], (step / NUM_STAGES) & 1);  // the K tile has landed
+        mbarrier_wait(&full[stage], (ring_pos / NUM_STAGES) & 1);  // the K tile has landed
         bar_sync(1 + group, NUM_THREADS);  // and the group's wgmmas of its last K tile are done with `split`
         split_y(s);
         u32 raw[TILE_K / 8][4];
@@ -196,14 +196,14 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
     if (SPLIT_K > 1) bar_sync(9, CONSUMERS);  // group 0 has read `partial` before the next tile's sums
 }
 
-// The producer's part of one tile: K tile kt of X's row panel and Y's column panel into ring step step0 + kt.
+// The producer's part of one tile: K tile kt of X's row panel and Y's column panel into ring position ring_pos0 + kt.
 template <int BLOCK_N, int NUM_STAGES>
 __device__ void fetch_tile(int inner, const TmaMap* x_map, const TmaMap* y_map, int block_row, int block_col,
-                           u32 step0, Stage<BLOCK_N>* stages, unsigned long long* full, unsigned long long* empty) {
+                           u32 ring_pos0, Stage<BLOCK_N>* stages, unsigned long long* full, unsigned long long* empty) {
     const int ktiles = cdiv(inner, TILE_K);
     for (int kt = 0; kt < ktiles; ++kt) {
-        const u32 step = step0 + kt, stage = step % NUM_STAGES;
-        mbarrier_wait(&empty[stage], ((step / NUM_STAGES) & 1) ^ 1);  // its last K tile was read (at once the first time)
+        const u32 ring_pos = ring_pos0 + kt, stage = ring_pos % NUM_STAGES;
+        mbarrier_wait(&empty[stage], ((ring_pos / NUM_STAGES) & 1) ^ 1);  // its last K tile was read (at once the first time)
         mbarrier_arrive_expect_tx(&full[stage], sizeof(Stage<BLOCK_N>));
         tma_load_2d(stages[stage].x, x_map, kt * TILE_K, block_row, &full[stage]);
 #pragma unroll
@@ -245,7 +245,7 @@ fused_tile_flags(int M, int K, int L, int N, const float* A, const float* B, con
     }
     __syncthreads();
 
-    u32 step = 0;  // K tiles through the ring so far: the producer and the consumers count alike
+    u32 ring_pos = 0;  // K tiles through the ring so far: the producer and the consumers count alike
     const int t_cols = cdiv(L, BLOCK_N);  // tiles of T per row panel: counter (i, j) is sync[i * t_cols + j]
     // The K tiles of 32 that a tile of T spans, `width` columns of it left (the last may be narrower).
     auto k_tiles_in = [](int width) { return (u32)cdiv(width < BLOCK_N ? width : BLOCK_N, TILE_K); };
@@ -254,7 +254,7 @@ fused_tile_flags(int M, int K, int L, int N, const float* A, const float* B, con
     auto phase = [&](int cols, int inner, const TmaMap* x_map, const TmaMap* y_map, float* Out, bool first) {
         const int n_cols = cdiv(cols, BLOCK_N), tiles = cdiv(M, TILE_M) * n_cols;
         const float *X = first ? A : T, *Y = first ? B : C;  // for the repair: T = A B, E = T C
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, step += cdiv(inner, TILE_K)) {
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ring_pos += cdiv(inner, TILE_K)) {
             const int row = tile / n_cols * TILE_M, col = tile % n_cols * BLOCK_N;
             // phase 1: E's tiles in this row panel read this tile of T once per K tile it spans
             const u32 reads = cdiv(N, BLOCK_N) * k_tiles_in(cols - col);
@@ -262,9 +262,9 @@ fused_tile_flags(int M, int K, int L, int N, const float* A, const float* B, con
                 wait_counters(sync + row / TILE_M * t_cols, t_cols, [&](int j) { return k_tiles_in(L - j * BLOCK_N); });
                 if (fetcher) fence_proxy_async_global();  // TMA's reads of T after what the warp acquired
             }
-            if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(inner, x_map, y_map, row, col, step, stages, full, empty);
+            if (fetcher) fetch_tile<BLOCK_N, NUM_STAGES>(inner, x_map, y_map, row, col, ring_pos, stages, full, empty);
             if (!producer)
-                gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, cols, inner, X, Y, Out, row, col, step, stages,
+                gemm_tile<BLOCK_N, SPLIT_K, NUM_STAGES>(M, cols, inner, X, Y, Out, row, col, ring_pos, stages,
                                                         splits[threadIdx.x / 128], partial, full, empty,
                                                         first ? sync + tile : nullptr, reads);
         }

@@ -5,7 +5,7 @@
 // block's TMA and tensor cores have nothing to do. Here the grid is one block per SM (at most one
 // per tile), and each block takes tiles id, id + gridDim.x, ... in the banded order of 08. The
 // producer does not stop between tiles: the ring of stages and its mbarrier phases simply run on
-// (a k-tile counter `step` that continues across tiles gives each load its stage and its round), so
+// (a k-tile counter `ring_pos` that continues across tiles gives each load its stage and its round), so
 // while the consumers store tile i, the producer is already filling stages with tile i + 1.
 //
 // Layouts, shared memory and tensor maps: as 08.
@@ -74,13 +74,13 @@ __global__ void __launch_bounds__(384, 1) hgemm_persistent(int M, int N, int K, 
         if (threadIdx.x == 0) {
             tma_map_acquire(a_map);
             tma_map_acquire(b_map);
-            int step = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
+            int ring_pos = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
             for (int id = blockIdx.x; id < num_tile_ids; id += gridDim.x) {
                 int block_row, block_col;
                 tile_origin(id, block_row, block_col);
-                for (int t = 0; t < num_tiles; ++t, ++step) {
-                    const int s = step % NUM_STAGES;
-                    mbarrier_wait(&empty[s], ((step / NUM_STAGES) & 1) ^ 1);  // round step / NUM_STAGES
+                for (int t = 0; t < num_tiles; ++t, ++ring_pos) {
+                    const int s = ring_pos % NUM_STAGES;
+                    mbarrier_wait(&empty[s], ((ring_pos / NUM_STAGES) & 1) ^ 1);  // round ring_pos / NUM_STAGES
                     mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
                     const int k0 = t * BLOCK_K;
                     tma_load_2d(sA(s), a_map, k0, block_row, &full[s]);
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(384, 1) hgemm_persistent(int M, int N, int K, 
     setmaxnreg_inc<232>();
     const int consumer = warpgroup - 1;  // rows 64 * consumer .. + 63 of each block tile
     const int lane = threadIdx.x % 32, warp = threadIdx.x % 128 / 32;
-    int step = 0;  // the same count as the producer's: k tiles consumed so far
+    int ring_pos = 0;  // the same count as the producer's: k tiles consumed so far
     for (int id = blockIdx.x; id < num_tile_ids; id += gridDim.x) {
         int block_row, block_col;
         tile_origin(id, block_row, block_col);
@@ -104,9 +104,9 @@ __global__ void __launch_bounds__(384, 1) hgemm_persistent(int M, int N, int K, 
 #pragma unroll
         for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
 
-        for (int t = 0; t < num_tiles; ++t, ++step) {
-            const int s = step % NUM_STAGES;
-            mbarrier_wait(&full[s], (step / NUM_STAGES) & 1);
+        for (int t = 0; t < num_tiles; ++t, ++ring_pos) {
+            const int s = ring_pos % NUM_STAGES;
+            mbarrier_wait(&full[s], (ring_pos / NUM_STAGES) & 1);
             const unsigned char* a_tile = sA(s) + consumer * 64 * 128;
             const unsigned char* b_tile = sB(s);
             wgmma_fence();

@@ -96,13 +96,13 @@ __global__ void __launch_bounds__(384, 1) hgemm_tma_store(int M, int N, int K, c
         if (threadIdx.x == 0) {
             tma_map_acquire(a_map);
             tma_map_acquire(b_map);
-            int step = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
+            int ring_pos = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
             for (int id = blockIdx.x; id < num_tile_ids; id += gridDim.x) {
                 int block_row, block_col;
                 tile_origin(id, block_row, block_col);
-                for (int t = 0; t < num_tiles; ++t, ++step) {
-                    const int s = step % NUM_STAGES;
-                    mbarrier_wait(&empty[s], ((step / NUM_STAGES) & 1) ^ 1);  // round step / NUM_STAGES
+                for (int t = 0; t < num_tiles; ++t, ++ring_pos) {
+                    const int s = ring_pos % NUM_STAGES;
+                    mbarrier_wait(&empty[s], ((ring_pos / NUM_STAGES) & 1) ^ 1);  // round ring_pos / NUM_STAGES
                     mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
                     const int k0 = t * BLOCK_K;
                     tma_load_2d(sA(s), a_map, k0, block_row, &full[s]);
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(384, 1) hgemm_tma_store(int M, int N, int K, c
     setmaxnreg_inc<232>();
     const int consumer = warpgroup - 1;  // rows 64 * consumer .. + 63 of each block tile
     const int lane = threadIdx.x % 32, warp = threadIdx.x % 128 / 32;
-    int step = 0;   // the same count as the producer's: k tiles consumed so far
+    int ring_pos = 0;   // the same count as the producer's: k tiles consumed so far
     int chunk = 0;  // C boxes this warpgroup has stored so far: the staging ring's position
     if (threadIdx.x % 128 == 0) tma_map_acquire(c_map);
     for (int id = blockIdx.x; id < num_tile_ids; id += gridDim.x) {
@@ -128,9 +128,9 @@ __global__ void __launch_bounds__(384, 1) hgemm_tma_store(int M, int N, int K, c
 #pragma unroll
         for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
 
-        for (int t = 0; t < num_tiles; ++t, ++step) {
-            const int s = step % NUM_STAGES;
-            mbarrier_wait(&full[s], (step / NUM_STAGES) & 1);
+        for (int t = 0; t < num_tiles; ++t, ++ring_pos) {
+            const int s = ring_pos % NUM_STAGES;
+            mbarrier_wait(&full[s], (ring_pos / NUM_STAGES) & 1);
             const unsigned char* a_tile = sA(s) + consumer * 64 * 128;
             const unsigned char* b_tile = sB(s);
             wgmma_fence();

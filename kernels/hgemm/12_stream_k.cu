@@ -129,13 +129,13 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
         if (threadIdx.x == 0) {
             tma_map_acquire(a_map);
             tma_map_acquire(b_map);
-            int step = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
+            int ring_pos = 0;  // k tiles issued by this block so far, over all its tiles: the ring position
             for (int u = 0, id, k_begin, k_end; unit(u, id, k_begin, k_end); ++u) {
                 int block_row, block_col;
                 tile_origin(id, block_row, block_col);
-                for (int t = k_begin; t < k_end; ++t, ++step) {
-                    const int s = step % NUM_STAGES;
-                    mbarrier_wait(&empty[s], ((step / NUM_STAGES) & 1) ^ 1);  // round step / NUM_STAGES
+                for (int t = k_begin; t < k_end; ++t, ++ring_pos) {
+                    const int s = ring_pos % NUM_STAGES;
+                    mbarrier_wait(&empty[s], ((ring_pos / NUM_STAGES) & 1) ^ 1);  // round ring_pos / NUM_STAGES
                     mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
                     const int k0 = t * BLOCK_K;
                     tma_load_2d(sA(s), a_map, k0, block_row, &full[s]);
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
     setmaxnreg_inc<232>();
     const int consumer = warpgroup - 1;  // rows 64 * consumer .. + 63 of each block tile
     const int lane = threadIdx.x % 32, warp = threadIdx.x % 128 / 32;
-    int step = 0;   // the same count as the producer's: k tiles consumed so far
+    int ring_pos = 0;   // the same count as the producer's: k tiles consumed so far
     int chunk = 0;  // C boxes this warpgroup has stored so far: the staging ring's position
     if (threadIdx.x % 128 == 0) tma_map_acquire(c_map);
     for (int u = 0, id, k_begin, k_end; unit(u, id, k_begin, k_end); ++u) {
@@ -161,9 +161,9 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
 #pragma unroll
         for (int i = 0; i < ACC; ++i) d[i] = 0.0f;
 
-        for (int t = 0; t < k_end - k_begin; ++t, ++step) {  // t counts from this unit's first k tile
-            const int s = step % NUM_STAGES;
-            mbarrier_wait(&full[s], (step / NUM_STAGES) & 1);
+        for (int t = 0; t < k_end - k_begin; ++t, ++ring_pos) {  // t counts from this unit's first k tile
+            const int s = ring_pos % NUM_STAGES;
+            mbarrier_wait(&full[s], (ring_pos / NUM_STAGES) & 1);
             const unsigned char* a_tile = sA(s) + consumer * 64 * 128;
             const unsigned char* b_tile = sB(s);
             wgmma_fence();
@@ -173,11 +173,11 @@ __global__ void __launch_bounds__(384, 1) hgemm_stream_k(int M, int N, int K, co
                                         wgmma_desc_sw128(b_tile + kk * 16 * 128, B_BOX_BYTES, 1024));
             wgmma_commit();
             wgmma_wait<1>();  // k tile t - 1's group is done (t's may still run): its stage may be refilled
-            if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);
+            if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);
         }
         wgmma_wait<0>();  // the tile's last group, before the epilogue reads d
         wgmma_fence_operands(d);
-        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);
+        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);
 
         // A part of a shared tile. Each thread keeps its accumulators in its own column of the warpgroup's
         // slot (float4 i of thread x at i * 128 + x: a warp's accesses are 512 contiguous bytes).

@@ -246,8 +246,19 @@ RING_MARKS = [
 RING_VARIANTS = {"as it is": [], "split element by element": ELEMENTWISE}
 
 
+def in_vocabulary(text: str, fragment: str) -> str:
+    """A kernel fragment written with the ring counter's first name, `step` (`step0`: a tile's first K tile), in
+    the vocabulary of `text`: the steps' files now call it `ring_pos` (`ring_pos0`); a patch's text at the commit it
+    records (patched()) may still say `step`. The lab's substitutions are written once, in the first."""
+    if re.search(r"\bring_pos\b", text) and not re.search(r"\bu32 step\b", text):
+        return re.sub(r"\bstep(0?)\b", r"ring_pos\1", fragment)
+    return fragment
+
+
 def replaced(text: str, subs, label: str) -> str:
-    """`text` with the substitutions `subs` [(old, new)]; a ValueError if one does not apply exactly once."""
+    """`text` with the substitutions `subs` [(old, new)] (in_vocabulary); a ValueError if one does not apply
+    exactly once."""
+    subs = [(in_vocabulary(text, old), in_vocabulary(text, new)) for old, new in subs]
     for old, new in subs:
         if text.count(old) != 1:
             raise ValueError(f"{label} no longer has {old.strip()[:60]!r} exactly once")

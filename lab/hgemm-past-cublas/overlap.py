@@ -24,11 +24,11 @@ SERIAL = """            wgmma_commit();
 """
 OVERLAPPED = """            wgmma_commit();
             wgmma_wait<1>();  // k tile t - 1's group is done (t's may still run): its stage may be refilled
-            if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);
+            if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);
         }
         wgmma_wait<0>();  // the tile's last group, before the epilogue reads d
         wgmma_fence_operands(d);
-        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(step - 1) % NUM_STAGES]);
+        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(ring_pos - 1) % NUM_STAGES]);
 """
 
 
