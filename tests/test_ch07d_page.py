@@ -50,3 +50,19 @@ def test_the_module_does_not_hand_over_the_exercise():
     """ch7d/stream_k_pieces asks for each block's pieces in an order that never waits before handing over: the
     chapter's module draws who owns what, and names no function that returns pieces."""
     assert not [n for n, _ in inspect.getmembers(ch7d, inspect.isfunction) if "piece" in n]
+
+
+def test_one_cublas_range_the_prose_and_the_ladders_band():
+    import matplotlib
+    matplotlib.use("Agg")
+    from gemmlab.chapters import plots
+    at = ch7d.records()
+    for n in ch7d.SIZES:
+        lo, hi = ch7d.cublas_band(at, n)
+        ax = plots.ladder(list(at.values()), ch7d.STEPS, size=n)
+        assert f"{lo:.1f}-{hi:.1f} TFLOP/s" in ax.get_legend().get_texts()[0].get_text()
+
+
+def test_the_profilers_lone_launch_is_converted_to_tflops():
+    st = ch7d.stalls("hgemm/10_tma_store")
+    assert st is not None and st["tflops"] == pytest.approx(2 * 4096 ** 3 / (st["us"] * 1e-6) / 1e12)
