@@ -122,8 +122,8 @@ def test_the_chapters_figures_and_tables_draw_from_the_records(monkeypatch, caps
     plt.close("all")
     ch8.baseline_table(recs); ch8.speedup_table(recs); ch8.sweep_table("fused/05_tf32x3", (512,))
     out = capsys.readouterr().out
-    assert out.count(ch8.run_label(recs)) == 2 and "(default tiles)" in out and "its own a @ b @ c" in out
-    assert "sweep on the NVIDIA H200 of" in out  # the sweep names its GPU and its run
+    assert out.count(ch8.run_label(recs)) == 2 and "(default tiles)" in out and "its a @ b @ c" in out
+    assert "NVIDIA H200, sweep of" in out and "(own run)" in out  # the sweep names its GPU and its run
 
 
 def test_the_roofline_draws_the_tf32_ceiling_this_chapter_uses(monkeypatch):

@@ -606,8 +606,8 @@ def sweep_table(step: str = "fused/05_tf32x3", sizes: Sequence[int] = (512, 1024
             print(f"{step}, N={n}: no recorded sweep")
             continue
         base = rows[0]["baseline_median_s"] * 1e6
-        print(f"{step}, N={n}: sweep on the {rows[0]['gpu']} of {rows[0]['date']}, {len(rows)} configurations; its own "
-              f"a @ b @ c (another run than the chapter's): {base:.1f} µs")
+        print(f"{step}, N={n}, {rows[0]['gpu']}, sweep of {rows[0]['date']} (own run): {len(rows)} configurations, "
+              f"its a @ b @ c {base:.1f} µs")
         mine = [r for r in rows if r["params"] == default]
         for r in rows[:top] + [r for r in mine if r not in rows[:top]]:
             tag = "  (default tiles)" if r in mine else ""
