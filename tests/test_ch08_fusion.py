@@ -123,3 +123,39 @@ def test_the_chapters_figures_and_tables_draw_from_the_records(monkeypatch, caps
     ch8.baseline_table(recs); ch8.speedup_table(recs); ch8.sweep_table("fused/05_tf32x3", (512,))
     out = capsys.readouterr().out
     assert out.count(ch8.run_label(recs)) == 2 and "(default tiles)" in out and "its a @ b @ c" in out
+    assert "NVIDIA H200, sweep of" in out and "(own run)" in out  # the sweep names its GPU and its run
+
+
+def test_the_roofline_draws_the_tf32_ceiling_this_chapter_uses(monkeypatch):
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    ch8.roofline(ch8.lane_run())
+    labels = [t.get_text() for t in plt.gca().get_legend().get_texts()]
+    assert any(t.startswith(f"TF32 tensor (spec): {ch8.SPEC.fp16_tensor_tflops / 2:g}") for t in labels)
+    assert any("fp16 tensor (spec; not used here)" in t for t in labels)
+    plt.close("all")
+
+
+def test_the_4096_figures_put_microseconds_first_and_the_headroom_is_the_ffma_peaks():
+    recs = ch8.lane_run()
+    ch8.glue_measure(recs); ch8.glue_prediction(recs)
+    r3 = fusion.lookup(recs, "fused/03_two_phase", 4096)
+    assert f"step 03 {r3['median_s'] * 1e6:.1f} µs, " in glue.VALUES["ch8_m_big_list"]
+    eager = ch8.fastest_record(recs, ch8.EAGER, 4096)
+    assert glue.VALUES["ch8_p_big_headroom"] == pytest.approx(ch8.SPEC.fp32_tflops / eager["tflops"])
+
+
+def test_step_02s_grid_is_one_block_per_panel_not_a_persistent_grid():
+    """Steps 01 and 02 launch their own grids (one block per row panel): at 512, 512 and 64 blocks."""
+    o1, o2 = ch8.occupancy_of("fused/01_naive_row"), ch8.occupancy_of("fused/02_row_panel")
+    assert (o1["blocks"], o2["blocks"]) == (512, 512 // fusion.get("fused/02_row_panel").resolve({})["PANEL_M"])
+    assert o2["idle_sms"] == ch8.SPEC.sms - o2["blocks"] and o1["idle_sms"] == 0
+    assert o2["serial_fmas"] == 2 * 512 ** 3 / (o2["blocks"] * o2["threads"])
+
+
+def test_the_error_helpers_print_what_the_claim_cells_printed():
+    from gemmlab import errors
+    e = errors.ShapeError("fused/02_row_panel cannot run M=2: a panel of PANEL_M=32 rows needs 9 bytes of "
+                                  "shared memory, over 227 KB")
+    assert ch8.error_head(e, before=" of shared memory") == str(e).split(": ", 1)[1].split(" of shared memory")[0]
+    assert ch8.error_subject(e) == str(e).split(":")[0]

@@ -47,12 +47,22 @@ def records() -> dict:
     clk = ch7c.board_clock()
     glue("ch7d_clk_lo", clk["mhz_lo"]); glue("ch7d_clk_hi", clk["mhz_hi"]); glue("ch7d_clk_watts", clk["watts"])
     glue("ch7d_run_date", ch7c.RUN_DATE)
-    lohi = ch7c.cublas_range(4096)  # every cuBLAS call of the run at 4096, chapter 7c's steps' included
-    if lohi:
-        glue("ch7d_cublas4096_lo", lohi[0]); glue("ch7d_cublas4096_hi", lohi[1])
+    for n in SIZES:  # the ladder's band: the cuBLAS calls timed beside this chapter's steps (one range, one source)
+        lohi = cublas_band(at, n)
+        if lohi:
+            glue(f"ch7d_cublas{n}_lo", lohi[0]); glue(f"ch7d_cublas{n}_hi", lohi[1])
+        r = at.get((STEPS[-1], n))
+        glue(f"ch7d_v12_{n}_us", 2.0 * n ** 3 / (r["tflops"] * 1e12) * 1e6 if r else float("nan"))
     with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
-        predictions(at); profile_table(STEPS); stream_k_model()
+        predictions(at); profile_table(STEPS); step12(at, stream_k_model())
     return at
+
+
+def cublas_band(at: dict, size: int) -> tuple[float, float] | None:
+    """The lowest and highest cuBLAS rate (TFLOP/s) over the cuBLAS calls timed beside steps 08 to 12 at `size` in
+    the one run: the band the ladder draws (plots.ladder takes it from the same records)."""
+    rates = [r["baseline_tflops"] for (s, n), r in at.items() if n == size and r.get("baseline_tflops")]
+    return (min(rates), max(rates)) if rates else None
 
 
 def table(at: dict, steps) -> None:
@@ -63,27 +73,31 @@ def table(at: dict, steps) -> None:
 
 def stalls(step: str) -> dict | None:
     """Nsight Compute, one launch at 4096 (--clock-control none: the board's own clock, as in the run): time
-    (gpu__time_duration), tensor pipe busy, top stalls."""
+    (gpu__time_duration) and the rate it implies, tensor pipe busy, top stalls."""
     m = profile.load(GPU).get(step)
     if not m:
         return None
-    return {"us": m["gpu__time_duration.sum"] / 1e3,
+    return {"us": m["gpu__time_duration.sum"] / 1e3, "tflops": 2.0 * 4096 ** 3 / m["gpu__time_duration.sum"] / 1e3,
             "tensor": m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"],
             "stalls": profile.stall_reasons(m, top=4)}
 
 
 def profile_table(steps) -> None:
     """The profiler's view of `steps` at 4096: one launch each, time, tensor pipe busy and the top stalls (warps
-    stalled per issued instruction); glues each step's time, busy share and its top two stalls."""
-    print(f"Nsight Compute at 4096, {GPU}, clock not locked: time (us)  tensor pipe busy  top stalls per issued instruction")
+    stalled per issued instruction); glues each step's time (and the rate it implies), busy share and top stalls.
+    A lone launch is the first of its process (python -m gemmlab run STEP under ncu), after the GPU idled while the
+    process started: its clock was not recorded; the run's loop holds the board at its power limit."""
+    print(f"Nsight Compute at 4096, {GPU}, one launch, clock not locked:\n{'':26s} time (us)  TFLOP/s  tensor pipe busy"
+          "  top stalls per issued instruction")
     for step in steps:
         st = stalls(step)
         if st is None:
             print(f"  {step:24s} recorded data missing")
             continue
-        print(f"  {step:24s} {st['us']:8.1f}  {st['tensor']:15.1f}%   " + ", ".join(f"{k} {v:.2f}" for k, v in st["stalls"]))
+        print(f"  {step:24s} {st['us']:8.1f} {st['tflops']:8.0f}  {st['tensor']:15.1f}%   "
+              + ", ".join(f"{k} {v:.2f}" for k, v in st["stalls"]))
         k = _key(step)
-        glue(f"ch7d_n{k}_us", st["us"]); glue(f"ch7d_n{k}_tensor", st["tensor"])
+        glue(f"ch7d_n{k}_us", st["us"]); glue(f"ch7d_n{k}_tensor", st["tensor"]); glue(f"ch7d_n{k}_tflops", st["tflops"])
         for i, (name, v) in enumerate(st["stalls"][:3]):
             glue(f"ch7d_n{k}_stall{i}", name); glue(f"ch7d_n{k}_stall{i}_v", v)
         glue(f"ch7d_n{k}_lg", dict(st["stalls"]).get("lg_throttle", 0.0))
@@ -248,7 +262,8 @@ def stream_k_model() -> int:
         print(f"{n}: {tiles} tiles on {sms} SMs, last wave {tiles % sms}: sharing saves {saving:.1f} of {whole} k tiles"
               f" per SM, a gain of {100 * (whole / (whole - saving) - 1):.1f}% if it cost nothing")
     glue("ch7d_sms_h200", sms)
-    glue("ch7d_min_gain", gemmlab.registry.get("hgemm/12_stream_k").params["MIN_GAIN"].default)
+    params = gemmlab.registry.get("hgemm/12_stream_k").params
+    glue("ch7d_min_gain", params["MIN_GAIN"].default); glue("ch7d_max_split", params["MAX_SPLIT"].default)
     return sms
 
 
@@ -266,6 +281,68 @@ def stream_k_picture() -> int:
     return sms
 
 
+def stream_k_owners(tiles: int, k_tiles: int, blocks: int, max_split: int = 4) -> np.ndarray:
+    """Which block computes each k tile of stream-K's last wave, by step 12's own range formula (its range_start):
+    the last wave's `tiles` tiles of `k_tiles` k tiles are numbered tile * k_tiles + t end to end and cut among
+    split_blocks = min(blocks, tiles * MAX_SPLIT) blocks; block j holds numbers range_start(j) .. range_start(j + 1) - 1,
+    range_start(j) = tiles * k_tiles * j // split_blocks. Returns an int array (tiles, k_tiles) of blocks."""
+    if min(tiles, k_tiles, blocks, max_split) < 1:
+        raise ValueError("tiles, k_tiles, blocks and max_split must be at least 1")
+    split_blocks = min(blocks, tiles * max_split)
+    start = [tiles * k_tiles * j // split_blocks for j in range(split_blocks + 1)]
+    owners = np.empty(tiles * k_tiles, dtype=int)
+    for j in range(split_blocks):
+        owners[start[j]:start[j + 1]] = j
+    return owners.reshape(tiles, k_tiles)
+
+
+def stream_k_sharing(owners: np.ndarray) -> list[tuple[int, list[int]]]:
+    """Per tile of the last wave: (the block that finishes it, the blocks that hand their partial sums over to it).
+    The finisher holds the tile's last k tile; the others hold its earlier k tiles."""
+    out = []
+    for row in owners:
+        holders = list(dict.fromkeys(int(b) for b in row))
+        out.append((holders[-1], holders[:-1]))
+    return out
+
+
+def stream_k_ranges(tiles: int = 4, k_tiles: int = 8, blocks: int = 6, max_split: int = 4, size: int = 8192):
+    """The picture before step 12: one row of k-tile cells per tile of the last wave, each cell coloured by the block
+    that computes it (stream_k_owners), each tile's finishing block outlined, arrows for the hand-overs. Prints what
+    the same formula gives at `size` on the run's GPU (ranges, blocks per tile, tiles per range); returns the axes."""
+    sms = hardware.spec_for(GPU).sms
+    n_tiles, n_k = (size // BLOCK_M) * (size // BLOCK_N), size // BLOCK_K
+    big = stream_k_owners(n_tiles % sms, n_k, sms, max_split)
+    lengths = np.bincount(big.ravel())
+    per_tile = [len(set(row)) for row in big]
+    spans = [len({t for t, row in enumerate(big) if b in row}) for b in range(lengths.size)]
+    print(f"At {size} on {sms} SMs: a last wave of {n_tiles % sms} tiles of {n_k} k tiles; ranges of {lengths.min()} "
+          f"to {lengths.max()} k tiles; {min(per_tile)} to {max(per_tile)} blocks per tile; a range touches at most "
+          f"{max(spans)} tiles.")
+    owners = stream_k_owners(tiles, k_tiles, blocks, max_split)
+    sharing = stream_k_sharing(owners)
+    fig, ax = plt.subplots(figsize=(10, 0.75 * tiles + 1.2))
+    cmap = plt.get_cmap("tab10")
+    for (i, t), b in np.ndenumerate(owners):
+        ax.add_patch(Rectangle((t, i), 1, 1, facecolor=cmap(b % 10), alpha=0.45, edgecolor="white"))
+        ax.text(t + 0.5, i + 0.62, f"b{b}", ha="center", va="center", fontsize=8)
+    for i, (fin, handers) in enumerate(sharing):
+        cols = np.nonzero(owners[i] == fin)[0]
+        ax.add_patch(Rectangle((cols[0], i + 0.04), len(cols), 0.92, fill=False, edgecolor="k", lw=2.2))
+        for h in handers:
+            hc = np.nonzero(owners[i] == h)[0]
+            ax.annotate("", xy=(cols[0] + 0.25, i + 0.2), xytext=((hc[0] + hc[-1] + 1) / 2, i + 0.2),
+                        arrowprops=dict(arrowstyle="->", color="k", lw=1, connectionstyle="arc3,rad=0.3"))
+        said = f"b{fin} finishes" + (f"; {', '.join(f'b{h}' for h in handers)} hand{'s' if len(handers) == 1 else ''}"
+                                     " over" if handers else "")
+        ax.text(k_tiles + 0.2, i + 0.5, f"tile {i}: {said}", va="center", fontsize=8)
+    ax.set_xlim(0, k_tiles + 3.2); ax.set_ylim(tiles, -0.1); ax.set_aspect("equal"); ax.axis("off")
+    ax.set_title(f"Stream-K's ranges: a last wave of {tiles} tiles x {k_tiles} k tiles on {blocks} blocks "
+                 f"(range_start(j) = tiles x k_tiles x j // {min(blocks, tiles * max_split)}); outlined: the finishing "
+                 "block, arrows: hand-overs", fontsize=8)
+    return ax
+
+
 def step12(at: dict, sms: int) -> None:
     """Steps 11 and 12: the run's records; at the base clock (the lab's run on this GPU model, Nsight Compute, 20
     launches each); the timeline of one launch with the last wave shared; the least busy SM's tensor pipe."""
@@ -281,7 +358,8 @@ def step12(at: dict, sms: int) -> None:
         glue(f"ch7d_fixed11_{n}_us", t["step 11"]["median_us"]); glue(f"ch7d_fixed12_{n}_us", t["step 12"]["median_us"])
         glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"])
     tl = {(t["run"], t["n"], t["max_split"]): t for t in past["timeline"]}
-    print("\nTimeline of one launch at 4096 with every tile of the last wave shared (us from the launch's start):")
+    print(f"\nTimeline of one launch at 4096 with every tile of the last wave shared (the lab's timeline.py, {past['date']}:"
+          "\n  globaltimer stamps in the last of 10 launches, at the board's own clock, not the base clock; us from its start):")
     n = 4096
     shared = tl[("stream-k", n, 4)]
     e = shared["events"]
@@ -296,6 +374,7 @@ def step12(at: dict, sms: int) -> None:
           f" {tiles % sms} x {k_tiles} / {sms} = {share:.1f} are each block's share of the work: the hand-over, wait"
           f" and loads cost {last_us / per_k - share:.1f} k tiles")
     glue("ch7d_sk_rounds_us_4096", e["range"]["median"]); glue("ch7d_sk_end_us_4096", e["end"]["median"])
+    glue("ch7d_sk_launch_us_4096", shared["launch_us"])
     glue("ch7d_sk_per_k_us_4096", per_k); glue("ch7d_sk_rounds_k_4096", rounds * k_tiles)
     run12 = gemmlab.results.EXPERIMENTS / "hgemm-past-cublas" / "gpu-run-2026-11-28-stream-k" / "part3"
     busy = "sm__pipe_tensor_cycles_active.{}.pct_of_peak_sustained_elapsed"

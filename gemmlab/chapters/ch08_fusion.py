@@ -31,11 +31,13 @@ __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run"
            "glue_baseline", "prediction", "roofline", "glue_prediction", "tile_owner", "k_tiles_of",
            "warp_origin", "panel_rows", "ownership", "occupancy", "glue_tf32x3_bound", "plot_run",
            "speedup_table", "glue_measure", "glue_step04", "glue_counters", "one_tf32_source", "glue_gap",
-           "sweep_table", "glue_sweep", "twin", "explorer"]
+           "sweep_table", "glue_sweep", "twin", "explorer", "tf32_tflops", "occupancy_of", "glue_panels", "error_head",
+           "error_subject"]
 
 STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k", "fused/05_tf32x3")
 EAGER = ("torch a@b@c", "cupy a@b@c")          # a @ b @ c: two cuBLAS launches (fusion.BASELINES)
 GRAPHS = ("torch graph a@b@c", "cupy graph a@b@c")  # the same two GEMMs replayed from a CUDA graph
+H100 = "NVIDIA H100 80GB HBM3"  # the GPU of the earlier tile sweeps and the blocks' timeline (fusion-tf32x3)
 SPEC = hardware.spec_for("h200")  # the spec sheet of the GPU whose run the chapter reads (132 SMs, like the H100)
 
 
@@ -139,6 +141,15 @@ def roofline(recs: list[dict], steps: Sequence[str] = (), sizes: Sequence[int] =
                 tag = "a@b@c" if step == "torch a@b@c" else step.split("/")[1][:2]
                 points.append((f"{tag} {n}", fusion.intensity(n, fused=step.startswith("fused")), r["tflops"]))
     draw(ax, SPEC, points, measured=False, xlim=(1, 4096))
+    for line in ax.get_lines():  # the shared roofline draws fp16's tensor ceiling: not this chapter's pipe
+        if line.get_label().startswith("fp16 tensor"):
+            line.set_label(line.get_label().replace("fp16 tensor (spec)", "fp16 tensor (spec; not used here)"))
+            line.set_alpha(0.35)
+    tf32 = tf32_tflops()
+    x = np.geomspace(1, 4096, 400)
+    ax.plot(x, np.minimum(tf32, SPEC.dram_gbps * 1e9 * x / 1e12), "-", color="tab:purple", lw=2,
+            label=f"TF32 tensor (spec): {tf32:g} TFLOP/s; 3xTF32 does 3 per fp32 product")
+    ax.legend(fontsize=7, loc="lower right")
     for n in (256, 512, 1024, 4096):
         ax.axvline(fusion.intensity(n), color="0.6", lw=0.8, ls=":")
         ax.annotate(f"N={n}", (fusion.intensity(n), 0.3), rotation=90, fontsize=7, color="0.4", xytext=(2, 0),
@@ -146,6 +157,12 @@ def roofline(recs: list[dict], steps: Sequence[str] = (), sizes: Sequence[int] =
     ax.text(0.01, 0.97, f"points: {run_label(recs)}", transform=ax.transAxes, fontsize=7, va="top",
             color=COLOURS["point"])
     plt.show()
+
+
+def tf32_tflops() -> float:
+    """The spec sheet's dense TF32 tensor rate of the run's GPU: half its dense fp16 rate on Hopper (H100/H200 data
+    sheets: 494.7 against 989.4 TFLOP/s without sparsity)."""
+    return SPEC.fp16_tensor_tflops / 2
 
 
 def launch_floor_us(n: int = 512) -> float:
@@ -180,6 +197,7 @@ def glue_prediction(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_p_big_us", eager["median_s"] * 1e6 if eager else nan)
     glue("ch8_p_big_tf", eager["tflops"] if eager else nan)
     glue("ch8_p_big_pct", 100 * eager["tflops"] / SPEC.fp32_tflops if eager else nan)
+    glue("ch8_p_big_headroom", SPEC.fp32_tflops / eager["tflops"] if eager else nan)  # a kernel at the FFMA peak
 
 
 # ------------------------------------------------------------------------------------------------
@@ -346,14 +364,45 @@ def occupancy(step: str, configs: Sequence[dict] = ({},), n: int = 512) -> None:
     """Threads, registers (this machine's NVRTC for sm_90: compiler-dependent), shared memory and resident
     blocks per SM of each configuration, and the grid and warps per SM the persistent launch gets at N = n."""
     for params in configs:
-        k = fusion.step(step, backend="cpu", **params)
-        r = k.resources("sm_90")
-        threads, smem = k.step.threads(k.params), k.step.smem(k.params, (n,) * 4)
-        per_sm, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes + smem, 90)
-        blocks = min(k.tiles((n,) * 4), per_sm * SPEC.sms)
-        print(f"{k.label}\n    {threads} threads, {r.registers} registers, {(r.shared_bytes + smem) / 1024:.1f} KB "
-              f"shared: {per_sm} blocks/SM ({limiter}); at N = {n}: {blocks} blocks, "
-              f"{blocks * threads / 32 / SPEC.sms:.1f} warps per SM")
+        o = occupancy_of(step, params, n)
+        print(f"{o['label']}\n    {o['threads']} threads, {o['registers']} registers, {o['smem'] / 1024:.1f} KB "
+              f"shared: {o['per_sm']} blocks/SM ({o['limiter']}); at N = {n}: {o['blocks']} blocks, "
+              f"{o['warps_per_sm']:.1f} warps per SM" + (f", {o['idle_sms']} SMs with no block" if o['idle_sms'] else ""))
+
+
+def occupancy_of(step: str, params: dict | None = None, n: int = 512) -> dict:
+    """One configuration's resources (registers: this machine's NVRTC for sm_90) and the grid it launches at N = n:
+    a persistent step min(tiles, resident blocks), steps 01 and 02 one block per row panel (their own grid)."""
+    k = fusion.step(step, backend="cpu", **(params or {}))
+    r = k.resources("sm_90")
+    threads, smem = k.step.threads(k.params), k.step.smem(k.params, (n,) * 4)
+    per_sm, limiter = blocks_per_sm(r.registers, threads, r.shared_bytes + smem, 90)
+    blocks = min(k.tiles((n,) * 4), per_sm * SPEC.sms) if k.step.persistent else k.grid_for((n,) * 4)
+    return {"label": k.label, "threads": threads, "registers": r.registers, "smem": r.shared_bytes + smem,
+            "per_sm": per_sm, "limiter": limiter, "blocks": blocks, "warps_per_sm": blocks * threads / 32 / SPEC.sms,
+            "idle_sms": max(0, SPEC.sms - blocks), "serial_fmas": 2 * n ** 3 / (blocks * threads)}
+
+
+def glue_panels(recs: list[dict], n: int = 512) -> None:
+    """Why step 02 is slower than step 01 at n (ch8_o01_*, ch8_o02_*): each one's grid, warps per SM and idle SMs
+    (resources, not counters: neither step was profiled) beside its time in the run."""
+    for step in STEPS[:2]:
+        o, idea = occupancy_of(step, None, n), step.split("/")[1][:2]
+        glue(f"ch8_o{idea}_blocks", o["blocks"]); glue(f"ch8_o{idea}_warps", o["warps_per_sm"])
+        glue(f"ch8_o{idea}_idle", o["idle_sms"]); glue(f"ch8_o{idea}_fmas", o["serial_fmas"])
+        glue(f"ch8_o{idea}_us", _us(recs, step, n) or float("nan"))
+
+
+def error_head(e: Exception, before: str = "") -> str:
+    """An error's message without the step's name in front (after its first ': '), cut before `before` if given:
+    the part a claim cell prints, the same on every backend."""
+    text = str(e).split(": ", 1)[-1]
+    return text.split(before)[0] if before else text
+
+
+def error_subject(e: Exception) -> str:
+    """An error's subject: its message up to the first ':' (the step and its parameters)."""
+    return str(e).split(":")[0]
 
 
 def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
@@ -481,7 +530,7 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     nan = float("nan")
     for step in STEPS:
         idea = step.split("/")[1][:2]
-        for size in (n, big):
+        for size in (256, n, big):
             s = _speedups(recs, step, size) or (nan, nan, nan)
             glue(f"ch8_m{idea}_{size}_us", s[0]); glue(f"ch8_m{idea}_{size}_x", s[1])
             glue(f"ch8_m{idea}_{size}_xg", s[2])
@@ -490,6 +539,11 @@ def glue_measure(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     glue("ch8_m05_graph_us", r5["graph_median_s"] * 1e6 if r5 else nan)
     glue("ch8_m05_graph_x", graph["median_s"] / r5["graph_median_s"] if r5 and graph else nan)
     glue("ch8_m_big", big)
+    eager, graph = fastest_record(recs, EAGER, big), fastest_record(recs, GRAPHS, big)
+    glue("ch8_m_big_eager_us", eager["median_s"] * 1e6 if eager else nan)
+    glue("ch8_m_big_graph_us", graph["median_s"] * 1e6 if graph else nan)
+    glue("ch8_m_big_list", "; ".join(f"step {s.split('/')[1][:2]} {sp[0]:.1f} µs, {sp[1]:.2f}x" for s in STEPS
+                                     if (sp := _speedups(recs, s, big))))
     wins = [s for s in STEPS if (_speedups(recs, s, n) or (0, 0))[1] > 1]
     names = [s.split("/")[1][:2] for s in wins]
     glue("ch8_m_wins", _names(names))
@@ -510,6 +564,11 @@ def glue_gap(n: int = 512) -> None:
     glue("ch8_g_launch_date", kt["date"])
     glue("ch8_g_05", us["05 packed"]); glue("ch8_g_05_graph", us["05 graph"]); glue("ch8_g_empty", us["empty packed"])
     glue("ch8_g_tiles", ", ".join(f"{k} {v}" for k, v in kt["config"][str(n)].items()))
+    h100 = sorted((r for r in fusion.load(H100) if r["kind"] == "sweep" and r["step"] == "fused/05_tf32x3" and r["m"] == n),
+                  key=lambda r: r["median_s"])
+    glue("ch8_g_sweep_gpu", h100[0]["gpu"] if h100 else H100); glue("ch8_g_sweep_date", h100[0]["date"] if h100 else "-")
+    glue("ch8_g_sweep_n", len(h100))
+    glue("ch8_g_sweep_us", h100[0]["median_s"] * 1e6 if h100 and h100[0]["params"] == kt["config"][str(n)] else float("nan"))
     tf = results.experiment("fusion-tf32x3")
     tl, inside = tf["timeline_us"][f"{n} best512"], tf["tile_timeline_us"][f"{n} best512"]
     glue("ch8_g_tl_gpu", tf["gpu"]); glue("ch8_g_tl_date", tf["date"])
@@ -547,7 +606,8 @@ def sweep_table(step: str = "fused/05_tf32x3", sizes: Sequence[int] = (512, 1024
             print(f"{step}, N={n}: no recorded sweep")
             continue
         base = rows[0]["baseline_median_s"] * 1e6
-        print(f"{step}, N={n}: sweep of {rows[0]['date']}, {len(rows)} configurations; its a @ b @ c: {base:.1f} µs")
+        print(f"{step}, N={n}, {rows[0]['gpu']}, sweep of {rows[0]['date']} (own run): {len(rows)} configurations, "
+              f"its a @ b @ c {base:.1f} µs")
         mine = [r for r in rows if r["params"] == default]
         for r in rows[:top] + [r for r in mine if r not in rows[:top]]:
             tag = "  (default tiles)" if r in mine else ""
@@ -570,3 +630,4 @@ def glue_sweep(step: str = "fused/05_tf32x3", n: int = 512, big: int = 4096) -> 
                                     f"{best['params']['SPLIT_K']}")
         glue(f"ch8_s_{size}_default", mine["median_s"] * 1e6 if mine else float("nan"))
         glue(f"ch8_s_{size}_default_note", "" if mine else " (the sweep did not time the default tiles)")
+

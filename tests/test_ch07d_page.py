@@ -1,0 +1,68 @@
+"""Chapter 7d's page: the picture of stream-K's k ranges before step 12 (drawn from the kernel's own range
+formula), and the figures the page reconciles (the profiler's lone launch in TFLOP/s, one cuBLAS range)."""
+import inspect
+
+import numpy as np
+import pytest
+
+from gemmlab.chapters import ch07d_hopper_schedule as ch7d
+
+
+def kernel_owners(tiles: int, k_tiles: int, blocks: int, max_split: int) -> np.ndarray:
+    """hgemm/12's range_start in Python, written out again: block j holds k tiles start(j) .. start(j + 1) - 1."""
+    split_blocks = min(blocks, tiles * max_split)
+    out = np.full(tiles * k_tiles, -1)
+    for j in range(split_blocks):
+        out[tiles * k_tiles * j // split_blocks:tiles * k_tiles * (j + 1) // split_blocks] = j
+    return out.reshape(tiles, k_tiles)
+
+
+@pytest.mark.parametrize("tiles,k_tiles,blocks,max_split", [(4, 8, 6, 4), (68, 128, 132, 4), (116, 64, 132, 4),
+                                                            (2, 8, 132, 4), (3, 5, 7, 2), (1, 1, 1, 4)])
+def test_owners_follow_the_kernels_formula_and_a_range_spans_at_most_two_tiles(tiles, k_tiles, blocks, max_split):
+    owners = ch7d.stream_k_owners(tiles, k_tiles, blocks, max_split)
+    assert owners.shape == (tiles, k_tiles) and (owners == kernel_owners(tiles, k_tiles, blocks, max_split)).all()
+    for b in np.unique(owners):
+        rows = np.nonzero((owners == b).any(axis=1))[0]
+        assert len(rows) <= 2 and (len(rows) == 1 or rows[1] == rows[0] + 1)  # at most two tiles, adjacent
+    for fin, handers in ch7d.stream_k_sharing(owners):
+        assert fin not in handers and len(handers) + 1 <= max_split
+        assert all(h < fin for h in handers)  # the finisher holds the tile's end: the highest block of the tile
+
+
+def test_the_example_picture_shows_owners_finishers_and_hand_overs(monkeypatch, capsys):
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = ch7d.stream_k_ranges(tiles=4, k_tiles=8, blocks=6)
+    cells = [t.get_text() for t in ax.texts if t.get_text().startswith("b")]
+    assert len(cells) == 32 and cells[:8] == ["b0"] * 5 + ["b1"] * 3  # one labelled cell per k tile, by its block
+    outlined = [p for p in ax.patches if not p.get_fill()]
+    assert len(outlined) == 4  # one finishing block per tile
+    rows = [t.get_text() for t in ax.texts if t.get_text().startswith("tile ")]
+    assert rows == ["tile 0: b1 finishes; b0 hands over", "tile 1: b2 finishes; b1 hands over",
+                    "tile 2: b4 finishes; b3 hands over", "tile 3: b5 finishes; b4 hands over"]
+    assert len([a for a in ax.texts if type(a).__name__ == "Annotation"]) == 4  # one arrow per hand-over
+    out = capsys.readouterr().out
+    assert "68 tiles of 128 k tiles" in out and "at most 2 tiles" in out
+
+
+def test_the_module_does_not_hand_over_the_exercise():
+    """ch7d/stream_k_pieces asks for each block's pieces in an order that never waits before handing over: the
+    chapter's module draws who owns what, and names no function that returns pieces."""
+    assert not [n for n, _ in inspect.getmembers(ch7d, inspect.isfunction) if "piece" in n]
+
+
+def test_one_cublas_range_the_prose_and_the_ladders_band():
+    import matplotlib
+    matplotlib.use("Agg")
+    from gemmlab.chapters import plots
+    at = ch7d.records()
+    for n in ch7d.SIZES:
+        lo, hi = ch7d.cublas_band(at, n)
+        ax = plots.ladder(list(at.values()), ch7d.STEPS, size=n)
+        assert f"{lo:.1f}-{hi:.1f} TFLOP/s" in ax.get_legend().get_texts()[0].get_text()
+
+
+def test_the_profilers_lone_launch_is_converted_to_tflops():
+    st = ch7d.stalls("hgemm/10_tma_store")
+    assert st is not None and st["tflops"] == pytest.approx(2 * 4096 ** 3 / (st["us"] * 1e-6) / 1e12)
