@@ -64,7 +64,7 @@ def ladder(size: int = 8192, upto: str = STEPS[-1]):
         return None
     steps = STEPS[:STEPS.index(upto) + 1]
     recs = [r for r in records() if r["step"] in steps and r["m"] == size]
-    ax = plots.ladder(recs, steps, size=size, title=f"{GPU}, M = N = K = {size} ({RUN_DATE}): each step beside "
+    ax = plots.ladder(recs, steps, size=size, title=f"{GPU}, M = N = K = {size} ({RUN_DATE}):\neach step beside "
                       "the cuBLAS call timed with it")
     for line in list(ax.lines):  # the one median line would stand for cuBLAS calls of different speeds
         if line.get_linestyle() == "--":
@@ -73,6 +73,7 @@ def ladder(size: int = 8192, upto: str = STEPS[-1]):
     own = [next(r["baseline_tflops"] for r in recs if r["step"] == s) for s in shown]
     ax.hlines(own, [i - 0.45 for i in range(len(shown))], [i + 0.45 for i in range(len(shown))], color="k", lw=1.5,
               zorder=3, label="cuBLAS timed beside each step")
+    ax.set_ylim(0, 1.4 * max(own + [r["tflops"] for r in recs]))  # room for the legend above the band
     ax.legend(fontsize=7, loc="upper left")
     return ax
 
