@@ -22,6 +22,9 @@ STEPS = NAMES[2:]  # this chapter's ladder: step 03 (chapter 7's last) to 07
 INTEGER_OPS = ["IMAD", "IADD3", "LOP3", "SHF", "LEA", "ISETP", "IMNMX", "SEL", "MOV"]
 
 
+STEP07_LINE_OFFSET = {"commit": 0.0, "wait_group": -0.07, "barrier": 0.07}  # step 07's picture: lines apart
+
+
 def records() -> tuple[list, dict]:
     """The chapter's records (live on a GPU): hgemm/01 to 07 against cuBLAS fp16; glues each step's % at 8192."""
     sizes = gemmlab.bench.live_sizes([1024, 2048, 4096, 8192, 16384], steps=NAMES, dtype="float16")
@@ -59,7 +62,9 @@ def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
         print(f"instruction ceilings on the {where}:")
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
-        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}, the ladder's run above: median beside the steps)")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}: the median of the cuBLAS calls timed beside each step"
+              f" of the ladder's run, {min(base):.0f} to {max(base):.0f}; each step's % is against its own call)")
+        glue("ch7b_cublas_lo", min(base)); glue("ch7b_cublas_hi", max(base))
     else:
         for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
                     "mma_m16n8k8_of_cublas", "mma_m16n8k16_of_cublas"):
@@ -112,10 +117,16 @@ def integer_ops() -> None:
 
 
 def instruction_counts() -> None:
-    """HMMA, LDSM, LDGSTS (cp.async), LDG and BAR in steps 06 and 07's SASS."""
+    """HMMA, LDSM, LDGSTS (cp.async), LDG and BAR in steps 06 and 07's SASS: static counts over the whole kernel
+    (instructions in the code, not executed); step 07's LDG all sit in its fallback copy for unaligned shapes."""
     for name, arch in [("hgemm/06_double_buffer", "sm_75"), ("hgemm/07_cp_async", "sm_80")]:
-        c = nvrtc.count_instructions(gemmlab.instance(name).sass(arch), ["HMMA", "LDSM", "LDGSTS", "LDG", "BAR"])
+        sass = gemmlab.instance(name).sass(arch)
+        c = nvrtc.count_instructions(sass, ["HMMA", "LDSM", "LDGSTS", "LDG", "BAR"])
         print(f"{name:24s} {arch}: " + ", ".join(f"{op} {n}" for op, n in c.items()))
+        v = name.split("/")[1][:2]
+        glue(f"ch7b_ldg{v}", c["LDG"])
+        glue(f"ch7b_ldg{v}_u16", sum(" LDG.E.U16" in line for line in sass.splitlines()))
+        glue(f"ch7b_ldg{v}_128", sum(" LDG.E.128" in line for line in sass.splitlines()))
 
 
 def ladder(recs: list, at: dict, peaks: dict, cublas: dict) -> None:
@@ -150,39 +161,64 @@ def sweeps() -> None:
         print("  " + gemmlab.results.timing_note(sweep))
 
 
-def why_it_stops() -> None:
-    """The lab's measured reason step 07 stops: its halves timed alone add up, and the board is at its power limit.
+DECOMPOSITION = "decomposition 3"  # the lab's run that timed the whole loop and both halves together (two repeats each)
 
-    From results/experiments/hgemm-diagnosis (the lab note 'Inside the tensor-core loop' holds every run).
-    """
+
+def loop_halves() -> dict:
+    """Step 07's loop taken apart (results/experiments/hgemm-diagnosis, one run: DECOMPOSITION): µs per block tile
+    on one SM for its copies alone (s07_copyonly), its ldmatrix + mma alone (s07_nocopy) and the whole loop
+    (s07_pipe), from each variant's median TFLOP/s at 8192; the whole loop as a share of the sum of its halves, what
+    full overlap (the slower half alone) would give, and the share of the possible overlap that happens."""
     diag = gemmlab.results.experiment("hgemm-diagnosis")
-    clock = diag["ncu"]["hgemm/07_cp_async (8192)"]["sm_clock_hz"]
     sms = hardware.spec_for(diag["gpu"]).sms
     p = gemmlab.instance("hgemm/07_cp_async").params
     tile_flops = 2 * p["BLOCK_M"] * p["BLOCK_N"] * p["BLOCK_K"]
+    g = gemmlab.results.group(diag, DECOMPOSITION)
+    tf = {k: gemmlab.results.tflops(g, k, 8192) for k in ("s07_copyonly", "s07_nocopy", "s07_pipe")}
+    us = {k: tile_flops / (v * 1e12 / sms) * 1e6 for k, v in tf.items()}
+    copy, math, whole = us["s07_copyonly"], us["s07_nocopy"], us["s07_pipe"]
+    total, slower = copy + math, max(copy, math)
+    watts = {r["variant"]: r for r in diag["power"]["rows"]}
+    return {"gpu": diag["gpu"], "date": diag["date"], "params": p, "tflops": tf, "us": us,
+            "whole_of_sum_pct": 100 * whole / total, "full_overlap_of_sum_pct": 100 * slower / total,
+            "overlap_pct": 100 * (total - whole) / (total - slower), "whole_over_slower": whole / slower,
+            "power": watts, "limit_w": diag["power"]["limit_w"]}
 
-    def cycles(tflops):  # one block per SM: an SM works through its tiles one after another
-        return tile_flops / (tflops * 1e12 / sms / clock)
 
-    def tf(group, spec):
-        return gemmlab.results.tflops(gemmlab.results.group(diag, group), spec, 8192)
-    copy, math = tf("decomposition 2", "s07_copyonly"), tf("decomposition", "s07_nocopy")
-    whole = tf("decomposition 2", "s07_pipe")
-    print(f"{diag['gpu']}, step 07 at 8192, cycles per block tile (from TFLOP/s at the profiled clock):")
-    print(f"  (the lab's s07_pipe: step 07 {_config(p)} with fragments pipelined; run of {diag['date']}, "
-          f"clock {clock / 1e6:.0f} MHz as profiled)")
-    for label, t in (("copies, waits, barrier only", copy), ("ldmatrix + mma only", math), ("the whole loop", whole)):
-        print(f"  {label:28s} {cycles(t):6.0f}  ({t:.0f} TFLOP/s)")
-    glue("ch7b_sum_ratio", 100 * cycles(whole) / (cycles(copy) + cycles(math)))
-    pw = diag["power"]
-    byname = {r["variant"]: r for r in pw["rows"]}
-    print(f"back to back, power limit {pw['limit_w']} W:")
-    for v, label in (("s07_copyonly", "copies only"), ("s07_noldsm", "mma only"), ("s07_copymma", "copies + mma")):
-        print(f"  {label:28s} {byname[v]['watts']:4.0f} W at {byname[v]['sm_mhz']:5.0f} MHz")
-    print("  (why mma only runs at a lower clock than copies only, below the limit, is not in the records: not explained)")
-    glue("ch7b_limit_w", pw["limit_w"]); glue("ch7b_copyonly_w", byname["s07_copyonly"]["watts"])
-    glue("ch7b_noldsm_w", byname["s07_noldsm"]["watts"]); glue("ch7b_copymma_mhz", byname["s07_copymma"]["sm_mhz"])
-    glue("ch7b_copyonly_mhz", byname["s07_copyonly"]["sm_mhz"]); glue("ch7b_noldsm_mhz", byname["s07_noldsm"]["sm_mhz"])
+def why_it_stops() -> None:
+    """The lab's measured reason step 07 stops: its two halves, timed alone in one run, overlap only in part when
+    they run together; the board's power draw and clocks beside them (a minor factor: counted in cycles at each run's
+    clock, the whole loop's share of the sum of its halves moves by a point or so). Glues what the prose quotes."""
+    h = loop_halves()
+    pw = h["power"]
+    clock = {"s07_copyonly": pw["s07_copyonly"]["sm_mhz"], "s07_nocopy": pw["s07_nocopy"]["sm_mhz"],
+             "s07_pipe": pw["s07_base"]["sm_mhz"]}
+    print(f"{h['gpu']}, step 07 at 8192 ({_config(h['params'])}, fragments pipelined: the lab's s07_pipe), "
+          f"one run of {h['date']}:")
+    print(f"  {'':28s} {'µs per block tile':>17s}  TFLOP/s  clock (power run)")
+    for k, label in (("s07_copyonly", "copies, waits, barrier only"), ("s07_nocopy", "ldmatrix + mma only"),
+                     ("s07_pipe", "the whole loop")):
+        print(f"  {label:28s} {h['us'][k]:17.3f}  {h['tflops'][k]:7.0f}  {clock[k]:5.0f} MHz"
+              + (" (step 07's; s07_pipe has no power row)" if k == "s07_pipe" else ""))
+    print(f"  whole loop: {h['whole_of_sum_pct']:.0f}% of the sum of the halves; full overlap would give "
+          f"{h['full_overlap_of_sum_pct']:.0f}%: {h['overlap_pct']:.0f}% of the possible overlap happens")
+    print(f"back to back for 4 s each (nvidia-smi), power limit {h['limit_w']} W:")
+    for v, label in (("s07_copyonly", "copies only"), ("s07_nocopy", "ldmatrix + mma only"),
+                     ("s07_noldsm", "mma only (no ldmatrix)"), ("s07_copymma", "copies + mma"),
+                     ("s07_base", "step 07")):
+        print(f"  {label:28s} {pw[v]['watts']:4.0f} W at {pw[v]['sm_mhz']:5.0f} MHz")
+    cyc = {k: h["us"][k] * clock[k] for k in clock}
+    cyc_share = 100 * cyc["s07_pipe"] / (cyc["s07_copyonly"] + cyc["s07_nocopy"])
+    print(f"  in cycles at each run's clock: the whole loop is {cyc_share:.0f}% of the sum of the halves")
+    spread = 100 * (max(clock.values()) / min(clock.values()) - 1)
+    glue("ch7b_sum_ratio_cycles", cyc_share)
+    glue("ch7b_sum_ratio", h["whole_of_sum_pct"]); glue("ch7b_full_overlap_pct", h["full_overlap_of_sum_pct"])
+    glue("ch7b_overlap_pct", h["overlap_pct"]); glue("ch7b_whole_over_slower", h["whole_over_slower"])
+    glue("ch7b_clock_spread_pct", spread)
+    glue("ch7b_limit_w", h["limit_w"]); glue("ch7b_copyonly_w", pw["s07_copyonly"]["watts"])
+    glue("ch7b_nocopy_w", pw["s07_nocopy"]["watts"]); glue("ch7b_base_w", pw["s07_base"]["watts"])
+    glue("ch7b_copyonly_mhz", pw["s07_copyonly"]["sm_mhz"]); glue("ch7b_nocopy_mhz", pw["s07_nocopy"]["sm_mhz"])
+    glue("ch7b_base_mhz", pw["s07_base"]["sm_mhz"])
 
 
 def _config(p: dict) -> str:
@@ -197,7 +233,7 @@ def step07_runs(at: dict) -> None:
              if r["step"] == "hgemm/07_cp_async" and r["m"] == 8192]
     best = max(sweep, key=lambda r: r["pct_of_baseline"]) if sweep else None
     diag = gemmlab.results.experiment("hgemm-diagnosis")
-    pipe = gemmlab.results.tflops(gemmlab.results.group(diag, "decomposition 2"), "s07_pipe", 8192)
+    pipe = gemmlab.results.tflops(gemmlab.results.group(diag, DECOMPOSITION), "s07_pipe", 8192)
     print("step 07 at 8192, three figures (no clock is recorded with the benchmark runs):")
     if lad:
         print(f"  {lad['tflops']:6.1f} TFLOP/s  the ladder above: {_config(lad['params'])} (default), "
@@ -367,8 +403,10 @@ def step_picture(step: str) -> None:
                         va="center", fontsize=6)
                 x += 1
             else:
-                ax.axvline(x, color={"commit": "tab:blue", "wait_group": "tab:red", "barrier": "0.3"}[event],
-                           lw=1, ls="-" if event != "commit" else ":")
+                # wait_group and the barrier fall at the same point of the program: drawn side by side
+                ax.axvline(x + STEP07_LINE_OFFSET[event],
+                           color={"commit": "tab:blue", "wait_group": "tab:red", "barrier": "0.3"}[event],
+                           lw=1.5 if event == "wait_group" else 1, ls="-" if event != "commit" else ":")
         ax.set_yticks(range(stages), [f"slot {s}" for s in range(stages)]); ax.set_ylim(stages - 0.4, -0.6)
         ax.set_xlim(0, x); ax.set_xlabel("program order (dotted: commit_group; red: wait_group<NUM_STAGES-2>; grey: barrier)")
         ax.set_title(f"step 07: a ring of NUM_STAGES = {stages} shared slots; copies run ahead of mma", fontsize=9)
@@ -423,3 +461,88 @@ def claim() -> None:
     for name in STEPS[1:4]:
         fit = gemmlab.instance(name).fit("sm_75")  # counts step 06's dynamic shared memory and registers x threads
         print(f"{name}: fits a T4 (sm_75): {'yes' if fit.ok else f'NO: {fit}'}")
+
+
+# --- Issue 52: the starting point alone, a prediction before each step, and the picture of 3xTF32 ----------------
+
+def starting_point(recs: list) -> None:
+    """"Where we are": step 03 (chapter 7's last step) and cuBLAS at each size, nothing of this chapter's own steps."""
+    print(gemmlab.bench.table([r for r in recs if r["step"] == "hgemm/03_swizzled"]))
+
+
+PREDICTED = {  # step: (the step whose record it starts from, the schedule of chapter 6's timeline model, its ceiling)
+    "hgemm/04_register_prefetch": ("hgemm/03_swizzled", "register_prefetch", "mma_m16n8k8"),
+    "hgemm/06_double_buffer": ("hgemm/05_tuned_tiles", "register_prefetch", "mma_m16n8k8"),
+    "hgemm/07_cp_async": ("hgemm/06_double_buffer", "cp_async", "mma_m16n8k16"),
+}
+
+
+def predict(step: str, at: dict, peaks: dict, size: int = 8192) -> dict | None:
+    """A step's predicted TFLOP/s from the step before it (chapter 6's timeline model, pipeline.timeline): the
+    previous step's record at `size` gives its time per unit of work; the math at the instruction's ceiling
+    (kernels/probe/peak.cu) takes C of it and the wait for the tile L the rest (serial: T = L + C; one tile of
+    look-ahead: T = max(L, C)). The new schedule then runs the same L and C: register_prefetch (one tile ahead) or
+    cp_async with NUM_STAGES - 1 tiles ahead, at the new instruction's ceiling. Barriers cost nothing in the model,
+    so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>."""
+    from . import pipeline
+    prev, schedule, ceiling = PREDICTED[step]
+    r = at.get((prev, size))
+    if r is None or not peaks.get(ceiling) or not peaks.get("mma_m16n8k8"):
+        print(f"{step}: no prediction (a record of {prev} at {size} or the probe's ceilings are missing)")
+        return None
+    prev_schedule = "serial" if prev == "hgemm/03_swizzled" else "register_prefetch"
+    t, c_prev = 1 / r["tflops"], 1 / peaks["mma_m16n8k8"]["tflops"]  # per TFLOP: the unit of work is arbitrary
+    load = t - c_prev if prev_schedule == "serial" else t  # one tile ahead: T = max(L, C), and T > C here
+    c = 1 / peaks[ceiling]["tflops"]
+    n = size // gemmlab.instance(step).params["BLOCK_K"]
+    stages = gemmlab.instance(step).params.get("NUM_STAGES", 2)
+    per_tile = pipeline.total_time(schedule, tiles=n, load=load, compute=c, stages=stages) / n
+    out = {"from": prev, "from_tflops": r["tflops"], "schedule": schedule, "ceiling": ceiling,
+           "ceiling_tflops": peaks[ceiling]["tflops"], "tflops": 1 / per_tile}
+    v = step.split("/")[1][:2]
+    glue(f"ch7b_pred_{v}", out["tflops"]); glue(f"ch7b_pred_{v}_from", r["tflops"])
+    ahead = {"register_prefetch": "one tile ahead", "cp_async": f"{stages - 1} tiles ahead (NUM_STAGES = {stages})"}
+    print(f"prediction for {step} at {size}: from {prev}'s {r['tflops']:.0f} TFLOP/s, the loads run {ahead[schedule]}"
+          f", the math at the {ceiling} ceiling ({peaks[ceiling]['tflops']:.0f}): {out['tflops']:.0f} TFLOP/s")
+    return out
+
+
+def tf32x3_terms(x: float = 1 / 3, y: float = 2 / 3) -> list[dict]:
+    """3xTF32's products for one pair: big = tf32(x), small = x - big, and each of the four products with its
+    size relative to x * y and whether the kernel issues it (three mmas, small * small dropped), in issue order."""
+    xb, yb = (float(tf32(np.float32(v))) for v in (x, y))
+    xs, ys = float(np.float32(x) - np.float32(xb)), float(np.float32(y) - np.float32(yb))
+    terms = [("small_a x big_b", xs * yb, True), ("big_a x small_b", xb * ys, True), ("big_a x big_b", xb * yb, True),
+             ("small_a x small_b", xs * ys, False)]
+    return [{"term": t, "relative": abs(v) / (x * y), "issued": used} for t, v, used in terms]
+
+
+def draw_tf32x3(ax=None):
+    """3xTF32: a float's 23 mantissa bits split into big (TF32: the top 10) and small (the rest, as its own TF32),
+    and the three mmas the kernel issues per fragment pair, small terms first; small x small (about 2^-22) dropped."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3.4))
+    # the split of one fp32 number: sign, 8 exponent bits, 23 mantissa bits
+    for i, (w, label, colour) in enumerate(((1, "s", "0.6"), (8, "exponent (8)", "0.8"),
+                                            (10, "big: mantissa bits 1-10", "tab:blue"),
+                                            (13, "small: bits 11-23", "tab:orange"))):
+        x0 = sum(v for v, _, _ in ((1, 0, 0), (8, 0, 0), (10, 0, 0))[:i])
+        ax.add_patch(Rectangle((x0 * 0.3, 3), w * 0.3, 0.8, fc=colour, alpha=0.6, ec="white"))
+        ax.text(x0 * 0.3 + w * 0.15, 3.4, label, ha="center", va="center", fontsize=7)
+    ax.text(0, 4.1, "x (fp32) = big + small; big = tf32(x), small = x - big (exact, |small| <= 2^-11 |x|)", fontsize=8)
+    for j, t in enumerate(tf32x3_terms()):
+        x0 = 0.2 + 2.6 * j
+        ax.add_patch(Rectangle((x0, 0.6), 2.3, 1.4, fc="tab:green" if t["issued"] else "white", alpha=0.35,
+                               ec="k", ls="-" if t["issued"] else "--"))
+        ax.text(x0 + 1.15, 1.5, (f"mma {j + 1}: " if t["issued"] else "dropped: ") + t["term"], ha="center",
+                fontsize=7.5)
+        ax.text(x0 + 1.15, 1.0, f"size ~ {t['relative']:.0e} of x*y", ha="center", fontsize=7)
+        if not t["issued"]:
+            ax.plot([x0, x0 + 2.3], [0.6, 2.0], color="tab:red", lw=1)
+    ax.annotate("", (10.3, 0.3), (0.2, 0.3), arrowprops=dict(arrowstyle="->"))
+    ax.text(5.2, 0.0, "issue order: the small terms first, into a fresh accumulator per K tile", ha="center",
+            fontsize=7.5)
+    ax.set_xlim(0, 10.8); ax.set_ylim(-0.3, 4.4); ax.axis("off")
+    ax.set_title("3xTF32: three TF32 mma.sync per fragment pair instead of one", fontsize=9)
+    plt.tight_layout(); plt.show()
+    return ax

@@ -62,7 +62,20 @@ def ladder(size: int = 8192, upto: str = STEPS[-1]):
     if not records():
         print(f"recorded data missing: no records of {', '.join(NEW)} on {GPU}")
         return None
-    return plots.ladder(records(), STEPS[:STEPS.index(upto) + 1], size=size)
+    steps = STEPS[:STEPS.index(upto) + 1]
+    recs = [r for r in records() if r["step"] in steps and r["m"] == size]
+    ax = plots.ladder(recs, steps, size=size, title=f"{GPU}, M = N = K = {size} ({RUN_DATE}):\neach step beside "
+                      "the cuBLAS call timed with it")
+    for line in list(ax.lines):  # the one median line would stand for cuBLAS calls of different speeds
+        if line.get_linestyle() == "--":
+            line.remove()
+    shown = [s for s in steps if any(r["step"] == s for r in recs)]
+    own = [next(r["baseline_tflops"] for r in recs if r["step"] == s) for s in shown]
+    ax.hlines(own, [i - 0.45 for i in range(len(shown))], [i + 0.45 for i in range(len(shown))], color="k", lw=1.5,
+              zorder=3, label="cuBLAS timed beside each step")
+    ax.set_ylim(0, 1.4 * max(own + [r["tflops"] for r in recs]))  # room for the legend above the band
+    ax.legend(fontsize=7, loc="upper left")
+    return ax
 
 
 def table() -> str:
@@ -288,8 +301,8 @@ def gap_table() -> str:
     pipe's idle share with the top stall that causes it."""
     clk = board_clock()
     ser, ring = serial_prediction(), ring_prediction(4096)
-    models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"],
-              "hgemm/08_wgmma": ring["tflops_03"]}
+    models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"]}
+    p08 = step08_prediction()
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
              f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz",
              f"{'step':19s} {'model':>5s} {'at clock':>9s} {'peak x clock x busy':>20s} {'measured':>9s}  top stall"]
@@ -298,6 +311,12 @@ def gap_table() -> str:
         if g:
             lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:9.0f} {g['peak_at_clock']:7.0f} x "
                          f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
+    g = explain_gap("hgemm/08_wgmma", 0.0)
+    if g and p08:  # step 08's prediction starts from step 03's record, so it is at the board's clock already
+        lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {p08['tflops']:9.0f} {g['peak_at_clock']:7.0f} x "
+                     f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
+        lines.append("(step 08's prediction: step 03's record / step 03's tensor-pipe busy share, at most the peak at "
+                     "the clock)")
     return "\n".join(lines)
 
 
@@ -345,10 +364,10 @@ def sass_counts(steps=("hgemm/07_cp_async", "hopper/01_wgmma", "hopper/02_tma"))
 
 
 def cublas_range(size: int, gpu: str = GPU, date: str = RUN_DATE) -> tuple[float, float] | None:
-    """The lowest and highest cuBLAS rate (TFLOP/s) over every cuBLAS call of the one run at `size`: each step's
-    record carries the cuBLAS call timed beside it, so this is the run-to-run spread of cuBLAS within the run."""
-    rates = [r["baseline_tflops"] for r in results.load(gpu) if r.get("gpu") == gpu and r["m"] == size
-             and str(r.get("date", "")).startswith(date) and r.get("baseline_tflops")]
+    """The lowest and highest cuBLAS rate (TFLOP/s) over the cuBLAS calls timed beside this chapter's steps at
+    `size` in the one run: the grey band of the ladder at that size (plots.ladder draws the same records)."""
+    rates = [r["baseline_tflops"] for r in one_run(STEPS, sizes=(size,), gpu=gpu, date=date)
+             if r.get("baseline_tflops")]
     return (min(rates), max(rates)) if rates else None
 
 
@@ -397,6 +416,7 @@ def glue_all() -> None:
     models = {"h01": ("hopper/01_wgmma", ser["tflops"]), "h02": ("hopper/02_tma", ser["tflops"])}
     if p:
         models.update({"h03": ("hopper/03_tma_ring", p["tflops_03"]), "v08": ("hgemm/08_wgmma", p["tflops_03"])})
+    glue_more()
     for key, (step, model) in models.items():
         g = explain_gap(step, model)
         if g:
@@ -428,3 +448,255 @@ def l2_evidence() -> str:
             glue(f"ch7c_wg_{key}_{m}", r[m])
     glue("ch7c_wg_gpu", wg["gpu"])
     return "\n".join(lines)
+
+
+# --- Issue 51/52: the concepts step 08 brings in, each with its picture ----------------------------------------
+
+def _kernel_text(step: str) -> str:
+    from ..runtime.source import REPO
+    return (REPO / "kernels" / f"{step}.cu").read_text()
+
+
+def ws_roles(step: str = "hgemm/08_wgmma", gpu: str = GPU) -> dict:
+    """Step 08's warp groups and their registers, read from the kernel: the block's threads
+    (__launch_bounds__), what setmaxnreg_dec leaves the producer warp group and setmaxnreg_inc lets the consumers
+    claim, the budget 128 x producer + consumer threads x consumer against the SM's register file (one block per
+    SM), and the rows of the 128-row tile each consumer owns."""
+    import re
+    text = _kernel_text(step)
+    threads = int(re.search(r"__launch_bounds__\((\d+),\s*1\)", text).group(1))
+    dec = int(re.search(r"setmaxnreg_dec<(\d+)>", text).group(1))
+    inc = int(re.search(r"setmaxnreg_inc<(\d+)>", text).group(1))
+    regfile = hardware.spec_for(gpu).regs_per_sm
+    groups = threads // 128
+    consumers = groups - 1
+    rows = BLOCK_M // consumers
+    used = 128 * dec + 128 * consumers * inc
+    return {"threads": threads, "groups": groups, "producer_regs": dec, "consumer_regs": inc,
+            "consumer_threads": 128 * consumers, "regfile": regfile, "budget_used": used, "fits": used <= regfile,
+            "cap_regs": regfile // threads // 8 * 8,
+            "roles": [{"group": 0, "role": "producer", "threads": (0, 127), "regs": dec, "rows": None}] +
+                     [{"group": g, "role": "consumer", "threads": (128 * g, 128 * g + 127), "regs": inc,
+                       "rows": ((g - 1) * rows, g * rows - 1)} for g in range(1, groups)]}
+
+
+def draw_warp_specialization(step: str = "hgemm/08_wgmma", stages: int = 4, block_n: int = 256):
+    """Step 08's block: warp group 0 the producer (thread 0 issues TMA into the ring), warp groups 1 and 2 the
+    consumers (rows 0-63 and 64-127 of the 128 x block_n tile); full[s] tells the consumers a stage has landed,
+    empty[s] tells the producer it may refill it. Below, the register budget setmaxnreg sets, against the SM's
+    register file. Roles differ from hopper/01-03, where warp groups 0 and 1 are both consumers."""
+    w = ws_roles(step)
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(9.5, 5.4), gridspec_kw={"height_ratios": [3.4, 1]})
+    colours = {"producer": "tab:orange", "consumer": "tab:blue"}
+    for r in w["roles"]:
+        y = 2.2 * (len(w["roles"]) - 1 - r["group"])
+        ax.add_patch(Rectangle((0, y), 3.2, 1.8, color=colours[r["role"]], alpha=0.35))
+        what = ("thread 0 waits on empty[s], then\nissues the TMA loads into stage s" if r["role"] == "producer"
+                else f"rows {r['rows'][0]}-{r['rows'][1]} of the {BLOCK_M} x {block_n} tile:\n"
+                     "waits on full[s], wgmma, arrives on empty[s]")
+        ax.text(1.6, y + 0.9, f"warp group {r['group']}: {r['role']}\nthreads {r['threads'][0]}-{r['threads'][1]}, "
+                f"{r['regs']} registers each\n{what}", ha="center", va="center", fontsize=7.5)
+    ring_y = 2.2 * (len(w["roles"]) - 1) / 2 - 0.2
+    for s in range(stages):
+        ax.add_patch(Rectangle((4.6 + 0.9 * s, ring_y), 0.8, 2.2, fill=False, lw=1.2))
+        ax.text(5.0 + 0.9 * s, ring_y + 1.1, f"stage {s}\nA 128x64\nB 64x{block_n}", ha="center", va="center",
+                fontsize=6.5)
+    ax.text(4.6 + 0.45 * stages, ring_y + 2.5, f"ring of {stages} stages in shared memory", ha="center", fontsize=7.5)
+    py = 2.2 * (len(w["roles"]) - 1) + 0.9
+    ax.annotate("", (4.55, ring_y + 1.9), (3.25, py), arrowprops=dict(arrowstyle="->", color="tab:orange", lw=1.5))
+    ax.text(3.9, py + 0.1, "TMA", fontsize=7, color="tab:orange")
+    for r in w["roles"][1:]:
+        y = 2.2 * (len(w["roles"]) - 1 - r["group"]) + 0.9
+        ax.annotate("", (3.25, y), (4.55, ring_y + 0.6), arrowprops=dict(arrowstyle="->", color="tab:blue", lw=1.2))
+    ax.text(8.6, ring_y + 1.7, "full[s] (count 1): the bytes have landed\n-> the consumers may read stage s",
+            fontsize=7, color="tab:blue", va="center")
+    ax.text(8.6, ring_y + 0.5, "empty[s] (count 2): both consumers are done\n-> the producer may refill stage s",
+            fontsize=7, color="tab:orange", va="center")
+    ax.set_xlim(-0.1, 12.5)
+    ax.set_ylim(-0.2, 2.2 * len(w["roles"]))
+    ax.axis("off")
+    ax.set_title(f"Step 08: {w['threads']} threads, {w['groups']} warp groups with different roles "
+                 "(in hopper/01-03, warp groups 0 and 1 both multiply)", fontsize=8.5)
+    prod, cons = 128 * w["producer_regs"], w["consumer_threads"] * w["consumer_regs"]
+    bx.barh(0, prod, color="tab:orange", alpha=0.6)
+    bx.barh(0, cons, left=prod, color="tab:blue", alpha=0.6)
+    bx.axvline(w["regfile"], color="k", lw=1.5)
+    bx.text(prod / 2, 0, f"128 x {w['producer_regs']}\n= {prod:,}", ha="center", va="center", fontsize=7)
+    bx.text(prod + cons / 2, 0, f"{w['consumer_threads']} x {w['consumer_regs']} = {cons:,}", ha="center",
+            va="center", fontsize=7)
+    bx.text(w["regfile"], 0.5, f" the SM's {w['regfile']:,}", fontsize=7, va="center")
+    bx.set_xlim(0, w["regfile"] * 1.18)
+    bx.set_yticks([])
+    bx.set_xlabel("32-bit registers of one SM (one block per SM)", fontsize=7)
+    bx.set_title(f"setmaxnreg's budget: {prod:,} + {cons:,} = {prod + cons:,} <= {w['regfile']:,}", fontsize=8)
+    plt.tight_layout()
+    return ax, bx
+
+
+def descriptor_strides(step: str = "hgemm/08_wgmma") -> dict:
+    """The LBO and SBO the kernel passes to wgmma_desc_sw128 for A and for B (bytes), read from its source, with
+    the constants they name: the 8-row x 128-byte swizzle atom is 1024 bytes; B's 64-column boxes B_BOX_BYTES apart."""
+    import re
+    text = _kernel_text(step)
+    consts = {"B_BOX_BYTES": 64 * BLOCK_K * 2}
+    val = lambda s: int(s) if s.isdigit() else consts[s]  # noqa: E731
+    out = {}
+    for op, var in (("a", "a_tile"), ("b", "b_tile")):
+        m = re.search(rf"wgmma_desc_sw128\({var}[^,]*,\s*(\w+),\s*(\w+)\)", text)
+        out[f"{op}_lbo"], out[f"{op}_sbo"] = val(m.group(1)), val(m.group(2))
+    out["atom_bytes"] = 8 * 128
+    return out
+
+
+def draw_descriptor(step: str = "hgemm/08_wgmma", block_n: int = 256):
+    """What a wgmma descriptor describes: 8-row x 128-byte swizzle atoms (each row's eight 16-byte chunks stored at
+    chunk ^ row), stacked down the tile SBO bytes apart; for B, the next 64-column box LBO bytes to the right."""
+    d = descriptor_strides(step)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [1, 2.3]})
+    ax = axes[0]
+    for r in range(8):
+        for c in range(8):
+            ax.add_patch(Rectangle((c ^ r, r), 1, 1, color=plt.get_cmap("tab10")(c), alpha=0.55, ec="white"))
+            ax.text((c ^ r) + 0.5, r + 0.5, str(c), ha="center", va="center", fontsize=6.5)
+    ax.set_xlim(0, 8); ax.set_ylim(8, 0); ax.set_aspect("equal")
+    ax.set_xticks(range(0, 9, 2), [f"{16 * c}" for c in range(0, 9, 2)], fontsize=6.5)
+    ax.set_yticks([r + 0.5 for r in range(8)], [f"row {r}" for r in range(8)], fontsize=6.5)
+    ax.set_xlabel("byte within the 128-byte row", fontsize=7)
+    ax.set_title(f"One swizzle atom: 8 rows x 128 bytes = {d['atom_bytes']} B\n(number: the chunk c stored at c ^ row)",
+                 fontsize=8)
+    bx = axes[1]
+    boxes = block_n // 64
+    for j in range(boxes):
+        for a in range(8):  # 64 k rows = 8 atoms down each box
+            bx.add_patch(Rectangle((1.15 * j, a), 1, 1, fill=True, color="tab:blue" if j == 0 else "0.85",
+                                   alpha=0.5 if a % 2 else 0.3, ec="white"))
+        bx.text(1.15 * j + 0.5, 8.5, f"box {j}", ha="center", fontsize=7)
+    bx.annotate("", (0.5, 1.0), (0.5, 0.0), arrowprops=dict(arrowstyle="->", lw=1.5))
+    bx.text(0.55, 0.6, f" SBO = {d['b_sbo']} B:\n next atom down", fontsize=7, va="center")
+    bx.annotate("", (1.15 + 0.15, 3.5), (0.85, 3.5), arrowprops=dict(arrowstyle="->", lw=1.5, color="tab:red"))
+    bx.text(1.15, 4.4, f"LBO = {d['b_lbo']:,} B:\nnext 64-column box", fontsize=7, color="tab:red")
+    bx.set_xlim(-0.1, 1.15 * boxes); bx.set_ylim(9, -0.3); bx.axis("off")
+    bx.set_title(f"B's stage (64 k x {block_n} n): {boxes} boxes of 64 columns, each 8 atoms down.\n"
+                 f"A's 64-half rows are one atom wide: SBO = {d['a_sbo']} B, LBO unused (the code passes {d['a_lbo']})",
+                 fontsize=8)
+    plt.tight_layout()
+    return axes
+
+
+def tma_boxes(block_n: int = 256) -> list[dict]:
+    """The TMA boxes of one k tile of a 128 x block_n block (A's 128 x 64, then B's 64 x 64 boxes) and where each
+    lands in the stage: its byte offset and size (A first, B's boxes after it, 8 KB apart)."""
+    a_bytes = BLOCK_M * BLOCK_K * 2
+    boxes = [{"name": "A", "rows": BLOCK_M, "cols": BLOCK_K, "offset": 0, "bytes": a_bytes}]
+    for j in range(block_n // 64):
+        boxes.append({"name": f"B{j}", "rows": BLOCK_K, "cols": 64, "offset": a_bytes + j * 64 * BLOCK_K * 2,
+                      "bytes": 64 * BLOCK_K * 2})
+    return boxes
+
+
+def draw_tma(block_n: int = 256):
+    """One k tile by TMA: A's 128 x 64 box from the A matrix and B's 64 x 64 boxes from B, each written by the copy
+    engine into its place in the stage's shared memory, already in the 128-byte swizzle (the chunk pattern of
+    one atom shown in each)."""
+    boxes = tma_boxes(block_n)
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    colours = plt.get_cmap("tab10").colors
+    # global memory: A (rows x k), B (k x n) as outlines with the boxes shaded
+    ax.add_patch(Rectangle((0, 0), 2.2, 2.6, fill=False, lw=1)); ax.text(1.1, -0.25, "A in global memory", ha="center", fontsize=7)
+    ax.add_patch(Rectangle((0.6, 0.3), 1.1, 2.0, color=colours[0], alpha=0.5))
+    ax.text(1.15, 1.3, "box\n128 x 64", ha="center", va="center", fontsize=7)
+    ax.add_patch(Rectangle((2.8, 0), 4.4, 2.0, fill=False, lw=1)); ax.text(5.0, -0.25, "B in global memory", ha="center", fontsize=7)
+    for j, b in enumerate(boxes[1:]):
+        ax.add_patch(Rectangle((3.0 + 1.0 * j, 0.5), 0.95, 1.0, color=colours[j + 1], alpha=0.5))
+        ax.text(3.475 + 1.0 * j, 1.0, f"{b['name']}\n64 x 64", ha="center", va="center", fontsize=6.5)
+    # the stage in shared memory: a bar of bytes
+    total = sum(b["bytes"] for b in boxes)
+    scale = 9.5 / total
+    for j, b in enumerate(boxes):
+        x = 0.2 + b["offset"] * scale
+        ax.add_patch(Rectangle((x, 3.3), b["bytes"] * scale - 0.05, 1.1, color=colours[j], alpha=0.5))
+        for r in range(8):  # the swizzle pattern of the box's first atom, in miniature
+            for c in range(8):
+                ax.add_patch(Rectangle((x + 0.1 + 0.1 * (c ^ r), 3.4 + 0.1 * r), 0.09, 0.09,
+                                       color=plt.get_cmap("tab10")(c), alpha=0.9))
+        ax.text(x + 0.2, 4.55, f"{b['name']}: {b['offset'] // 1024}-{(b['offset'] + b['bytes']) // 1024} KB",
+                fontsize=6.5)
+        src = (1.15, 2.3) if b["name"] == "A" else (3.475 + 1.0 * (j - 1), 1.5)
+        ax.annotate("", (x + 0.5, 3.3), src, arrowprops=dict(arrowstyle="->", color=colours[j], lw=1))
+    ax.text(9.9, 3.85, f"one stage\n{total // 1024} KB\nin shared\nmemory", fontsize=7, va="center")
+    ax.set_xlim(-0.1, 11); ax.set_ylim(4.9, -0.5); ax.axis("off")
+    ax.set_title(f"One k tile: {len(boxes)} TMA boxes, each landing 128-byte swizzled in the stage "
+                 "(the small squares: one atom's chunk order)", fontsize=8)
+    return ax
+
+
+def step08_prediction(size: int = 4096) -> dict | None:
+    """Step 08's own prediction, from step 03's record and profile: in 03 thread 0's warp group refills the ring
+    inside its own loop and waits there for the other warp group's release, so the two consumers run in lockstep
+    and the tensor pipe idles (100 - busy)% of the time. If the producer warp group takes that job and the idle
+    share goes, step 08 runs at 03's rate / busy share, capped by the peak at the board's clock. The registers add
+    nothing: the consumers' 128 accumulators fit the 168 the launch bounds allow (setmaxnreg_check)."""
+    r, prof = at("hopper/03_tma_ring", size), profiled("hopper/03_tma_ring")
+    if r is None or prof is None:
+        return None
+    clk = board_clock()
+    peak_at_clock = hardware.spec_for(GPU).fp16_tensor_tflops * clk["mhz"] / clk["spec_mhz"]
+    pred = min(r["tflops"] / (prof["tensor_pct"] / 100), peak_at_clock)
+    return {"from_tflops": r["tflops"], "busy_pct": prof["tensor_pct"], "tflops": pred,
+            "gain_pct": 100 * (pred / r["tflops"] - 1), "peak_at_clock": peak_at_clock}
+
+
+def stall_values(step: str, names=("barrier", "long_scoreboard")) -> dict:
+    """Nsight Compute's warps stalled per issued instruction for `names` (results/<gpu>.ncu.json, at 4096)."""
+    m = profile.load(GPU).get(step) or {}
+    return {n: m.get(f"smsp__average_warps_issue_stalled_{n}_per_issue_active.ratio") for n in names}
+
+
+def sass_count(step: str, op: str) -> int:
+    """How many `op` instructions the step's sm_90a SASS holds (a static count: instruction sites, not executions)."""
+    return nvrtc.count_instructions(gemmlab.instance(step).sass("sm_90"), [op])[op]
+
+
+def check(step: str, arch_error: bool = False) -> None:
+    """The step against float64 in the emulator, a shape the step refuses (K = 12), and for hgemm/08 the refusal
+    on an sm_80 target: what the chapter's check cells print."""
+    print(gemmlab.verify(gemmlab.step(step, backend="cpu")), "(emulator)")
+    if arch_error:
+        try:
+            gemmlab.instance(step).resources("sm_80")
+        except gemmlab.errors.ArchError as e:
+            message = str(e).splitlines()[0]
+            print("ArchError for sm_80:", "it needs sm_90a" in message, "| wgmma named:", "wgmma" in message)
+    try:
+        gemmlab.step(step, backend="cpu")(np.ones((64, 12), np.float16), np.ones((12, 64), np.float16))
+    except gemmlab.errors.ShapeError as e:
+        print("ShapeError for K = 12:", str(e).split(":")[1].strip()[:60], "...")
+
+
+def glue_more() -> None:
+    """The values of the pictures and predictions added for issue 51/52: step 08's roles and register budget,
+    the descriptors' strides, step 08's own prediction, the stall figures and static instruction counts."""
+    w = ws_roles()
+    for k in ("threads", "producer_regs", "consumer_regs", "budget_used", "regfile", "cap_regs"):
+        glue(f"ch7c_ws_{k}", w[k])
+    d = descriptor_strides()
+    for k, v in d.items():
+        glue(f"ch7c_desc_{k}", v)
+    p = step08_prediction()
+    if p:
+        glue("ch7c_v08_pred_tflops", p["tflops"]); glue("ch7c_v08_pred_gain_pct", p["gain_pct"])
+    for key, step in (("h02", "hopper/02_tma"), ("h03", "hopper/03_tma_ring"), ("v08", "hgemm/08_wgmma"),
+                      ("v10", "hgemm/10_tma_store"), ("v11", "hgemm/11_mma_in_flight")):
+        for n, v in stall_values(step).items():
+            if v is not None:
+                glue(f"ch7c_{key}_{n}", v)
+    for key, step in (("h02", "hopper/02_tma"), ("h03", "hopper/03_tma_ring"), ("v08", "hgemm/08_wgmma")):
+        for op in ("BAR", "UTMALDG", "HGMMA"):
+            glue(f"ch7c_{key}_sass_{op.lower()}", sass_count(step, op))
+    per_group = BLOCK_K // 16  # wgmmas per warp group and k tile
+    glue("ch7c_wgmma_per_group", per_group)
+    glue("ch7c_h02_tma_copies", sass_count("hopper/02_tma", "UTMALDG") // copy_instructions()["tma_per_block_02"])
+    glue("ch7c_h02_wgmma_copies", sass_count("hopper/02_tma", "HGMMA") // per_group)
+    r11, r10 = profiled("hgemm/11_mma_in_flight"), profiled("hgemm/10_tma_store")
+    if r11 and r10:
+        glue("ch7c_v10_tensor_pct", r10["tensor_pct"]); glue("ch7c_v11_tensor_pct", r11["tensor_pct"])

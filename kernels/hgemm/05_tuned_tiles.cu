@@ -5,7 +5,7 @@
 // - Tiles: the block tile grows from 128 x 128 to 256 x 128 (8 warps of 64 x 64 instead of 4).
 //   Per K step a block loads (BM + BN) * BK halves and does BM * BN * BK multiply-adds: BM * BN /
 //   (BM + BN) = 85 multiply-adds per loaded half (85 flops per byte) against 64 for 128 x 128,
-//   further right of the balance points of chapter 1, and half as many blocks re-read A and B.
+//   closer to, still left of, the balance points of chapter 1; half as many blocks re-read A and B.
 // - Cheap swizzled addresses: the XOR in swizzle() only involves a row's low 3 bits (rows repeat
 //   their pattern every 8) and the chunk bits of the column. Moving down by 16 rows is therefore
 //   a plain add, and moving right by kk (sA) or by n * 8 columns (sB) flips chunk bits that the

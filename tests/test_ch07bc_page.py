@@ -1,0 +1,107 @@
+"""Chapters 7b and 7c (issues 51/52): the pictures added before step 08, the descriptor, TMA and 3xTF32, and the
+models and figures the prose quotes (step 08's own prediction, the loop's overlap share, the predictions of 7b)."""
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from gemmlab.chapters import ch07b_ampere_pipeline as ch7b  # noqa: E402
+from gemmlab.chapters import ch07c_hopper_wgmma as ch7c  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_show(monkeypatch):
+    monkeypatch.setattr(plt, "show", lambda: None)
+    yield
+    plt.close("all")
+
+
+def _texts(ax):
+    return [t.get_text() for t in ax.texts] + [ax.get_title()]
+
+
+def test_step08_roles_and_register_budget_come_from_the_kernel():
+    w = ch7c.ws_roles()
+    assert (w["threads"], w["groups"], w["producer_regs"], w["consumer_regs"]) == (384, 3, 40, 232)
+    assert w["budget_used"] == 128 * 40 + 256 * 232 <= w["regfile"] == 65536 and w["cap_regs"] == 168
+    roles = w["roles"]
+    assert [r["role"] for r in roles] == ["producer", "consumer", "consumer"]
+    assert [r["rows"] for r in roles] == [None, (0, 63), (64, 127)]  # the consumers split the 128-row tile
+    assert roles[0]["threads"] == (0, 127) and roles[2]["threads"] == (256, 383)
+
+
+def test_warp_specialization_picture_says_who_does_what():
+    ax, bx = ch7c.draw_warp_specialization()
+    text = " ".join(_texts(ax))
+    assert "warp group 0: producer" in text and text.count(": consumer") == 2
+    assert "rows 0-63" in text and "rows 64-127" in text and "full[s]" in text and "empty[s]" in text
+    assert "both multiply" in ax.get_title()  # the roles differ from hopper/01-03's picture
+    assert "64,512 <= 65,536" in bx.get_title()
+    assert len(bx.patches) == 2  # producer's and consumers' share of the register file
+
+
+def test_descriptor_strides_are_the_kernels():
+    d = ch7c.descriptor_strides()
+    assert d == {"a_lbo": 16, "a_sbo": 1024, "b_lbo": 8192, "b_sbo": 1024, "atom_bytes": 1024}
+    atom, boxes = ch7c.draw_descriptor()
+    labels = [t.get_text() for t in atom.texts]
+    assert len(labels) == 64 and labels[:8] == [str(c) for c in range(8)]  # row 0 unswizzled
+    assert any("SBO = 1024" in t for t in _texts(boxes)) and any("LBO = 8,192" in t for t in _texts(boxes))
+
+
+def test_tma_boxes_fill_one_stage():
+    boxes = ch7c.tma_boxes(256)
+    assert [b["name"] for b in boxes] == ["A", "B0", "B1", "B2", "B3"]
+    assert [b["offset"] for b in boxes] == [0, 16384, 24576, 32768, 40960]
+    assert sum(b["bytes"] for b in boxes) == (128 + 256) * 64 * 2
+    ax = ch7c.draw_tma(256)
+    assert "5 TMA boxes" in ax.get_title()
+
+
+def test_step08_prediction_is_its_own_and_uses_step03s_idle_share():
+    p = ch7c.step08_prediction()
+    assert p["from_tflops"] < p["tflops"] <= p["peak_at_clock"]
+    assert abs(p["tflops"] - p["from_tflops"] / (p["busy_pct"] / 100)) < 1e-6 or p["tflops"] == p["peak_at_clock"]
+    ring = ch7c.ring_prediction(4096)
+    assert abs(p["tflops"] - ring["tflops_03"]) > 1  # not step 03's prediction repeated
+
+
+def test_cublas_range_is_the_ladders_band():
+    lo, hi = ch7c.cublas_range(8192)
+    rates = [r["baseline_tflops"] for r in ch7c.records() if r["m"] == 8192]
+    assert (lo, hi) == (min(rates), max(rates))
+    ax = ch7c.ladder(8192)
+    assert not [ln for ln in ax.lines if ln.get_linestyle() == "--"]  # no single cuBLAS line
+    assert len(ax.collections) == 1 and len(ax.collections[0].get_segments()) == len(ch7c.STEPS)
+
+
+def test_loop_halves_overlap_share():
+    h = ch7b.loop_halves()
+    us = h["us"]
+    total, slower = us["s07_copyonly"] + us["s07_nocopy"], max(us["s07_copyonly"], us["s07_nocopy"])
+    assert slower < us["s07_pipe"] < total  # some overlap, far from full
+    assert abs(h["overlap_pct"] - 100 * (total - us["s07_pipe"]) / (total - slower)) < 1e-9
+    assert 0 < h["overlap_pct"] < 50 and h["full_overlap_of_sum_pct"] < h["whole_of_sum_pct"] < 100
+
+
+def test_predictions_before_steps_04_06_07():
+    recs, at = ch7b.records()
+    peaks, _ = ch7b.ceilings(at)
+    p4, p6, p7 = (ch7b.predict(s, at, peaks) for s in ch7b.PREDICTED)
+    assert p4["from_tflops"] < p4["tflops"] < peaks["mma_m16n8k8"]["tflops"]
+    assert abs(p6["tflops"] / p6["from_tflops"] - 1) < 0.02  # barriers are free in the model: 06 predicts 05's rate
+    assert p6["tflops"] < p7["tflops"] < peaks["mma_m16n8k16"]["tflops"]
+
+
+def test_tf32x3_picture_issues_three_mmas_and_drops_one():
+    terms = ch7b.tf32x3_terms()
+    assert [t["issued"] for t in terms] == [True, True, True, False]
+    assert terms[-1]["relative"] < 2.0 ** -20 and terms[2]["relative"] > 0.99
+    ax = ch7b.draw_tf32x3()
+    text = " ".join(_texts(ax))
+    assert text.count("mma ") == 3 and "dropped: small_a x small_b" in text
+
+
+def test_step07_picture_keeps_wait_group_apart_from_the_barrier():
+    assert ch7b.STEP07_LINE_OFFSET["wait_group"] != ch7b.STEP07_LINE_OFFSET["barrier"]
