@@ -2,7 +2,7 @@
 //
 // Extends 09 by its epilogue. In 09 each consumer thread stores its 64 x BLOCK_N / 128 results to C
 // itself, BLOCK_N / 4 four-byte global stores per thread per tile (64 at BLOCK_N = 256): they queue
-// in the SM's load/store unit (the profiler's `lg_throttle` stall, 1.5 per issued instruction at
+// in the SM's load/store unit (the profiler's `lg_throttle` stall, chapter 7d's table of step 09 at
 // 4096), and the warpgroup's next wgmma waits behind them. Here each consumer warpgroup writes its
 // 64 x BLOCK_N accumulators, as fp16, into a staging buffer in shared memory, 64 columns at a time
 // (a chunk: 64 x 64 halves, 8 KB, one 128-byte-swizzled TMA box), and one thread hands each chunk to
