@@ -1,0 +1,46 @@
+"""Chapters 4 and 5's pages: the pictures of step 07's transposed sA store and step 06's sB quarter warp
+(chapter 5), the merged model with chapter 3's measured broadcast cost, and the predictions of chapter 4."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from gemmlab.chapters import ch05_bank_conflicts as ch5
+
+pytestmark = pytest.mark.unit
+
+
+def test_store_picture_outlines_one_store_of_warp_0_in_three_layouts():
+    cells = ch5.store_cells()
+    assert len(cells) == 32 and {k for k, _ in cells} == {0, 4} and {m for _, m in cells} == set(range(16))
+    counts = ch5.store_picture()
+    fig = plt.gcf()
+    titles = [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
+    assert counts == {"plain": (2, 2), "padded": (1, 1), "swizzled": (1, 1)}
+    assert len(titles) == 3 and titles[0].startswith("plain") and "Swizzle<1,4,5>" in titles[2]
+    assert ["2 wavefront(s)" in titles[0], "1 wavefront(s)" in titles[1], "1 wavefront(s)" in titles[2]] == [True] * 3
+    for layout in ("padded", "swizzled"):  # the picture's counts are the model's request counts
+        assert counts[layout][0] == ch5.sw.per_request(*ch5.model_requests("sA store", layout))
+
+
+def test_sb_picture_shows_step_06_quarter_warp_over_two_sweeps():
+    offs = ch5.quarter_warp_sb("sgemm/06_vectorized")
+    assert offs == [32 * i for i in range(8)]  # float4s 32 bytes apart, within 256 bytes
+    out = ch5.sb_picture()
+    fig = plt.gcf()
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    plt.close(fig)
+    assert out["sgemm/06_vectorized"] == (2, 2, 8)   # 2 wavefronts for one quarter warp: two sweeps, 2-way
+    assert out["sgemm/07_warptiling"] == (1, 1, 4)   # 4 float4s side by side, each read by 2 lanes
+    assert "lane 0" in texts and "lanes 0,4" in texts
+    reqs, size = ch5.model_requests("sB load", "plain", "sgemm/06_vectorized")
+    assert ch5.sw.wavefronts(reqs[0], size) == 4 * out["sgemm/06_vectorized"][0]  # four quarter warps
+
+
+def test_print_counts_names_each_layout(capsys):
+    counts = ch5.three_layouts()
+    plt.close("all")
+    ch5.print_counts(counts)
+    assert capsys.readouterr().out.splitlines()[1] == "column read  : plain 32 | padded 1 | swizzled 4  wavefronts"
