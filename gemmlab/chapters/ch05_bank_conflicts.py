@@ -237,8 +237,10 @@ VARIANTS_RUN = "ch5-variants"  # lab/ch5-variants/gpu.sh: step 07, padded, swizz
 
 def timing() -> None:
     """Step 07 and its padded and swizzled variants timed in one run (lab/ch5-variants/gpu.sh): launch by launch in
-    turn against cuBLAS, three rounds at 4096 and 8192; the table, and each variant's mean and the rounds' spread
-    glued (ch5_t_<variant>_<n>, ch5_t_spread)."""
+    turn against cuBLAS, three rounds at 4096 and 8192; the table, and each variant's mean % of cuBLAS and
+    TFLOP/s (with the rounds' lowest and highest), the spread (highest minus lowest % of cuBLAS over the three
+    rounds; the widest of all rows), cuBLAS's lowest and highest TFLOP/s at each size, and each fix's gain over
+    step 07 in TFLOP/s glued."""
     folder = gemmlab.source.REPO / "results" / "experiments" / VARIANTS_RUN
     gpu, date = (folder / "gpu.txt").read_text().splitlines()[1:3]
     rows = cublas_runs((folder / "bench.log").read_text())
@@ -247,7 +249,19 @@ def timing() -> None:
     print(cublas_runs_table(rows, {"step": "step 07", "padded": "sA padded", "swizzled": "sA swizzled"}))
     for (name, n), r in rows.items():
         glue(f"ch5_t_{name}_{n}", sum(r["pct"]) / len(r["pct"]))
-    glue("ch5_t_spread", max(max(r["pct"]) - min(r["pct"]) for r in rows.values()))
+        glue(f"ch5_t_{name}_{n}_tf", sum(r["tflops"]) / len(r["tflops"]))
+        glue(f"ch5_t_{name}_{n}_tf_lo", min(r["tflops"])); glue(f"ch5_t_{name}_{n}_tf_hi", max(r["tflops"]))
+    widest = max(rows, key=lambda key: max(rows[key]["pct"]) - min(rows[key]["pct"]))
+    glue("ch5_t_spread", max(rows[widest]["pct"]) - min(rows[widest]["pct"]))
+    glue("ch5_t_spread_hi", max(rows[widest]["pct"])); glue("ch5_t_spread_lo", min(rows[widest]["pct"]))
+    glue("ch5_t_spread_of", f"{ {'step': 'step 07'}.get(widest[0], widest[0])} at {widest[1]}")
+    for n in sorted({n for _, n in rows}):
+        cub = [t for (name, m), r in rows.items() if m == n for t in r["cublas_tflops"]]
+        glue(f"ch5_t_cublas_{n}_lo", min(cub)); glue(f"ch5_t_cublas_{n}_hi", max(cub))
+        base = rows[("step", n)]["tflops"]
+        for name in ("padded", "swizzled"):
+            mine = rows[(name, n)]["tflops"]
+            glue(f"ch5_t_{name}_{n}_gain", 100 * (sum(mine) / len(mine) / (sum(base) / len(base)) - 1))
     glue("ch5_t_gpu", gpu.split(",")[0]); glue("ch5_t_date", date)
 
 
