@@ -44,3 +44,31 @@ def test_print_counts_names_each_layout(capsys):
     plt.close("all")
     ch5.print_counts(counts)
     assert capsys.readouterr().out.splitlines()[1] == "column read  : plain 32 | padded 1 | swizzled 4  wavefronts"
+
+
+def test_merged_model_takes_chapter_3s_measured_broadcast_cost():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    b = ch4.broadcast_wavefronts()
+    assert b == pytest.approx(2, abs=0.01)   # chapter 3's measurement (H200 profile of step 03)
+    m3, m4 = (ch4.merged_model(s, round(b)) for s in ("sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling"))
+    assert (m3["wavefronts"], m3["bound"]) == pytest.approx((1.5, 1 / 6))   # chapter 3's peak / 6
+    assert (m4["wavefronts"], m4["bound"]) == pytest.approx((0.625, 0.4))
+    assert ch4.merged_model("sgemm/07_warptiling", 2)["bound"] == 1.0        # no broadcast: unchanged
+
+
+def test_where_we_are_shows_only_the_starting_point(capsys):
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    import gemmlab
+    records = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] in ch4.STEPS
+                                       and r["m"] == 4096 and r["params"] == gemmlab.registry.get(r["step"]).resolve({})])
+    ch4.where_we_are(records)
+    out = capsys.readouterr().out
+    assert "sgemm/03_smem_tiling" in out and not any(s in out for s in ch4.NEW)
+
+
+def test_step06_prediction_splits_the_two_changes(capsys):
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    ch4.step06_predict()
+    out = capsys.readouterr().out.splitlines()
+    assert "8 -> 2  (x 0.25" in out[0] and "(x 1.00)" in out[1]
+    assert out[2].endswith("step 06 6, step 07 4")
