@@ -341,10 +341,10 @@ def store_cells(step: str = "sgemm/07_warptiling", warp: int = 0, which: int = 0
     return [(a // 4 // p["BLOCK_M"], a // 4 % p["BLOCK_M"]) for a in reqs[warp * per_warp + which]]
 
 
-def store_picture(step: str = "sgemm/07_warptiling") -> dict:
+def store_picture(step: str = "sgemm/07_warptiling", shown: int = 48) -> dict:
     """Step 07's sA[BLOCK_K][BLOCK_M] (8 x 128 floats) coloured by bank in three layouts, plain, padded by 4 floats
     and Swizzle<1,4,5>, with warp 0's first transposed store instruction outlined (lanes 0, 2, .. write row 0, lanes
-    1, 3, .. row 4, 16 columns each). Returns {layout: (wavefronts, the most words the request puts in one bank)}."""
+    1, 3, .. row 4, 16 columns each); the first `shown` columns are drawn. Returns {layout: (wavefronts, the most words the request puts in one bank)}."""
     p = gemmlab.instance(step).params
     rows, width = p["BLOCK_K"], p["BLOCK_M"]
     cells = store_cells(step)
@@ -365,15 +365,16 @@ def store_picture(step: str = "sgemm/07_warptiling") -> dict:
         banks = sw.bank_map(rows, width, 4, pad, swz)
         for k, m in cells:
             ax.add_patch(plt.Rectangle((m - 0.5, k - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
-            if m % 4 == 0:
+            if m % 2 == 0:
                 ax.text(m, k, str(banks[k, m]), ha="center", va="center", fontsize=6,
                         bbox={"facecolor": "white", "pad": 0.3, "lw": 0})
         ax.set_aspect("auto")
+        ax.set_xlim(-0.5, shown - 0.5)
         ax.set_yticks(range(rows), [f"k={k}" for k in range(rows)], fontsize=6)
-        ax.set_xticks(range(0, width + 1, 16))
+        ax.set_xticks(range(0, shown + 1, 8))
         ax.tick_params(labelsize=6)
-    axes[-1].set_xlabel("column m of sA (colour: the bank the element is stored in; outlined: one store instruction of "
-                        "warp 0, with the bank of every fourth cell)", fontsize=8)
+    axes[-1].set_xlabel(f"column m of sA, the first {shown} of {width} (colour: the bank the element is stored in; "
+                        "outlined: one store instruction of warp 0, with the bank of every other cell)", fontsize=8)
     fig.tight_layout()
     plt.show()
     for layout, (waves, most) in out.items():
