@@ -72,3 +72,15 @@ def test_step06_prediction_splits_the_two_changes(capsys):
     out = capsys.readouterr().out.splitlines()
     assert "8 -> 2  (x 0.25" in out[0] and "(x 1.00)" in out[1]
     assert out[2].endswith("step 06 6, step 07 4")
+
+
+def test_transposed_store_picture_puts_a_threads_float4_in_four_rows():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    owner = ch4.transposed_store("sgemm/06_vectorized")
+    assert len(owner) == 256 and all(len(v) == 4 for v in owner.values())   # 128 x 8 tile: one float4 per thread
+    assert owner[0] == [(0, k, k, 0) for k in range(4)] and owner[1] == [(0, k, k, 0) for k in range(4, 8)]
+    shown = ch4.transposed_store_picture()
+    fig = plt.gcf()
+    numbers = {t.get_text() for ax in fig.axes for t in ax.texts}
+    plt.close(fig)
+    assert sorted(shown) == list(range(32)) and numbers == {str(t) for t in range(32)}

@@ -421,3 +421,49 @@ def claim(arch: str = "sm_75") -> None:
     for step in NEW:
         fit = gemmlab.instance(step).fit(arch)
         print(f"{step}: {'fits' if fit.ok else 'does not fit'} a T4 ({arch})" + ("" if fit.ok else f": {fit}"))
+
+
+def transposed_store(step: str = "sgemm/06_vectorized") -> dict[int, list[tuple[int, int, int, int]]]:
+    """Who stages what of the A tile in `step` (the twin of its store_tiles): thread tid's i-th float4 of A, element
+    e = i * NUM_THREADS + tid, is row r = e / (BLOCK_K / 4) of A at k = c .. c + 3, c = e % (BLOCK_K / 4) * 4, and
+    its four floats go to sA[c + j][r]. Returns {tid: [(m, k) of A -> (k, m) of sA, as (m, k, k, m)]}."""
+    p = gemmlab.instance(step).params
+    threads = gemmlab.instance(step).step.launch(SIZE, SIZE, SIZE, p).threads
+    vecs = p["BLOCK_M"] * p["BLOCK_K"] // 4
+    out: dict[int, list] = {}
+    for e in range(vecs):
+        tid = e % threads
+        r, c = e // (p["BLOCK_K"] // 4), e % (p["BLOCK_K"] // 4) * 4
+        out.setdefault(tid, []).extend((r, c + j, c + j, r) for j in range(4))
+    return out
+
+
+def transposed_store_picture(step: str = "sgemm/06_vectorized", rows: int = 16) -> dict:
+    """The A tile's first `rows` rows as the threads load them (row m, columns k: one float4 per thread) and the same
+    floats in sA[k][m] after the transposing store, coloured and numbered by thread. Returns {tid: cells}."""
+    p = gemmlab.instance(step).params
+    owner = transposed_store(step)
+    a = np.full((rows, p["BLOCK_K"]), -1)
+    s = np.full((p["BLOCK_K"], rows), -1)
+    for tid, cells in owner.items():
+        for m, k, k2, m2 in cells:
+            if m < rows:
+                a[m, k] = tid
+                s[k2, m2] = tid
+    shown = sorted({t for t in a.flat if t >= 0})
+    cmap = ListedColormap((WARP_COLOURS * 4)[:len(shown)])
+    fig, (ax_a, ax_s) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
+    for ax, grid, title in ((ax_a, a, f"A tile, rows m = 0-{rows - 1}: a thread loads a float4 along k"),
+                            (ax_s, s, f"sA[k][m], columns m = 0-{rows - 1}: its four floats in four rows")):
+        ax.imshow(np.vectorize(shown.index)(grid), cmap=cmap, vmin=-0.5, vmax=len(shown) - 0.5,
+                  interpolation="nearest", aspect="auto")
+        for (i, j), t in np.ndenumerate(grid):
+            ax.text(j, i, str(t), ha="center", va="center", fontsize=6)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=7)
+    ax_a.set_xlabel("k", fontsize=8); ax_a.set_ylabel("m", fontsize=8)
+    ax_s.set_xlabel("m", fontsize=8); ax_s.set_ylabel("k", fontsize=8)
+    fig.suptitle(f"{step}: the transposing store (number and colour: the thread)", fontsize=9)
+    fig.tight_layout()
+    plt.show()
+    return {t: [c for c in owner[t] if c[0] < rows] for t in shown}
