@@ -40,7 +40,9 @@ def thread_tile(step: str) -> tuple[int, int]:
 
 
 def where_we_are(records: list) -> None:
-    """Glue the ladder's figures at 4096 (GPU, % of cuBLAS, TFLOP/s, gain per rung) and print the records."""
+    """Glue the ladder's figures at 4096 (GPU, % of cuBLAS, TFLOP/s, gain per rung) and print the starting point:
+    the records of steps 01 to 03 with cuBLAS's rate beside each (this chapter's steps are shown where they are
+    measured, by `ladder`)."""
     at = {(r["step"], r["m"]): r for r in records}
     if all((s, SIZE) in at for s in LADDER):
         glue("ch4_gpu", at[(LADDER[0], SIZE)]["gpu"])
@@ -54,7 +56,9 @@ def where_we_are(records: list) -> None:
             glue(f"ch4_v{v}_tflops", at[(step, SIZE)]["tflops"])
             glue(f"ch4_v{v}_gain", at[(step, SIZE)]["tflops"] / at[(before, SIZE)]["tflops"])
         glue("ch4_cublas_tflops", at[(LADDER[-1], SIZE)]["baseline_tflops"])
-    print(gemmlab.bench.table(records))
+        for step in NEW:  # cuBLAS's rate in the same run, from each step's own record
+            glue(f"ch4_cublas{_num(step)}_tflops", at[(step, SIZE)]["baseline_tflops"])
+    print(gemmlab.bench.table([r for r in records if r["step"] not in NEW]))
 
 
 def shared_bound(tm: int, tn: int) -> float:
@@ -70,15 +74,29 @@ def shared_bound(tm: int, tn: int) -> float:
 BROADCAST_A = {"sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling"}  # all 32 lanes of a warp read the same sA float
 
 
-def merged_model(step: str) -> dict:
+def broadcast_wavefronts() -> float:
+    """Wavefronts per broadcast LDS.128 as chapter 3 measured them (the H200's profile of step 03 at 4096): per warp
+    and K tile, BLOCK 32-bit LDS of sB at 1 wavefront each and BLOCK / 4 broadcast LDS.128 of sA take the rest."""
+    from gemmlab.chapters import ch03_smem_tiling as ch3
+    m = profile.load(ch3.COUNTERS_GPU)[ch3.STEP]
+    warp_tiles = (ch3.SIZE // ch3.BLOCK) ** 2 * (ch3.BLOCK * ch3.BLOCK // 32) * (ch3.SIZE // ch3.BLOCK)
+    lds = m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles
+    waves = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles
+    wide = ch3.BLOCK // 4
+    narrow = round(lds) - wide
+    return (waves - narrow) / wide
+
+
+def merged_model(step: str, broadcast: float = 1.0) -> dict:
     """The model once the compiler merges loads: four consecutive floats of a row (four k of an sA row in steps 03
     and 04, four columns of a sliver from step 05 on) become one 128-bit load (LDS.128). A wavefront delivers at
     most 128 bytes (one 4-byte word per bank), so a warp's LDS.128 of 32 different float4s takes 4 wavefronts, the
-    same as the 4 scalar loads it replaces; a broadcast (all lanes one float4) takes 1, a quarter of them. Returns
+    same as the 4 scalar loads it replaces; a broadcast (all lanes one float4) takes `broadcast` wavefronts: 1 by
+    the one-word-per-bank rule, 2 as chapter 3 measured (broadcast_wavefronts()), which the chapter uses. Returns
     shared-load instructions and wavefronts per warp-wide FFMA, and the ceiling 1 / (4 x wavefronts per FFMA)."""
     tm, tn = thread_tile(step)
-    if step in BROADCAST_A:   # per k: tm / 4 broadcast LDS.128 of sA (1 wavefront each), tn scalar sB loads (1 each)
-        lds, wavefronts = tm / 4 + tn, tm / 4 + tn
+    if step in BROADCAST_A:   # per k: tm / 4 broadcast LDS.128 of sA (`broadcast` wavefronts each), tn scalar sB loads
+        lds, wavefronts = tm / 4 + tn, tm / 4 * broadcast + tn
     else:                     # per k: (tm + tn) / 4 LDS.128 of distinct float4s, 4 wavefronts each
         lds, wavefronts = (tm + tn) / 4, float(tm + tn)
     ffma = tm * tn
@@ -95,16 +113,21 @@ def predict(records: list) -> None:
     peak = spec.fp32_tflops if spec else float("nan")
     glue("ch4_peak", peak)
     glue("ch4_peak_name", spec.name if spec else hardware.NO_DATA)
-    print(f"FP32 peak of the {spec.name if spec else gpu} (data sheet): {peak:g} TFLOP/s")
+    bcast = round(broadcast_wavefronts())  # 2.001 measured: the fraction is the edge tiles' extra loads
+    glue("ch4_bcast_waves", bcast)
+    print(f"FP32 peak of the {spec.name if spec else gpu} (data sheet): {peak:g} TFLOP/s; a broadcast LDS.128 "
+          f"costs {bcast:.0f} wavefronts (chapter 3's measurement)")
     for step in LADDER:
         tm, tn = thread_tile(step)
         bound = shared_bound(tm, tn)
         glue(f"ch4_bound{_num(step)}", 100 * bound)
         glue(f"ch4_bound{_num(step)}_tflops", bound * peak)
-        merged = merged_model(step)
+        merged = merged_model(step, bcast)
         glue(f"ch4_mbound{_num(step)}", 100 * merged["bound"])
         glue(f"ch4_mbound{_num(step)}_tflops", merged["bound"] * peak)
         glue(f"ch4_mwave{_num(step)}", merged["wavefronts"])
+        rec = next((r for r in records if r["step"] == step and r["m"] == SIZE), None)
+        glue(f"ch4_v{_num(step)}_of_mbound", 100 * rec["tflops"] / (merged["bound"] * peak) if rec else float("nan"))
         print(f"{step:24s} {tm} x {tn}: {loads_per_fma(tm, tn):.3f} loads/FMA, ceiling {100 * bound:5.1f}% = "
               f"{bound * peak:4.1f} TFLOP/s | merged: {merged['wavefronts']:.3f} wavefronts/FMA, ceiling "
               f"{100 * merged['bound']:5.1f}% = {merged['bound'] * peak:4.1f}")
@@ -129,7 +152,7 @@ def counters() -> None:
             print(f"{step}: no profiler record")
             continue
         ffma = m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] / 32  # warp-wide FFMA instructions
-        merged = merged_model(step)
+        merged = merged_model(step, round(broadcast_wavefronts()))
         row = {"model": loads_per_fma(*thread_tile(step)), "m_lds": merged["lds"], "m_wave": merged["wavefronts"],
                "lds": m["smsp__inst_executed_op_shared_ld.sum"] / ffma,
                "cycles": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / ffma,
@@ -143,10 +166,17 @@ def counters() -> None:
         glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
         print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:5.3f} {row['cycles']:8.3f}   "
               f"{row['fma']:5.1f}%   {row['occupancy']:5.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
-    for step in BROADCAST_A & set(out):  # the wavefronts the merged model misses, per broadcast LDS.128
+    for step in BROADCAST_A & set(out):  # the wavefronts the merged model misses (or adds), per broadcast LDS.128
         r = out[step]
         n_broadcast = thread_tile(step)[0] / 4 / (thread_tile(step)[0] * thread_tile(step)[1])  # per FFMA
         glue(f"ch4_ncu{_num(step)}_extra", (r["cycles"] - r["m_wave"]) / n_broadcast)
+    for step in NEW:
+        if step in out:
+            glue(f"ch4_ncu{_num(step)}_stall", out[step]["stall"][0])
+            glue(f"ch4_ncu{_num(step)}_stall_v", out[step]["stall"][1])
+    for step in ("sgemm/06_vectorized", "sgemm/07_warptiling"):  # wavefronts per shared load instruction
+        if step in out:
+            glue(f"ch4_ncu{_num(step)}_per_lds", out[step]["cycles"] / out[step]["lds"])
     if "sgemm/03_smem_tiling" in out:
         glue("ch4_ncu03_stall", out["sgemm/03_smem_tiling"]["stall"][0])
         glue("ch4_ncu03_stall_v", out["sgemm/03_smem_tiling"]["stall"][1])
@@ -166,6 +196,39 @@ STEP06_COUNTERS = [  # (what, metric, glue key): the counters that tell step 06'
 ]
 
 
+def _global_ops(step: str, arch: str = "sm_90") -> dict:
+    """Static SASS counts of a step's global loads and shared loads and FFMAs (one K iteration is unrolled, so the
+    ratios are per K tile)."""
+    return nvrtc.count_instructions(gemmlab.instance(step).sass(arch), ["LDG", "LDS", "LDS.128", "FFMA", "STG"])
+
+
+def step06_predict(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_vectorized") -> None:
+    """What each half of step 06 should change, before the profiler: the float4 global loads a quarter of the
+    global load instructions for the same bytes (each thread's share of the tiles, one float or one float4 per
+    instruction); the transposed sA no shared load per FFMA, since nvcc already reads step 05's sA as LDS.128 (the
+    static SASS counts); and chapter 5's bank model's wavefronts per shared load of step 06 and step 07."""
+    from gemmlab.chapters import ch05_bank_conflicts as ch5
+    out = {}
+    for s in (before, step):
+        p = gemmlab.instance(s).params
+        threads = gemmlab.instance(s).step.launch(SIZE, SIZE, SIZE, p).threads
+        per_thread = (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"]) / threads  # floats per K tile
+        width = 4 if s == step else 1
+        ops = _global_ops(s)
+        out[s] = {"ldg": per_thread / width, "lds_per_ffma": (ops["LDS"] + ops["LDS.128"]) / ops["FFMA"],
+                  "lds": ops["LDS"] + ops["LDS.128"], "ffma": ops["FFMA"]}
+    g = out[step]["ldg"] / out[before]["ldg"]
+    l = out[step]["lds_per_ffma"] / out[before]["lds_per_ffma"]
+    w6, w7 = ch5._model_average("sgemm/06_vectorized", "load"), ch5._model_average("sgemm/07_warptiling", "load")
+    glue("ch4_p06_gld", g); glue("ch4_p06_lds", l); glue("ch4_p06_wave", w6); glue("ch4_p07_wave", w7)
+    glue("ch4_p06_ldg05", out[before]["ldg"]); glue("ch4_p06_ldg06", out[step]["ldg"])
+    print(f"global load instructions per thread and K tile: {out[before]['ldg']:.0f} -> {out[step]['ldg']:.0f}"
+          f"  (x {g:.2f}, same bytes)")
+    print(f"shared loads in the SASS (sm_90), per FFMA:       {out[before]['lds']} / {out[before]['ffma']} -> "
+          f"{out[step]['lds']} / {out[step]['ffma']}  (x {l:.2f})")
+    print(f"wavefronts per shared load (chapter 5's model):   step 06 {w6:.0f}, step 07 {w7:.0f}")
+
+
 def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_vectorized") -> None:
     """Step 06's two changes told apart by the profiler (one launch each at 4096, H200): float4 global accesses
     change the global columns, the transposed sA the shared ones."""
@@ -182,6 +245,11 @@ def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_
         print(f"  {what:26s} {format(a[metric] * scale, spec):>13s} -> {format(b[metric] * scale, spec):>13s}  "
               f"(x {ratio:.2f})")
         glue(f"ch4_s06_{key}", ratio)
+    for s in (step, "sgemm/07_warptiling"):  # wavefronts per shared load instruction, against chapter 5's model
+        m = rec.get(s, {})
+        if m:
+            glue(f"ch4_per_lds{_num(s)}", m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+                 / m["smsp__inst_executed_op_shared_ld.sum"])
 
 
 def min_registers(tm: int, tn: int) -> int:
@@ -286,10 +354,12 @@ def show_ownership(step: str) -> None:
 
 # ----------------------------------------------------------------------------------------------- measure
 def ladder(records: list) -> None:
-    """Steps 03 to 07 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder)."""
+    """Steps 03 to 07 in TFLOP/s at 4096 with cuBLAS's run-to-run band (plots.ladder), then the records of this
+    chapter's steps at every size, with cuBLAS's rate beside each."""
     plots.ladder(records, LADDER, size=SIZE)
     plt.tight_layout()
     plt.show()
+    print(gemmlab.bench.table([r for r in records if r["step"] in NEW]))
 
 
 def seed_table(records: list):
@@ -351,3 +421,49 @@ def claim(arch: str = "sm_75") -> None:
     for step in NEW:
         fit = gemmlab.instance(step).fit(arch)
         print(f"{step}: {'fits' if fit.ok else 'does not fit'} a T4 ({arch})" + ("" if fit.ok else f": {fit}"))
+
+
+def transposed_store(step: str = "sgemm/06_vectorized") -> dict[int, list[tuple[int, int, int, int]]]:
+    """Who stages what of the A tile in `step` (the twin of its store_tiles): thread tid's i-th float4 of A, element
+    e = i * NUM_THREADS + tid, is row r = e / (BLOCK_K / 4) of A at k = c .. c + 3, c = e % (BLOCK_K / 4) * 4, and
+    its four floats go to sA[c + j][r]. Returns {tid: [(m, k) of A -> (k, m) of sA, as (m, k, k, m)]}."""
+    p = gemmlab.instance(step).params
+    threads = gemmlab.instance(step).step.launch(SIZE, SIZE, SIZE, p).threads
+    vecs = p["BLOCK_M"] * p["BLOCK_K"] // 4
+    out: dict[int, list] = {}
+    for e in range(vecs):
+        tid = e % threads
+        r, c = e // (p["BLOCK_K"] // 4), e % (p["BLOCK_K"] // 4) * 4
+        out.setdefault(tid, []).extend((r, c + j, c + j, r) for j in range(4))
+    return out
+
+
+def transposed_store_picture(step: str = "sgemm/06_vectorized", rows: int = 16) -> dict:
+    """The A tile's first `rows` rows as the threads load them (row m, columns k: one float4 per thread) and the same
+    floats in sA[k][m] after the transposing store, coloured and numbered by thread. Returns {tid: cells}."""
+    p = gemmlab.instance(step).params
+    owner = transposed_store(step)
+    a = np.full((rows, p["BLOCK_K"]), -1)
+    s = np.full((p["BLOCK_K"], rows), -1)
+    for tid, cells in owner.items():
+        for m, k, k2, m2 in cells:
+            if m < rows:
+                a[m, k] = tid
+                s[k2, m2] = tid
+    shown = sorted({t for t in a.flat if t >= 0})
+    cmap = ListedColormap((WARP_COLOURS * 4)[:len(shown)])
+    fig, (ax_a, ax_s) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
+    for ax, grid, title in ((ax_a, a, f"A tile, rows m = 0-{rows - 1}: a thread loads a float4 along k"),
+                            (ax_s, s, f"sA[k][m], columns m = 0-{rows - 1}: its four floats in four rows")):
+        ax.imshow(np.vectorize(shown.index)(grid), cmap=cmap, vmin=-0.5, vmax=len(shown) - 0.5,
+                  interpolation="nearest", aspect="auto")
+        for (i, j), t in np.ndenumerate(grid):
+            ax.text(j, i, str(t), ha="center", va="center", fontsize=6)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=7)
+    ax_a.set_xlabel("k", fontsize=8); ax_a.set_ylabel("m", fontsize=8)
+    ax_s.set_xlabel("m", fontsize=8); ax_s.set_ylabel("k", fontsize=8)
+    fig.suptitle(f"{step}: the transposing store (number and colour: the thread)", fontsize=9)
+    fig.tight_layout()
+    plt.show()
+    return {t: [c for c in owner[t] if c[0] < rows] for t in shown}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 import gemmlab
 from gemmlab import documents, profile, registry, sitecontrols
@@ -236,8 +237,10 @@ VARIANTS_RUN = "ch5-variants"  # lab/ch5-variants/gpu.sh: step 07, padded, swizz
 
 def timing() -> None:
     """Step 07 and its padded and swizzled variants timed in one run (lab/ch5-variants/gpu.sh): launch by launch in
-    turn against cuBLAS, three rounds at 4096 and 8192; the table, and each variant's mean and the rounds' spread
-    glued (ch5_t_<variant>_<n>, ch5_t_spread)."""
+    turn against cuBLAS, three rounds at 4096 and 8192; the table, and each variant's mean % of cuBLAS and
+    TFLOP/s (with the rounds' lowest and highest), the spread (highest minus lowest % of cuBLAS over the three
+    rounds; the widest of all rows), cuBLAS's lowest and highest TFLOP/s at each size, and each fix's gain over
+    step 07 in TFLOP/s glued."""
     folder = gemmlab.source.REPO / "results" / "experiments" / VARIANTS_RUN
     gpu, date = (folder / "gpu.txt").read_text().splitlines()[1:3]
     rows = cublas_runs((folder / "bench.log").read_text())
@@ -246,7 +249,19 @@ def timing() -> None:
     print(cublas_runs_table(rows, {"step": "step 07", "padded": "sA padded", "swizzled": "sA swizzled"}))
     for (name, n), r in rows.items():
         glue(f"ch5_t_{name}_{n}", sum(r["pct"]) / len(r["pct"]))
-    glue("ch5_t_spread", max(max(r["pct"]) - min(r["pct"]) for r in rows.values()))
+        glue(f"ch5_t_{name}_{n}_tf", sum(r["tflops"]) / len(r["tflops"]))
+        glue(f"ch5_t_{name}_{n}_tf_lo", min(r["tflops"])); glue(f"ch5_t_{name}_{n}_tf_hi", max(r["tflops"]))
+    widest = max(rows, key=lambda key: max(rows[key]["pct"]) - min(rows[key]["pct"]))
+    glue("ch5_t_spread", max(rows[widest]["pct"]) - min(rows[widest]["pct"]))
+    glue("ch5_t_spread_hi", max(rows[widest]["pct"])); glue("ch5_t_spread_lo", min(rows[widest]["pct"]))
+    glue("ch5_t_spread_of", f"{ {'step': 'step 07'}.get(widest[0], 'the ' + widest[0] + ' variant')} at {widest[1]}")
+    for n in sorted({n for _, n in rows}):
+        cub = [t for (name, m), r in rows.items() if m == n for t in r["cublas_tflops"]]
+        glue(f"ch5_t_cublas_{n}_lo", min(cub)); glue(f"ch5_t_cublas_{n}_hi", max(cub))
+        base = rows[("step", n)]["tflops"]
+        for name in ("padded", "swizzled"):
+            mine = rows[(name, n)]["tflops"]
+            glue(f"ch5_t_{name}_{n}_gain", 100 * (sum(mine) / len(mine) / (sum(base) / len(base)) - 1))
     glue("ch5_t_gpu", gpu.split(",")[0]); glue("ch5_t_date", date)
 
 
@@ -310,3 +325,111 @@ def cublas_runs_table(rows: dict[tuple[str, int], dict], names: dict[str, str] |
         out.append(f"| {(names or {}).get(name, name)} | {n} | {mean(r['pct']):.1f} (±{spread / 2:.1f}) | "
                    f"{mean(r['tflops']):.1f} | {mean(r['cublas_tflops']):.1f} |")
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------- pictures of the
+# two conflicts the FP32 ladder has: step 07's transposed sA store and step 06's sB float4 load
+STORE_LAYOUTS = (("plain", 0, sw.IDENTITY), ("padded", 4, sw.IDENTITY), ("swizzled", 0, SA_SWIZZLE))
+
+
+def store_cells(step: str = "sgemm/07_warptiling", warp: int = 0, which: int = 0) -> list[tuple[int, int]]:
+    """(k, m) of every element of sA that one store instruction of `warp` writes (the `which`-th request of the warp
+    in sgemm_requests' order: float j = which % 4 of the warp's first float4s), in logical (unpadded) coordinates."""
+    p = gemmlab.instance(step).params
+    reqs, _ = sw.sgemm_requests(step, "sA store", **p)
+    per_warp = len(reqs) // (p["BLOCK_M"] * p["BLOCK_N"] // (p["THREAD_M"] * p["THREAD_N"]) // 32)
+    return [(a // 4 // p["BLOCK_M"], a // 4 % p["BLOCK_M"]) for a in reqs[warp * per_warp + which]]
+
+
+def store_picture(step: str = "sgemm/07_warptiling", shown: int = 48) -> dict:
+    """Step 07's sA[BLOCK_K][BLOCK_M] (8 x 128 floats) coloured by bank in three layouts, plain, padded by 4 floats
+    and Swizzle<1,4,5>, with warp 0's first transposed store instruction outlined (lanes 0, 2, .. write row 0, lanes
+    1, 3, .. row 4, 16 columns each); the first `shown` columns are drawn. Returns {layout: (wavefronts, the most words the request puts in one bank)}."""
+    p = gemmlab.instance(step).params
+    rows, width = p["BLOCK_K"], p["BLOCK_M"]
+    cells = store_cells(step)
+    fig, axes = plt.subplots(3, 1, figsize=(13, 6.6))
+    out = {}
+    for ax, (layout, pad, swz) in zip(axes, STORE_LAYOUTS):
+        addrs = [sw.tile_offset(k, m, width, pad, swz) * 4 for k, m in cells]
+        per_bank: dict[int, set] = {}
+        for a in addrs:
+            per_bank.setdefault(a // 4 % sw.BANKS, set()).add(a // 4)
+        waves = sw.wavefronts(addrs, 4)
+        assert waves == sw.per_request(*model_requests("sA store", layout, step)) or layout == "plain"
+        out[layout] = (waves, max(len(v) for v in per_bank.values()))
+        name = {"plain": "plain sA[8][128]", "padded": "padded: rows of 128 + 4 floats",
+                "swizzled": f"Swizzle<{swz.bits},{swz.base},{swz.shift}>: column m of row k at m ^ ((k & 4) << 2)"}[layout]
+        sw.draw_bank_map(rows, width, 4, pad, swz, (), ax=ax,
+                         title=f"{name}: {waves} wavefront(s), at most {out[layout][1]} word(s) per bank")
+        banks = sw.bank_map(rows, width, 4, pad, swz)
+        for k, m in cells:
+            ax.add_patch(plt.Rectangle((m - 0.5, k - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
+            if m % 2 == 0:
+                ax.text(m, k, str(banks[k, m]), ha="center", va="center", fontsize=6,
+                        bbox={"facecolor": "white", "pad": 0.3, "lw": 0})
+        ax.set_aspect("auto")
+        ax.set_xlim(-0.5, shown - 0.5)
+        ax.set_yticks(range(rows), [f"k={k}" for k in range(rows)], fontsize=6)
+        ax.set_xticks(range(0, shown + 1, 8))
+        ax.tick_params(labelsize=6)
+    axes[-1].set_xlabel(f"column m of sA, the first {shown} of {width} (colour: the bank the element is stored in; "
+                        "outlined: one store instruction of warp 0, with the bank of every other cell)", fontsize=8)
+    fig.tight_layout()
+    plt.show()
+    for layout, (waves, most) in out.items():
+        glue(f"ch5_pic_{layout}_store", waves)
+    glue("ch5_pic_store_cols", len({m for _, m in cells}))
+    glue("ch5_pic_store_rows", ", ".join(str(k) for k in sorted({k for k, _ in cells})))
+    return out
+
+
+def quarter_warp_sb(step: str, lanes: int = 8, which: int = 0) -> list[int]:
+    """Byte offsets (in sB's row k = 0) of the float4s lanes 0..lanes-1 of warp 0 read in `step`'s sB load."""
+    reqs, _ = sw.sgemm_requests(step, "sB load", **gemmlab.instance(step).params)
+    return reqs[which][:lanes]
+
+
+def sb_picture(steps=("sgemm/06_vectorized", "sgemm/07_warptiling")) -> dict:
+    """One quarter warp's sB float4 loads (8 lanes: the hardware serves 16-byte loads 8 lanes at a time): each
+    lane's 16 bytes drawn at their banks (columns) and the sweep of the 32 banks they fall in (rows: byte offset //
+    128). Step 06's lanes read float4s 32 bytes apart, within 256 bytes, two sweeps: banks 0-3 hold a word of lane 0
+    and one of lane 4, 2-way. Returns {step: (wavefronts of the quarter warp, sweeps of the banks, distinct
+    float4s)}."""
+    fig, axes = plt.subplots(len(steps), 1, figsize=(11, 1.5 * len(steps) + 0.6))
+    out = {}
+    for ax, step in zip(axes, steps):
+        offs = quarter_warp_sb(step)
+        sweeps = max(offs) // (sw.BANKS * sw.WORD) + 1
+        grid = np.full((max(sweeps, 2), sw.BANKS), np.nan)
+        for lane, off in enumerate(offs):
+            for word in range(off // 4, off // 4 + 4):
+                grid[word // sw.BANKS, word % sw.BANKS] = lane
+        ax.imshow(grid, cmap="tab10", vmin=0, vmax=9, interpolation="nearest", aspect="auto")
+        for off in sorted(set(offs)):
+            w, who = off // 4, [str(lane) for lane, o in enumerate(offs) if o == off]
+            ax.text(w % sw.BANKS + 1.5, w // sw.BANKS, ("lanes " if len(who) > 1 else "lane ") + ",".join(who),
+                    ha="center", va="center", fontsize=7)
+        waves = sw.wavefronts(offs, 16)
+        out[step] = (waves, sweeps, len(set(offs)))
+        ax.set_yticks(range(grid.shape[0]), [f"bytes {128 * s}-{128 * s + 127}" for s in range(grid.shape[0])],
+                      fontsize=7)
+        ax.set_xticks(range(0, sw.BANKS, 4))
+        ax.tick_params(labelsize=7)
+        ax.set_title(f"{step}: lanes 0-7 read {len(set(offs))} different float4s within {128 * sweeps} bytes "
+                     f"({sweeps} sweep(s) of the banks): {waves} wavefront(s)", fontsize=9)
+    axes[-1].set_xlabel("bank (a column holds one word per wavefront; two rows coloured in one column = 2-way)",
+                        fontsize=8)
+    fig.tight_layout()
+    plt.show()
+    v6 = out[steps[0]]
+    glue("ch5_sb06_stride", quarter_warp_sb(steps[0])[1] - quarter_warp_sb(steps[0])[0])
+    glue("ch5_sb06_span", 128 * v6[1]); glue("ch5_sb06_sweeps", v6[1]); glue("ch5_sb06_waves", v6[0])
+    glue("ch5_sb07_waves", out[steps[1]][0])
+    return out
+
+
+def print_counts(counts: dict) -> None:
+    """The wavefronts of each access of the three-layout figure, one line per access."""
+    for access, row in counts.items():
+        print(f"{access:13s}: " + " | ".join(f"{c.layout} {c.wavefronts}" for c in row) + "  wavefronts")

@@ -1,0 +1,86 @@
+"""Chapters 4 and 5's pages: the pictures of step 07's transposed sA store and step 06's sB quarter warp
+(chapter 5), the merged model with chapter 3's measured broadcast cost, and the predictions of chapter 4."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from gemmlab.chapters import ch05_bank_conflicts as ch5
+
+pytestmark = pytest.mark.unit
+
+
+def test_store_picture_outlines_one_store_of_warp_0_in_three_layouts():
+    cells = ch5.store_cells()
+    assert len(cells) == 32 and {k for k, _ in cells} == {0, 4} and {m for _, m in cells} == set(range(16))
+    counts = ch5.store_picture()
+    fig = plt.gcf()
+    titles = [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
+    assert counts == {"plain": (2, 2), "padded": (1, 1), "swizzled": (1, 1)}
+    assert len(titles) == 3 and titles[0].startswith("plain") and "Swizzle<1,4,5>" in titles[2]
+    assert ["2 wavefront(s)" in titles[0], "1 wavefront(s)" in titles[1], "1 wavefront(s)" in titles[2]] == [True] * 3
+    for layout in ("padded", "swizzled"):  # the picture's counts are the model's request counts
+        assert counts[layout][0] == ch5.sw.per_request(*ch5.model_requests("sA store", layout))
+
+
+def test_sb_picture_shows_step_06_quarter_warp_over_two_sweeps():
+    offs = ch5.quarter_warp_sb("sgemm/06_vectorized")
+    assert offs == [32 * i for i in range(8)]  # float4s 32 bytes apart, within 256 bytes
+    out = ch5.sb_picture()
+    fig = plt.gcf()
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    plt.close(fig)
+    assert out["sgemm/06_vectorized"] == (2, 2, 8)   # 2 wavefronts for one quarter warp: two sweeps, 2-way
+    assert out["sgemm/07_warptiling"] == (1, 1, 4)   # 4 float4s side by side, each read by 2 lanes
+    assert "lane 0" in texts and "lanes 0,4" in texts
+    reqs, size = ch5.model_requests("sB load", "plain", "sgemm/06_vectorized")
+    assert ch5.sw.wavefronts(reqs[0], size) == 4 * out["sgemm/06_vectorized"][0]  # four quarter warps
+
+
+def test_print_counts_names_each_layout(capsys):
+    counts = ch5.three_layouts()
+    plt.close("all")
+    ch5.print_counts(counts)
+    assert capsys.readouterr().out.splitlines()[1] == "column read  : plain 32 | padded 1 | swizzled 4  wavefronts"
+
+
+def test_merged_model_takes_chapter_3s_measured_broadcast_cost():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    b = ch4.broadcast_wavefronts()
+    assert b == pytest.approx(2, abs=0.01)   # chapter 3's measurement (H200 profile of step 03)
+    m3, m4 = (ch4.merged_model(s, round(b)) for s in ("sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling"))
+    assert (m3["wavefronts"], m3["bound"]) == pytest.approx((1.5, 1 / 6))   # chapter 3's peak / 6
+    assert (m4["wavefronts"], m4["bound"]) == pytest.approx((0.625, 0.4))
+    assert ch4.merged_model("sgemm/07_warptiling", 2)["bound"] == 1.0        # no broadcast: unchanged
+
+
+def test_where_we_are_shows_only_the_starting_point(capsys):
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    import gemmlab
+    records = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] in ch4.STEPS
+                                       and r["m"] == 4096 and r["params"] == gemmlab.registry.get(r["step"]).resolve({})])
+    ch4.where_we_are(records)
+    out = capsys.readouterr().out
+    assert "sgemm/03_smem_tiling" in out and not any(s in out for s in ch4.NEW)
+
+
+def test_step06_prediction_splits_the_two_changes(capsys):
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    ch4.step06_predict()
+    out = capsys.readouterr().out.splitlines()
+    assert "8 -> 2  (x 0.25" in out[0] and "(x 1.00)" in out[1]
+    assert out[2].endswith("step 06 6, step 07 4")
+
+
+def test_transposed_store_picture_puts_a_threads_float4_in_four_rows():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    owner = ch4.transposed_store("sgemm/06_vectorized")
+    assert len(owner) == 256 and all(len(v) == 4 for v in owner.values())   # 128 x 8 tile: one float4 per thread
+    assert owner[0] == [(0, k, k, 0) for k in range(4)] and owner[1] == [(0, k, k, 0) for k in range(4, 8)]
+    shown = ch4.transposed_store_picture()
+    fig = plt.gcf()
+    numbers = {t.get_text() for ax in fig.axes for t in ax.texts}
+    plt.close(fig)
+    assert sorted(shown) == list(range(32)) and numbers == {str(t) for t in range(32)}
