@@ -163,13 +163,15 @@ def measure() -> list:
                 glue(f"ch7_v{v}_tflops" + ("" if size == 8192 else "_4096"), at[(name, size)]["tflops"])
         if (name, 8192) in at:
             glue(f"ch7_v{v}_pct", at[(name, 8192)]["pct_of_baseline"])
+            bound = predicted_tflops(name, at[(name, 8192)]["gpu"])
+            glue(f"ch7_v{v}_of_bound", at[(name, 8192)]["tflops"] / bound if bound else float("nan"))
     if (STEPS[2], 8192) in at:
         glue("ch7_v2_speedup", at[(STEPS[1], 8192)]["tflops"] / at[(STEPS[0], 8192)]["tflops"])
         glue("ch7_v3_speedup", at[(STEPS[2], 8192)]["tflops"] / at[(STEPS[1], 8192)]["tflops"])
         glue("ch7_cublas_tflops_03", at[(STEPS[2], 8192)]["baseline_tflops"])
     else:
         for key in ("v1_pct", "v2_pct", "v3_pct", "v1_tflops", "v2_tflops", "v3_tflops", "v1_tflops_4096",
-                    "v2_tflops_4096", "v3_tflops_4096", "v2_speedup", "v3_speedup", "cublas_tflops_03"):
+                    "v2_tflops_4096", "v3_tflops_4096", "v1_of_bound", "v2_of_bound", "v3_of_bound", "v2_speedup", "v3_speedup", "cublas_tflops_03"):
             glue(f"ch7_{key}", float("nan"))
     seed = hardware.REFERENCE_MEASURED["t4"]["hgemm_ladder"]  # seed 001's own ladder, on the T4 at 8192
     glue("ch7_seed_v1_pct", seed["kernel1_pct"])
@@ -237,7 +239,7 @@ def profile_gaps() -> None:
             print(f"{name:25s} not recorded"); continue
         v = name.split("/")[1][:2]
         glue(f"ch7_busy_{v}", 100 * g["busy"]); glue(f"ch7_sts_{v}", g["sts"]); glue(f"ch7_stw_{v}", g["st"])
-        glue("ch7_warps_pct", g["warps_pct"])
+        glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
         print(f"{name:25s} {g['ld']:5.0f} ldmatrix + {g['st']:3.0f} store wavefronts ({g['sts']:.0f} store "
               f"instructions); shared pipe busy >= {100 * g['busy']:.0f}% of cycles; {g['tflops']:.0f} TFLOP/s "
               f"in the profiled run; {g['blocks']:.0f} blocks ({g['regs']:.0f} registers) = "
