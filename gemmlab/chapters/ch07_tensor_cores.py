@@ -123,7 +123,7 @@ def predicted_tflops(name: str, gpu) -> float | None:
     return spec.fp16_tensor_tflops * min(1.0, warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE)
 
 
-def shared_bound(name: str, gpu: str | None = None) -> dict:
+def shared_bound(name: str, gpu: str | None = None) -> None:
     """The prediction: the TFLOP/s that shared memory's wavefronts allow step `name` on the chapter's GPU.
 
     Per warp per K step, the mma need FLOP / 4096 cycles of an SM's tensor cores and the ldmatrix need one cycle of the
@@ -148,7 +148,6 @@ def shared_bound(name: str, gpu: str | None = None) -> dict:
           f"cores can do")
     limit = "no limit below the peak" if bound >= spec.fp16_tensor_tflops else f"at most {bound:.0f} TFLOP/s"
     print(f"  predicted on the {spec.name} (peak {spec.fp16_tensor_tflops:.0f} TFLOP/s): {limit}")
-    return w
 
 
 def measure() -> list:
@@ -165,6 +164,7 @@ def measure() -> list:
             glue(f"ch7_v{v}_pct", at[(name, 8192)]["pct_of_baseline"])
             bound = predicted_tflops(name, at[(name, 8192)]["gpu"])
             glue(f"ch7_v{v}_of_bound", at[(name, 8192)]["tflops"] / bound if bound else float("nan"))
+    glue("ch7_v1_tflops_2048", at[(STEPS[0], 2048)]["tflops"] if (STEPS[0], 2048) in at else float("nan"))
     if (STEPS[2], 8192) in at:
         glue("ch7_v2_speedup", at[(STEPS[1], 8192)]["tflops"] / at[(STEPS[0], 8192)]["tflops"])
         glue("ch7_v3_speedup", at[(STEPS[2], 8192)]["tflops"] / at[(STEPS[1], 8192)]["tflops"])
@@ -254,7 +254,7 @@ def size_effect(records: list) -> None:
     if g is None or 2048 not in at or 4096 not in at:
         print("not recorded"); return
     slots = g["sms"] * g["blocks"]
-    glue("ch7_v1_tflops_2048", at[2048]["tflops"]); glue("ch7_l2_mib", g["l2"] / 2**20)
+    glue("ch7_l2_mib", g["l2"] / 2**20)
     for n in (2048, 4096):
         blocks = (n // p["BLOCK_M"]) * (n // p["BLOCK_N"])
         ab = 2 * n * n * 2
@@ -398,9 +398,9 @@ def ldmatrix_counts() -> list:
     return rows
 
 
-def ldmatrix_three_ways() -> bool:
+def ldmatrix_three_ways() -> None:
     """The emulator, the model and Nsight Compute on an H100 (results/gpu-lane/ncu, kernel-wide per instruction),
-    side by side; returns whether the emulator and the model agree on every row (they must)."""
+    side by side, and whether the emulator and the model agree on every row (they must)."""
     rows = ldmatrix_counts()
     ncu = {name: profile.shared_per_request(profile.load_csv(name)) for name in STEPS}
     print(f"{'step':25s} {'access':17s} {'emulator':>8s} {'model':>6s} {'ncu (H100)':>11s} {'ncu ideal':>10s}")
@@ -418,9 +418,7 @@ def ldmatrix_three_ways() -> bool:
         glue("ch7_ncu_h3_inst", h3["ldmatrix"]["instructions"])
         if h3.get("store"):
             glue("ch7_ncu_h3_store", h3["store"]["per_request"])
-    agree = all(emu == model for _, _, _, emu, model, _ in rows)
-    print("emulator and model agree on every row:", agree)
-    return agree
+    print("emulator and model agree on every row:", all(emu == model for _, _, _, emu, model, _ in rows))
 
 
 def ldmatrix_alternatives() -> None:
