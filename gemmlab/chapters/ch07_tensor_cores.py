@@ -232,7 +232,9 @@ def profile_gaps() -> None:
     """Per step, what the recorded profile at 4096 says: shared wavefronts per warp per K step (ldmatrix, stores), the
     share of cycles the shared pipe was busy, and the occupancy."""
     print(f"Nsight Compute, one launch at 4096 on the {_ncu_raw(STEPS[0]).get('device__attribute_display_name', '?')} "
-          "(results/gpu-lane/ncu), per warp per K step:")
+          "(results/gpu-lane/ncu); wavefronts and stores per warp per K step:")
+    print(f"{'step':25s} {'ldmatrix wf':>11s} {'store wf':>8s} {'stores':>6s} {'shared busy':>11s} {'TFLOP/s':>7s} "
+          f"{'blocks (regs)':>13s} {'warps':>6s}")
     for name in STEPS:
         g = shared_pipe(name)
         if g is None:
@@ -240,10 +242,8 @@ def profile_gaps() -> None:
         v = name.split("/")[1][:2]
         glue(f"ch7_busy_{v}", 100 * g["busy"]); glue(f"ch7_sts_{v}", g["sts"]); glue(f"ch7_stw_{v}", g["st"])
         glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
-        print(f"{name:25s} {g['ld']:5.0f} ldmatrix + {g['st']:3.0f} store wavefronts ({g['sts']:.0f} store "
-              f"instructions); shared pipe busy >= {100 * g['busy']:.0f}% of cycles; {g['tflops']:.0f} TFLOP/s "
-              f"in the profiled run; {g['blocks']:.0f} blocks ({g['regs']:.0f} registers) = "
-              f"{g['warps_pct']:.1f}% of the SM's warps")
+        print(f"{name:25s} {g['ld']:11.0f} {g['st']:8.0f} {g['sts']:6.0f} {'>= %.0f%%' % (100 * g['busy']):>11s} "
+              f"{g['tflops']:7.0f} {'%.0f (%.0f)' % (g['blocks'], g['regs']):>13s} {g['warps_pct']:5.1f}%")
 
 
 def size_effect(records: list) -> None:
@@ -274,6 +274,7 @@ def ladder(records: list) -> None:
             bound = predicted_tflops(name, records[0]["gpu"])
             bars.plot([i - 0.4, i + 0.4], [bound, bound], color="tab:red", lw=2,
                       label="predicted (shared wavefronts)" if i == 0 else None)
+            bars.set_ylim(top=max(bars.get_ylim()[1], 1.1 * bound))
         bars.legend(fontsize=7)
     plots.pct_by_size(ax, records, STEPS, "% of cuBLAS fp16").legend(fontsize=8)
     plt.tight_layout(); plt.show()
