@@ -20,19 +20,31 @@ KS = [64, 256, 1024, 4096, 8192]
 MODEL_KS = [64, 256, 1024, 4096, 16384, 65536]
 
 
+def _hgemm_records() -> list:
+    """The recorded (or live) rows of steps 01 to 03, one GPU's."""
+    return gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"] in STEPS])
+
+
 def fp32_start() -> None:
-    """Where chapter 6 left the FFMA ladder: its best step at 4096, one GPU's records."""
+    """Where chapter 6 left the FFMA ladder (its best step at 4096, one GPU's records) and the fp16 cuBLAS to beat."""
     # The FFMA ladder of chapter 6 (its step 12 moves the products onto the tensor cores), one GPU's records
     sgemm = gemmlab.results.one_gpu([r for r in gemmlab.results.load() if r["step"].startswith("sgemm/")
                                      and r["step"] != "sgemm/12_tf32x3" and r["m"] == 4096])
-    if sgemm:
+    hgemm = {r["m"]: r for r in _hgemm_records() if r["step"] == STEPS[0]}
+    if sgemm and 8192 in hgemm:
         best = max(sgemm, key=lambda r: r["pct_of_baseline"])
         glue("ch7_fp32_best_pct", best["pct_of_baseline"])
         glue("ch7_fp32_gpu", best["gpu"])
-        print(f"best FP32 step at 4096: {best['step']} {best['params']}, {best['pct_of_baseline']:.1f}% of cuBLAS "
-              f"({best['gpu']}, {best.get('source', 'live')}, {best['date']})")
+        glue("ch7_gpu", hgemm[8192]["gpu"])
+        glue("ch7_cublas_tflops", hgemm[8192]["baseline_tflops"])
+        print(f"best FP32 step at 4096: {best['step']}, {best['tflops']:.1f} TFLOP/s = {best['pct_of_baseline']:.1f}% "
+              f"of cuBLAS SGEMM ({best['baseline_tflops']:.1f} TFLOP/s) ({best['gpu']}, {best.get('source', 'live')}, "
+              f"{best['date']})")
+        print("cuBLAS fp16 (HGEMM) on the " + hgemm[8192]["gpu"] + ", the target of this chapter: "
+              + ", ".join(f"{hgemm[n]['baseline_tflops']:.0f} TFLOP/s at {n}" for n in (4096, 8192) if n in hgemm))
     else:
         glue("ch7_fp32_best_pct", float("nan")); glue("ch7_fp32_gpu", hardware.NO_DATA)
+        glue("ch7_gpu", hardware.NO_DATA); glue("ch7_cublas_tflops", float("nan"))
         print(hardware.NO_DATA)
 
 
@@ -81,47 +93,189 @@ def fragment_checks() -> None:
           all(np.array_equal(cpu[k].view(np.uint32), here[k].view(np.uint32)) for k in cpu))
 
 
-def records() -> tuple[list, dict]:
-    """Steps 01 to 03 against cuBLAS fp16 (live on a GPU, recorded without one); glues their % at 8192."""
-    records = gemmlab.benchmark(['hgemm/01_mma_tiling', 'hgemm/02_vectorized_copy', 'hgemm/03_swizzled'], sizes=[1024, 2048, 4096, 8192], verbose=False)
+# ---- the prediction: what shared memory allows, per warp per K step ----
+
+# An H100 SM's tensor cores, dense fp16: 4 tensor cores x 512 multiply-adds x 2 FLOP per cycle (Hopper whitepaper);
+# the data sheet's peak (arch.SPECS) is this rate on all SMs. The shared-memory pipe serves one wavefront per cycle.
+TENSOR_FLOP_PER_SM_CYCLE = 4 * 512 * 2
+MMA_FLOP = 2 * 16 * 8 * 8  # one mma.m16n8k8
+
+
+def warp_k_step(name: str) -> dict:
+    """Per warp per K step of a step's default tiles: its mma count and FLOP, its ldmatrix.x4 of sA and sB and their
+    wavefronts (the model, gemmlab.swizzle, which the emulator and Nsight Compute confirm below)."""
+    p = gemmlab.instance(name).params
+    layout = "swizzled" if name == STEPS[2] else "plain"
+    mma = (p["WARP_M"] // 16) * (p["WARP_N"] // 8) * (p["BLOCK_K"] // 8)
+    ldsm = {"A": (p["WARP_M"] // 16) * (p["BLOCK_K"] // 16), "B": (p["WARP_N"] // 16) * (p["BLOCK_K"] // 16)}
+    per = {op: sw.per_request(sw.hgemm_ldmatrix_requests(op, layout=layout, **p), ldmatrix=True) for op in "AB"}
+    waves = sum(ldsm[op] * per[op] for op in "AB")
+    flop = mma * MMA_FLOP
+    return {"mma": mma, "flop": flop, "ldsm": ldsm, "per_ldsm": per, "waves": waves,
+            "flop_per_cycle": flop / waves, "params": p}
+
+
+def predicted_tflops(name: str, gpu) -> float | None:
+    """The bound of step `name` on `gpu` (a name or a GpuSpec): peak x min(1, FLOP per shared cycle / 4096)."""
+    spec = hardware.spec_for(gpu)
+    if spec is None:
+        return None
+    return spec.fp16_tensor_tflops * min(1.0, warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE)
+
+
+def shared_bound(name: str, gpu: str | None = None) -> None:
+    """The prediction: the TFLOP/s that shared memory's wavefronts allow step `name` on the chapter's GPU.
+
+    Per warp per K step, the mma need FLOP / 4096 cycles of an SM's tensor cores and the ldmatrix need one cycle of the
+    shared pipe per wavefront; the slower of the two bounds the kernel: peak x min(1, FLOP per shared cycle / 4096)."""
+    w = warp_k_step(name)
+    gpu = gpu or (_hgemm_records() or [{"gpu": "H100"}])[0]["gpu"]
+    spec = hardware.spec_for(gpu) or hardware.spec_for("H100")
+    bound = predicted_tflops(name, spec)
+    w.update(bound=bound, peak=spec.fp16_tensor_tflops, spec=spec.name)
+    v = name.split("/")[1][:2]
+    glue(f"ch7_bound_{v}", bound)
+    glue(f"ch7_fpc_{v}", w["flop_per_cycle"])
+    glue("ch7_peak", spec.fp16_tensor_tflops)
+    glue("ch7_tc_fpc", TENSOR_FLOP_PER_SM_CYCLE)
+    ldsm, per = w["ldsm"], w["per_ldsm"]
+    print(f"{name}, per warp per K step (BLOCK_K = {w['params']['BLOCK_K']}, warp tile "
+          f"{w['params']['WARP_M']} x {w['params']['WARP_N']}):")
+    print(f"  tensor cores: {w['mma']} mma x {MMA_FLOP} FLOP = {w['flop']} FLOP")
+    print(f"  shared pipe:  {ldsm['A']} ldmatrix.x4 of sA x {per['A']:.0f} wavefronts + {ldsm['B']} of sB x "
+          f"{per['B']:.0f} = {w['waves']:.0f} cycles (average {w['waves'] / (ldsm['A'] + ldsm['B']):.0f} per x4)")
+    print(f"  -> {w['flop_per_cycle']:.0f} FLOP per shared cycle per SM, against {TENSOR_FLOP_PER_SM_CYCLE} the tensor "
+          f"cores can do")
+    limit = "no limit below the peak" if bound >= spec.fp16_tensor_tflops else f"at most {bound:.0f} TFLOP/s"
+    print(f"  predicted on the {spec.name} (peak {spec.fp16_tensor_tflops:.0f} TFLOP/s): {limit}")
+
+
+def measure() -> list:
+    """Steps 01 to 03 against cuBLAS fp16, one run (live on a GPU, recorded without one); prints step 01 against
+    its prediction and glues the figures the prose quotes."""
+    records = gemmlab.benchmark(STEPS, sizes=[1024, 2048, 4096, 8192], verbose=False)
     at = {(r["step"], r["m"]): r for r in records}
-    for name in ['hgemm/01_mma_tiling', 'hgemm/02_vectorized_copy', 'hgemm/03_swizzled']:
+    for name in STEPS:
         v = int(name.split("/")[1][:2])
+        for size in (4096, 8192):
+            if (name, size) in at:
+                glue(f"ch7_v{v}_tflops" + ("" if size == 8192 else "_4096"), at[(name, size)]["tflops"])
         if (name, 8192) in at:
             glue(f"ch7_v{v}_pct", at[(name, 8192)]["pct_of_baseline"])
-            glue(f"ch7_v{v}_tflops", at[(name, 8192)]["tflops"])
-    if ("hgemm/01_mma_tiling", 8192) in at:
-        glue("ch7_gpu", at[("hgemm/01_mma_tiling", 8192)]["gpu"])
-        glue("ch7_cublas_tflops", at[("hgemm/01_mma_tiling", 8192)]["baseline_tflops"])
-        glue("ch7_v2_speedup", at[("hgemm/02_vectorized_copy", 8192)]["tflops"] / at[("hgemm/01_mma_tiling", 8192)]["tflops"])
-        glue("ch7_v3_speedup", at[("hgemm/03_swizzled", 8192)]["tflops"] / at[("hgemm/02_vectorized_copy", 8192)]["tflops"])
+            bound = predicted_tflops(name, at[(name, 8192)]["gpu"])
+            glue(f"ch7_v{v}_of_bound", at[(name, 8192)]["tflops"] / bound if bound else float("nan"))
+    glue("ch7_v1_tflops_2048", at[(STEPS[0], 2048)]["tflops"] if (STEPS[0], 2048) in at else float("nan"))
+    if (STEPS[2], 8192) in at:
+        glue("ch7_v2_speedup", at[(STEPS[1], 8192)]["tflops"] / at[(STEPS[0], 8192)]["tflops"])
+        glue("ch7_v3_speedup", at[(STEPS[2], 8192)]["tflops"] / at[(STEPS[1], 8192)]["tflops"])
+        glue("ch7_cublas_tflops_03", at[(STEPS[2], 8192)]["baseline_tflops"])
     else:
-        for key in ("v1_pct", "v2_pct", "v3_pct", "v1_tflops", "v2_tflops", "v3_tflops", "cublas_tflops", "v2_speedup", "v3_speedup"):
+        for key in ("v1_pct", "v2_pct", "v3_pct", "v1_tflops", "v2_tflops", "v3_tflops", "v1_tflops_4096",
+                    "v2_tflops_4096", "v3_tflops_4096", "v1_of_bound", "v2_of_bound", "v3_of_bound", "v2_speedup", "v3_speedup", "cublas_tflops_03"):
             glue(f"ch7_{key}", float("nan"))
-        glue("ch7_gpu", hardware.NO_DATA)
     seed = hardware.REFERENCE_MEASURED["t4"]["hgemm_ladder"]  # seed 001's own ladder, on the T4 at 8192
     glue("ch7_seed_v1_pct", seed["kernel1_pct"])
     glue("ch7_seed_copy", seed["copy_speedup"]); glue("ch7_seed_swizzle", seed["swizzle_speedup"])
-    print(gemmlab.bench.table(records))
-    return records, at
+    against_bound(records, STEPS[:1])
+    return records
 
 
-def ncu_ldmatrix() -> None:
-    """Nsight Compute's shared wavefronts per ldmatrix of steps 01 to 03 (recorded, one launch at 4096)."""
-    ncu = {name: gemmlab.profile.load_csv(name) for name in ['hgemm/01_mma_tiling', 'hgemm/02_vectorized_copy', 'hgemm/03_swizzled']}
-    for name, m in ncu.items():
-        if m:
-            ratio = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / m["smsp__inst_executed_op_ldsm.sum"]
-            glue(f"ch7_ncu_{name.split('/')[1][:2]}", ratio)
-            print(f"{name}: Nsight Compute (recorded, one launch at 4096): {ratio:.2f} shared wavefronts per ldmatrix")
-    if not ncu["hgemm/01_mma_tiling"]:
-        glue("ch7_ncu_01", float("nan")); glue("ch7_ncu_03", float("nan"))
+def against_bound(records: list, steps: list) -> None:
+    """Predicted bound beside the measured TFLOP/s of `steps`, with cuBLAS's rate in the same run."""
+    print(f"{'step':25s} {'size':>5s} {'predicted':>10s} {'measured':>9s} {'of bound':>9s} {'cuBLAS':>7s}  gpu (source)")
+    for name in steps:
+        bound = predicted_tflops(name, records[0]["gpu"]) if records else None
+        for r in sorted((r for r in records if r["step"] == name), key=lambda r: r["m"]):
+            b = f"{bound:10.0f}" if bound else f"{'-':>10s}"
+            share = f"{100 * r['tflops'] / bound:8.0f}%" if bound else f"{'-':>9s}"
+            print(f"{name:25s} {r['m']:5d} {b} {r['tflops']:9.1f} {share} {r['baseline_tflops']:7.0f}  "
+                  f"{r['gpu']} ({r.get('source', 'live')}, {r['date']})")
+
+
+# ---- the gaps, from the recorded profiles (results/gpu-lane/ncu, one launch at 4096 on the H100) ----
+
+def _ncu_raw(name: str) -> dict:
+    """The last profiled kernel's raw row of a step's recorded Nsight Compute CSV ({} if none)."""
+    for prefix in ("", "shared-"):
+        path = profile.NCU_CSV / f"{prefix}{name.replace('/', '-')}.csv"
+        if path.exists():
+            return profile.raw_csv_rows(path.read_text())[-1]
+    return {}
+
+
+def _num(row: dict, key: str) -> float:
+    return float(row[key].replace(",", ""))
+
+
+def shared_pipe(name: str) -> dict | None:
+    """From a step's recorded profile at 4096: shared wavefronts (loads, stores) per warp per K step, and the share
+    of the SMs' cycles the shared pipe was busy (at least: cycles counted at the GPU's top clock)."""
+    m, raw = profile.load_csv(name), _ncu_raw(name)
+    if not m or not raw:
+        return None
+    p = gemmlab.instance(name).params
+    n = 4096  # the profiled launch (the CSV's first line says so)
+    warp_steps = (n // p["BLOCK_M"]) * (n // p["BLOCK_N"]) * (p["BLOCK_M"] // p["WARP_M"]) \
+        * (p["BLOCK_N"] // p["WARP_N"]) * (n // p["BLOCK_K"])
+    ld = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+    st = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"]
+    sms, clock = _num(raw, "device__attribute_multiprocessor_count"), _num(raw, "device__attribute_clock_rate") * 1e3
+    seconds = m["gpu__time_duration.sum"] * 1e-9
+    return {"ld": ld / warp_steps, "st": st / warp_steps, "sts": m["smsp__inst_executed_op_shared_st.sum"] / warp_steps,
+            "busy": (ld + st) / (sms * seconds * clock), "tflops": hardware.gemm_flops(n, n, n) / seconds / 1e12,
+            "warps_pct": m.get("sm__maximum_warps_per_active_cycle_pct"), "sms": sms, "clock": clock,
+            "regs": m.get("launch__registers_per_thread"), "blocks": m.get("launch__occupancy_limit_registers"),
+            "l2": _num(raw, "device__attribute_l2_cache_size"), "gpu": raw.get("device__attribute_display_name")}
+
+
+def profile_gaps() -> None:
+    """Per step, what the recorded profile at 4096 says: shared wavefronts per warp per K step (ldmatrix, stores), the
+    share of cycles the shared pipe was busy, and the occupancy."""
+    print(f"Nsight Compute, one launch at 4096 on the {_ncu_raw(STEPS[0]).get('device__attribute_display_name', '?')} "
+          "(results/gpu-lane/ncu); wavefronts and stores per warp per K step:")
+    print(f"{'step':25s} {'ldmatrix wf':>11s} {'store wf':>8s} {'stores':>6s} {'shared busy':>11s} {'TFLOP/s':>7s} "
+          f"{'blocks (regs)':>13s} {'warps':>6s}")
+    for name in STEPS:
+        g = shared_pipe(name)
+        if g is None:
+            print(f"{name:25s} not recorded"); continue
+        v = name.split("/")[1][:2]
+        glue(f"ch7_busy_{v}", 100 * g["busy"]); glue(f"ch7_sts_{v}", g["sts"]); glue(f"ch7_stw_{v}", g["st"])
+        glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
+        print(f"{name:25s} {g['ld']:11.0f} {g['st']:8.0f} {g['sts']:6.0f} {'>= %.0f%%' % (100 * g['busy']):>11s} "
+              f"{g['tflops']:7.0f} {'%.0f (%.0f)' % (g['blocks'], g['regs']):>13s} {g['warps_pct']:5.1f}%")
+
+
+def size_effect(records: list) -> None:
+    """Step 01 at 2048 and 4096: the measured rates, the waves of blocks and whether A and B fit in L2."""
+    g = shared_pipe(STEPS[0])
+    p = gemmlab.instance(STEPS[0]).params
+    at = {r["m"]: r for r in records if r["step"] == STEPS[0]}
+    if g is None or 2048 not in at or 4096 not in at:
+        print("not recorded"); return
+    slots = g["sms"] * g["blocks"]
+    glue("ch7_l2_mib", g["l2"] / 2**20)
+    for n in (2048, 4096):
+        blocks = (n // p["BLOCK_M"]) * (n // p["BLOCK_N"])
+        ab = 2 * n * n * 2
+        print(f"{n}: {at[n]['tflops']:.1f} TFLOP/s; {blocks} blocks on {slots:.0f} slots ({blocks / slots:.2f} waves); "
+              f"A and B {ab / 2**20:.0f} MiB, {'inside' if ab <= g['l2'] else 'more than'} the "
+              f"{g['l2'] / 2**20:.0f} MiB L2")
 
 
 def ladder(records: list) -> None:
-    """Steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band), and % of cuBLAS by size."""
+    """Steps 02 and 03 against their predictions, then steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band) with the
+    predicted bounds, and % of cuBLAS by size."""
+    against_bound(records, STEPS[1:])
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.6))
     plots.ladder(records, STEPS, ax=bars, size=8192)
+    if records and hardware.spec_for(records[0]["gpu"]):
+        for i, name in enumerate(STEPS):
+            bound = predicted_tflops(name, records[0]["gpu"])
+            bars.plot([i - 0.4, i + 0.4], [bound, bound], color="tab:red", lw=2,
+                      label="predicted (shared wavefronts)" if i == 0 else None)
+            bars.set_ylim(top=max(bars.get_ylim()[1], 1.1 * bound))
+        bars.legend(fontsize=7)
     plots.pct_by_size(ax, records, STEPS, "% of cuBLAS fp16").legend(fontsize=8)
     plt.tight_layout(); plt.show()
 
@@ -225,10 +379,9 @@ def ldmatrix_layouts() -> None:
 
 
 def ldmatrix_counts() -> list:
-    """Wavefronts per request of steps 01 to 03's ldmatrix and 16-byte stores: the emulator against the model.
+    """Wavefronts per request of steps 01 to 03's ldmatrix and 16-byte stores, by the emulator and by the model.
 
-    Returns rows (step, access, layout, emulator, model, Nsight Compute kind or None).
-    """
+    Returns rows (step, access, layout, emulator, model, Nsight Compute kind or None)."""
     rows = []
     for name, layout in [(STEPS[0], "plain"), (STEPS[1], "plain"), (STEPS[2], "swizzled")]:
         c = gemmlab.step(name, backend="cpu").counters(256, 256, 64, max_blocks=1)
@@ -243,21 +396,20 @@ def ldmatrix_counts() -> list:
             stores = sw.hgemm_store_requests("A", layout=layout, **p) + sw.hgemm_store_requests("B", layout=layout, **p)
             rows.append((name, "16-byte stores", layout, c.shared_wavefronts_per_request("store"),
                          sw.per_request(stores, 16), "store"))
-    for step, access, layout, emu, model, _ in rows:
-        print(f"{step:25s} {access:18s} {layout:9s} emulator {emu:5.2f}  model {model:5.2f}  "
-              + ("agree" if emu == model else "DISAGREE"))
     return rows
 
 
-def ldmatrix_ncu(rows: list) -> None:
-    """The same rows beside Nsight Compute on an H100 (results/gpu-lane/ncu), kernel-wide per instruction."""
+def ldmatrix_three_ways() -> None:
+    """The emulator, the model and Nsight Compute on an H100 (results/gpu-lane/ncu, kernel-wide per instruction),
+    side by side, and whether the emulator and the model agree on every row (they must)."""
+    rows = ldmatrix_counts()
     ncu = {name: profile.shared_per_request(profile.load_csv(name)) for name in STEPS}
-    print(f"{'step':25s} {'access':18s} {'emulator':>8s} {'model':>6s} {'ncu (H100)':>11s} {'ncu ideal':>10s}")
+    print(f"{'step':25s} {'access':17s} {'emulator':>8s} {'model':>6s} {'ncu (H100)':>11s} {'ncu ideal':>10s}")
     for step, access, layout, emu, model, kind in rows:
         got = ncu[step].get(kind) if kind and ncu[step] else None
         hw = f"{got['per_request']:11.2f} {got['ideal_per_request']:10.2f}" if got else \
             f"{'-' if kind is None else 'not recorded':>11s} {'':>10s}"
-        print(f"{step:25s} {access:18s} {emu:8.2f} {model:6.2f} {hw}")
+        print(f"{step:25s} {access:17s} {emu:8.2f} {model:6.2f} {hw}")
     h1, h3 = ncu[STEPS[0]], ncu[STEPS[2]]
     if h1 and h3:
         glue("ch7_ncu_h1", h1["ldmatrix"]["per_request"])
@@ -267,18 +419,129 @@ def ldmatrix_ncu(rows: list) -> None:
         glue("ch7_ncu_h3_inst", h3["ldmatrix"]["instructions"])
         if h3.get("store"):
             glue("ch7_ncu_h3_store", h3["store"]["per_request"])
+    print("emulator and model agree on every row:", all(emu == model for _, _, _, emu, model, _ in rows))
 
 
 def ldmatrix_alternatives() -> None:
-    """Plain, padded and swizzled tiles for steps 02/03's defaults: ldmatrix and store wavefronts, shared memory."""
+    """Plain, padded and swizzled tiles for steps 02/03's defaults: ldmatrix and store wavefronts of sA and sB,
+    shared memory."""
     p = gemmlab.instance("hgemm/03_swizzled").params
     bm, bn, bk = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]
     for layout, pad in (("plain", 0), ("padded", 8), ("swizzled", 0)):
         lds = sw.hgemm_ldmatrix_requests("A", layout=layout, pad=pad, **p) + \
             sw.hgemm_ldmatrix_requests("B", layout=layout, pad=pad, **p)
-        sts = sw.hgemm_store_requests("A", layout=layout, pad=pad, **p) + \
-            sw.hgemm_store_requests("B", layout=layout, pad=pad, **p)
+        st = {op: sw.per_request(sw.hgemm_store_requests(op, layout=layout, pad=pad, **p), 16) for op in "AB"}
         smem = (bm * (bk + pad) + bk * (bn + pad)) * 2
-        print(f"{layout:8s}: ldmatrix.x4 {sw.per_request(lds, ldmatrix=True):5.2f} wavefronts, 16-byte stores "
-              f"{sw.per_request(sts, 16):4.2f}, shared memory {smem} B "
+        print(f"{layout:8s}: ldmatrix.x4 {sw.per_request(lds, ldmatrix=True):5.2f} wavefronts; 16-byte stores "
+              f"sA {st['A']:4.2f}, sB {st['B']:4.2f}; shared memory {smem} B "
               f"({100 * (smem / ((bm * bk + bk * bn) * 2) - 1):.1f}% more than plain)")
+
+
+# ---- small helpers the page calls once each ----
+
+def demo_registers() -> dict:
+    """The one-warp demo of mma.m16n8k8: lanes 0 to 3's raw registers (A and B halves, D floats)."""
+    demo = tc.mma_demo("m16n8k8")
+    print(f"ran on the {demo['backend'].upper()} backend; lane 0..3 registers (raw):")
+    for lane in range(4):
+        a = tc.halves(demo["raw"]["a"]).reshape(32, 4)[lane].tolist()
+        b = tc.halves(demo["raw"]["b"]).reshape(32, 2)[lane].tolist()
+        d = demo["raw"]["d"][4 * lane:4 * lane + 4].tolist()
+        print(f"  lane {lane}: A halves {a} (= r*8 + c)  B halves {b} (= k*8 + n)  D {d} (= 8m + n)")
+    return demo
+
+
+def verify_cases(kernel) -> None:
+    """Which shapes and inputs gemmlab.verify tried (one shape twice: random, then with an Inf)."""
+    cases = gemmlab.verify(kernel).cases
+    shapes = {(c.m, c.n, c.k) for c in cases}
+    print(f"{len(cases)} cases on {len(shapes)} shapes:", ", ".join(f"{c.m}x{c.n}x{c.k} {c.kind}" for c in cases))
+
+
+def copy_requests(*kernels) -> None:
+    """Global load requests per warp per K step, and their bytes and sectors, of each kernel (emulator, 256^3)."""
+    for k in kernels:
+        t = k.counters(256, 256, 256, max_blocks=1).totals
+        warps, steps = len(tc.block_warp_mma_tiles(k.params)["warps"]), 256 // k.params["BLOCK_K"]
+        print(f"{k.name}: {t['global_load_requests'] // (warps * steps)} global load requests per warp per K step, "
+              f"{t['global_load_bytes'] // t['global_load_requests']} bytes each, "
+              f"{t['global_load_sectors'] // t['global_load_requests']} sectors each")
+
+
+def sass_counts() -> None:
+    """Static SASS instruction counts of steps 01 to 03 for sm_75 and sm_80 (NVRTC, compile-only)."""
+    for name in STEPS:
+        inst = gemmlab.instance(name)
+        for arch in ("sm_75", "sm_80"):
+            s = tc.sass_summary(inst, arch)
+            print(f"{name:25s} {arch}: LDG.128 {s['LDG.128']:3d}, narrower LDG {s['LDG narrower']:3d}, "
+                  f"STS.128 {s['STS.128']:3d}, LDSM {s['LDSM']:3d}, HMMA {s['HMMA']:4d}, integer {s['integer']:4d}, "
+                  f"registers {s['registers']}")
+
+
+def f16_speed() -> None:
+    """The fp16-accumulate variant against step 01 (live on a GPU, recorded otherwise), with the registers and
+    blocks per SM that NVRTC's sm_90 build gives each."""
+    speed = gemmlab.benchmark([tc.f16_accumulate(), STEPS[0]], sizes=[4096, 8192], verbose=False)
+    if any(r["step"] == tc.F16_ACCUMULATE.name for r in speed):
+        print(gemmlab.bench.table(speed))
+    else:
+        print("No recorded timing of the fp16-accumulate variant yet (a GPU run of this chapter records one).")
+    for label, inst in (("fp32 accumulators (step 01)", gemmlab.instance(STEPS[0])),
+                        ("fp16 accumulators", tc.f16_accumulate(backend="cpu"))):
+        res = inst.resources("sm_90")
+        threads = inst.step.launch(4096, 4096, 4096, inst.params).threads
+        blocks, limiter = explore.blocks_per_sm(res.registers, threads, res.shared_bytes, 90)
+        key = "f16" if "fp16" in label else "f32"
+        glue(f"ch7_{key}_regs", res.registers); glue(f"ch7_{key}_blocks", blocks)
+        print(f"{label:28s} sm_90: {res.registers} registers x {threads} threads: {blocks} blocks = "
+              f"{blocks * threads // 32} warps per SM (limited by {limiter})")
+
+
+def claim() -> None:
+    """The chapter's claim: steps 01 to 03 and the fp16 variant are correct (emulator), fit a T4, and step 03's
+    ldmatrix are conflict-free (one wavefront per 8x8 matrix, emulator)."""
+    for name in STEPS:
+        print(gemmlab.verify(gemmlab.step(name, backend="cpu")), "(emulator)")
+    print(gemmlab.verify(tc.f16_accumulate(backend="cpu")), "(emulator)")
+    for name in STEPS:
+        fit = gemmlab.instance(name).fit("sm_75")  # registers x threads, shared memory (static + dynamic), spills
+        print(f"{name}: fits a T4 (sm_75): {'yes' if fit.ok else f'NO: {fit}'}")
+    c3 = gemmlab.step(STEPS[2], backend="cpu").counters(256, 256, 256, max_blocks=1)
+    print("hgemm/03_swizzled: ldmatrix conflict-free (one wavefront per 8x8 matrix):",
+          c3.shared_wavefronts_per_request(kind="ldmatrix") == 4)
+
+
+# ---- the picture: where the kernel's ldmatrix.x4 puts its four matrices ----
+
+X4_PLACEMENT = {
+    # operand: [(matrix, first row, first column of the 16x16 piece, register it lands in)]
+    "A": [(0, 0, 0, "rA[m][0][0]"), (1, 8, 0, "rA[m][0][1]"), (2, 0, 8, "rA[m][1][0]"), (3, 8, 8, "rA[m][1][1]")],
+    "B": [(0, 0, 0, "rB[n][0][0]"), (1, 8, 0, "rB[n][1][0]"), (2, 0, 8, "rB[n+1][0][0]"), (3, 8, 8, "rB[n+1][1][0]")],
+}
+
+
+def draw_x4_placement(axes=None):
+    """Step 01's two ldmatrix.x4: which 8x8 quarter of the 16x16 A piece (m x k) and of the B piece (k x n, read with
+    .trans) is matrix 0..3, which lanes give its rows' addresses, and the register it lands in (as in the kernel's
+    call: ldmatrix_x4(rA[m][0][0], rA[m][0][1], rA[m][1][0], rA[m][1][1], ...) and ldmatrix_x4_trans(rB[n][0][0],
+    rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0], ...)). Returns the axes."""
+    from matplotlib.patches import Rectangle
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 5))
+    colours = plt.get_cmap("Pastel2")
+    titles = {"A": "A piece, 16 (m) x 16 (k), sA[m][k]: ldmatrix.x4",
+              "B": "B piece, 16 (k) x 16 (n), sB[k][n]: ldmatrix.x4.trans"}
+    for ax, op in zip(axes, "AB"):
+        for mat, r0, c0, reg in X4_PLACEMENT[op]:
+            ax.add_patch(Rectangle((c0, r0), 8, 8, fc=colours(mat), ec="0.3", lw=1.2))
+            ax.text(c0 + 4, r0 + 3.2, f"matrix {mat}", ha="center", va="center", fontsize=10, weight="bold")
+            ax.text(c0 + 4, r0 + 4.6, f"lanes {8 * mat}-{8 * mat + 7} give its rows", ha="center", va="center",
+                    fontsize=7.5)
+            ax.text(c0 + 4, r0 + 6.0, f"-> {reg}", ha="center", va="center", fontsize=9, family="monospace")
+        rows, cols = ("m", "k") if op == "A" else ("k", "n")
+        ax.set_xticks([0, 8, 16]); ax.set_yticks([0, 8, 16])
+        ax.set_xlabel(f"{cols} within the piece"); ax.set_ylabel(f"{rows} within the piece")
+        ax.set_xlim(0, 16); ax.set_ylim(16, 0); ax.set_aspect("equal")
+        ax.set_title(titles[op], fontsize=9)
+    return axes

@@ -32,8 +32,8 @@ __global__ void hgemm_f16_accumulate(int M, int N, int K, const __half* A, const
 
     // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Row strides are
     // BLOCK_K * 2 and BLOCK_N * 2 bytes, multiples of 16 by the asserts above.
-    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, K-major
-    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major
+    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, sA[m][k], k contiguous
+    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, sB[k][n], n contiguous
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32;

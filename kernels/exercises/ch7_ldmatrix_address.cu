@@ -14,7 +14,7 @@
 //   mma tile   16 x 8 x 8:        one mma.sync.m16n8k8 (the shape Turing has)
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[BLOCK_M][BLOCK_K]: K-major (row-major) tile of A; ldmatrix reads its rows as they are.
+//   sA[BLOCK_M][BLOCK_K]: sA[m][k], k contiguous (row-major); ldmatrix reads its rows as they are.
 //   sB[BLOCK_N][BLOCK_K]: K-major tile of B (B transposed: row n holds column n of B), the
 //   layout mma wants for B ("col"), so a plain ldmatrix (no .trans) reads it.
 //   Elements past M, N or K are stored as zero, so edge tiles need no special case.
@@ -43,7 +43,7 @@ __global__ void hgemm_mma_tiling(int M, int N, int K, const __half* A, const __h
 
     // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Row strides are
     // BLOCK_K * 2 and BLOCK_N * 2 bytes, multiples of 16 by the asserts above.
-    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, K-major
+    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, sA[m][k], k contiguous
     __shared__ __align__(16) __half sB[BLOCK_N][BLOCK_K];  // BLOCK_N x BLOCK_K, K-major (B^T)
 
     const int tid = threadIdx.x;

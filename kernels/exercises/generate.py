@@ -293,11 +293,11 @@ make("ch7/ldmatrix_address", "hgemm/01_mma_tiling", "the ldmatrix address of eac
       "// A variation of 01 (chapter 7's exercise): B's tile is stored transposed in shared memory,\n"
       "// sB[BLOCK_N][BLOCK_K] (K-major, as mma wants B), so ldmatrix reads it without .trans.\n"
       "// Three levels of tiling, as in 01:\n"),
-     ("//   sB[BLOCK_K][BLOCK_N]: N-major (row-major) tile of B; mma wants B K-major (\"col\"), so\n"
+     ("//   sB[BLOCK_K][BLOCK_N]: sB[k][n], n contiguous (row-major); mma wants B with k contiguous (\"col\"), so\n"
       "//   ldmatrix.trans transposes each 8x8 matrix on the way into registers.\n",
       "//   sB[BLOCK_N][BLOCK_K]: K-major tile of B (B transposed: row n holds column n of B), the\n"
       "//   layout mma wants for B (\"col\"), so a plain ldmatrix (no .trans) reads it.\n"),
-     ("    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major\n",
+     ("    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, sB[k][n], n contiguous\n",
       "    __shared__ __align__(16) __half sB[BLOCK_N][BLOCK_K];  // BLOCK_N x BLOCK_K, K-major (B^T)\n"),
      ("            sB[r][c] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);\n",
       "            sB[c][r] = (gr < K && gc < N) ? B[gr * N + gc] : __float2half(0.0f);  // transposed\n"),

@@ -15,8 +15,8 @@
 // element with zeros outside the matrix. The shared tiles and the math are those of 01.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[BLOCK_M][BLOCK_K]: K-major (row-major) tile of A; ldmatrix reads its rows as they are.
-//   sB[BLOCK_K][BLOCK_N]: N-major (row-major) tile of B; mma wants B K-major ("col"), so
+//   sA[BLOCK_M][BLOCK_K]: sA[m][k], k contiguous (row-major); ldmatrix reads its rows as they are.
+//   sB[BLOCK_K][BLOCK_N]: sB[k][n], n contiguous (row-major); mma wants B with k contiguous ("col"), so
 //   ldmatrix.trans transposes each 8x8 matrix on the way into registers.
 //   Elements past M, N or K are stored as zero, so edge tiles need no special case.
 // Launch: blockDim (BLOCK_M/WARP_M * BLOCK_N/WARP_N * 32), gridDim (cdiv(N, BLOCK_N),
@@ -63,8 +63,8 @@ __global__ void hgemm_vectorized_copy(int M, int N, int K, const __half* A, cons
 
     // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Row strides are
     // BLOCK_K * 2 and BLOCK_N * 2 bytes, multiples of 16 by the asserts above.
-    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, K-major
-    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, N-major
+    __shared__ __align__(16) __half sA[BLOCK_M][BLOCK_K];  // BLOCK_M x BLOCK_K, sA[m][k], k contiguous
+    __shared__ __align__(16) __half sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N, sB[k][n], n contiguous
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32;

@@ -15,10 +15,10 @@
 // (chunk ^= (row / 2) % 4), <3,3,4> on BLOCK_N = 128; gemmlab/chapters/swizzle.py is the Python twin.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA: BLOCK_M x BLOCK_K K-major (row-major) tile of A, element (r, c) at swizzle<BLOCK_K>(r, c);
+//   sA[m][k], k contiguous (row-major), BLOCK_M x BLOCK_K: element (r, c) at swizzle<BLOCK_K>(r, c);
 //   ldmatrix reads its rows as they are.
-//   sB: BLOCK_K x BLOCK_N N-major (row-major) tile of B, element (r, c) at swizzle<BLOCK_N>(r, c);
-//   mma wants B K-major ("col"), so ldmatrix.trans transposes each 8x8 matrix into registers.
+//   sB[k][n], n contiguous (row-major), BLOCK_K x BLOCK_N: element (r, c) at swizzle<BLOCK_N>(r, c);
+//   mma wants B with k contiguous ("col"), so ldmatrix.trans transposes each 8x8 matrix into registers.
 //   Elements past M, N or K are stored as zero, so edge tiles need no special case.
 // Launch: blockDim (BLOCK_M/WARP_M * BLOCK_N/WARP_N * 32), gridDim (cdiv(N, BLOCK_N),
 //   cdiv(M, BLOCK_M)); static shared memory (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes.
@@ -77,8 +77,8 @@ __global__ void hgemm_swizzled(int M, int N, int K, const __half* A, const __hal
 
     // 16-byte alignment: every ldmatrix row address must be 16-byte aligned. Swizzling moves
     // whole 16-byte chunks, so every chunk still starts at a multiple of 16 bytes.
-    __shared__ __align__(16) __half sA[BLOCK_M * BLOCK_K];  // BLOCK_M x BLOCK_K, K-major, swizzled
-    __shared__ __align__(16) __half sB[BLOCK_K * BLOCK_N];  // BLOCK_K x BLOCK_N, N-major, swizzled
+    __shared__ __align__(16) __half sA[BLOCK_M * BLOCK_K];  // BLOCK_M x BLOCK_K, sA[m][k], swizzled
+    __shared__ __align__(16) __half sB[BLOCK_K * BLOCK_N];  // BLOCK_K x BLOCK_N, sB[k][n], swizzled
 
     const int tid = threadIdx.x;
     const int warp_id = tid / 32;

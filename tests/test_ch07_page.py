@@ -1,0 +1,79 @@
+"""Chapter 7's module: the shared-wavefront prediction, the recorded profiles' gaps and the ldmatrix.x4 placement picture."""
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from gemmlab import layouts  # noqa: E402
+from gemmlab.chapters import ch07_tensor_cores as ch7  # noqa: E402
+from gemmlab.chapters.show import kernel_file  # noqa: E402
+
+
+def test_prediction_counts_mma_flop_against_ldmatrix_wavefronts():
+    w1, w3 = ch7.warp_k_step(ch7.STEPS[0]), ch7.warp_k_step(ch7.STEPS[2])
+    assert (w1["mma"], w1["flop"]) == (128, 128 * 2048)
+    assert w1["ldsm"] == {"A": 8, "B": 8} and w1["per_ldsm"] == {"A": 16, "B": 32} and w1["waves"] == 384
+    assert round(w1["flop_per_cycle"]) == 683
+    assert w3["waves"] == 64 and w3["flop_per_cycle"] == ch7.TENSOR_FLOP_PER_SM_CYCLE == 4096
+    assert ch7.warp_k_step(ch7.STEPS[1])["waves"] == 384  # step 02 keeps step 01's ldmatrix
+    # on the H100 (989.4 TFLOP/s on its data sheet): ~165 TFLOP/s for 01 and 02, the peak for 03
+    assert ch7.predicted_tflops(ch7.STEPS[0], "NVIDIA H100 80GB HBM3") == pytest.approx(989.4 * 683 / 4096, rel=1e-3)
+    assert ch7.predicted_tflops(ch7.STEPS[2], "NVIDIA H100 80GB HBM3") == pytest.approx(989.4)
+
+
+def test_measure_prints_step_01_beside_its_bound(capsys):
+    records = ch7.measure()
+    out = capsys.readouterr().out
+    assert "predicted" in out and "hgemm/01_mma_tiling" in out and "hgemm/03_swizzled" not in out
+    assert {r["step"] for r in records} >= set(ch7.STEPS)
+
+
+def test_profiles_give_wavefronts_per_warp_k_step_and_a_busy_share():
+    g1, g2, g3 = (ch7.shared_pipe(s) for s in ch7.STEPS)
+    if g1 is None:
+        pytest.skip("no recorded Nsight Compute CSVs")
+    assert round(g1["ld"]) == 384 and round(g3["ld"]) == 64  # the prediction's wavefronts, on the GPU
+    assert round(g1["sts"]) == 64 and round(g2["sts"]) == 8   # 2-byte stores against 16-byte ones
+    for g in (g1, g2, g3):
+        assert 0 < g["busy"] < 1
+    assert g2["busy"] > 2 * g1["busy"] and g2["busy"] > 2 * g3["busy"]
+
+
+def test_fp32_start_shows_only_the_starting_point(capsys):
+    ch7.fp32_start()
+    out = capsys.readouterr().out
+    assert "sgemm/" in out and "cuBLAS fp16" in out
+    assert "hgemm/0" not in out  # no result of this chapter's steps before their prediction
+
+
+def test_padded_stores_are_two_way_on_sA_only(capsys):
+    ch7.ldmatrix_alternatives()
+    padded = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("padded"))
+    assert "sA 8.00" in padded and "sB 4.00" in padded
+
+
+def test_x4_placement_is_the_kernels():
+    """The picture's quarters follow ldmatrix's lane -> row rule for step 01's A address (lane l: row l % 16, column
+    8 (l / 16)), and its register labels are the kernel's own ldmatrix_x4 / ldmatrix_x4_trans arguments, in order."""
+    for mat, r0, c0, _ in ch7.X4_PLACEMENT["A"]:
+        lanes = range(8 * mat, 8 * mat + 8)
+        assert {(lane % 16 // 8 * 8, 8 * (lane // 16)) for lane in lanes} == {(r0, c0)}
+    assert layouts.ldmatrix_row_provider(4)  # lanes 8j..8j+7 give matrix j's rows (the twin the demo checks)
+    text = kernel_file("hgemm/01_mma_tiling").read_text()
+    for op, call in (("A", r"ldmatrix_x4\(([^;]*?),\s*&sA"), ("B", r"ldmatrix_x4_trans\(([^;]*?),\s*&sB")):
+        args = [re.sub(r"\s+", "", a) for a in re.search(call, text, re.S).group(1).split(",")]
+        assert args == [reg.replace(" ", "") for _, _, _, reg in ch7.X4_PLACEMENT[op]], (op, args)
+
+
+def test_x4_placement_draws_four_matrices_per_piece():
+    import matplotlib.pyplot as plt
+    axes = ch7.draw_x4_placement()
+    for ax, op in zip(axes, "AB"):
+        texts = [t.get_text() for t in ax.texts]
+        assert sorted(t for t in texts if t.startswith("matrix")) == [f"matrix {j}" for j in range(4)]
+        assert sum(t.startswith("-> r" + op) for t in texts) == 4
+        assert len(ax.patches) == 4
+    assert "trans" in axes[1].get_title() and "trans" not in axes[0].get_title()
+    plt.close("all")
