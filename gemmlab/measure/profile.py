@@ -30,7 +30,12 @@ KEEP = ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_
         "smsp__inst_executed_op_global_ld.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
         "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
         "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__cycles_elapsed.avg.per_second", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+        "sm__cycles_elapsed.avg.per_second", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        # instructions, achieved warps and L2 traffic (lab/gaps: chapters 3, 5 and 8)
+        "smsp__inst_executed.sum", "smsp__inst_issued.sum", "sm__warps_active.avg.per_cycle_active",
+        "lts__t_bytes.sum", "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps",
+        "launch__occupancy_limit_blocks", "launch__waves_per_multiprocessor", "launch__grid_size",
+        "launch__block_size")
 
 
 def _number(text: str) -> float | None:

@@ -1,0 +1,108 @@
+#!/bin/bash
+# The measurements chapters 3, 5 and 8 say are missing, in one run on the H200 (about 5 minutes, at most 9):
+#   ch3: sgemm/03_smem_tiling at BLOCK = 8, 16, 31, 32, benchmarked at 4096 against cuBLAS in ONE process (each
+#        beside cuBLAS on the same inputs; records to results/<gpu>.json), and Nsight Compute of each at 4096;
+#   ch5: Nsight Compute of sgemm/07_warptiling and its two lab variants (lab/ch5-variants padded.patch and
+#        swizzled.patch, applied by lab/run.py) at 4096;
+#   ch8: Nsight Compute of fused/01_naive_row and fused/02_row_panel at N = 512.
+# Every profile: one launch (--launch-count 1, -k the step's kernel), the sections and metrics of
+# lab/sgemm-counters plus the scheduler's, saved to results/<gpu>.ncu.json (profile.save) under a key that names
+# what was profiled: STEP<NAME=VALUE> for a parameter, STEP<variant> for a lab variant, STEP@N for a size other
+# than 4096 (lab/gaps/README.md). The recorded keys without <...> or @ are left as they are.
+# Usage (repository root on the GPU machine): bash lab/gaps/gpu.sh OUT_DIR
+#   -> OUT_DIR/summary.txt, gaps.tar.gz (logs, raw CSVs), nvidia-h200.json, nvidia-h200.ncu.json
+# GAPS_HELPERS=DIR bash lab/gaps/gpu.sh: only write the two Python helpers to DIR (to test them without a GPU).
+
+write_helpers() {  # DIR: save.py (GPU KEY CSV: parse, save, one line) and summary.py (GPU KEY...: the key numbers)
+  mkdir -p "$1"
+  cat > "$1/save.py" <<'PY'
+import sys
+from gemmlab import profile
+gpu, key, csv = sys.argv[1:4]
+metrics = profile.parse_raw_csv(open(csv).read())
+profile.save(gpu, key, metrics)
+print(f"{key}: {len(metrics)} metrics saved; stalls {profile.stall_reasons(profile.load(gpu)[key], 3)}")
+PY
+  cat > "$1/summary.py" <<'PY'
+import math
+import sys
+from gemmlab import profile
+
+rec = profile.load(sys.argv[1])
+nan = float("nan")
+print(f"{'key':36s} {'ms':>7s} {'inst M':>8s} {'issue%':>6s} {'warps/SM':>8s} {'L1 hit':>6s} {'L2 hit':>6s}"
+      f" {'DRAM rd MB':>10s} {'wr MB':>7s} {'L2 MB':>8s}  shared (wavefronts/instr, conflicts M)  top stalls")
+for key in sys.argv[2:]:
+    m = rec.get(key)
+    if not m:
+        print(f"{key:36s} no record")
+        continue
+    g = lambda name, scale=1.0: m.get(name, nan) * scale  # noqa: E731
+    shared = "; ".join(f"{kind} {v['per_request']:.2f} ({v['conflicts'] / 1e6:.1f})"
+                       for kind, v in profile.shared_per_request(m).items()) or "-"
+    stalls = ", ".join(f"{r} {v:.2f}" for r, v in profile.stall_reasons(m, 3))
+    inst = g("smsp__inst_executed.sum", 1e-6)
+    print(f"{key:36s} {g('gpu__time_duration.sum', 1e-6):7.3f} {inst:8.1f}"
+          f" {g('smsp__issue_active.avg.pct_of_peak_sustained_active'):6.1f}"
+          f" {g('sm__warps_active.avg.per_cycle_active'):8.1f} {g('l1tex__t_sector_hit_rate.pct'):6.1f}"
+          f" {g('lts__t_sector_hit_rate.pct'):6.1f} {g('dram__bytes_read.sum', 1e-6):10.1f}"
+          f" {g('dram__bytes_write.sum', 1e-6):7.1f} {g('lts__t_bytes.sum', 1e-6):8.1f}  {shared}  {stalls}"
+          + ("" if not math.isnan(inst) else "  (no instruction count)"))
+PY
+}
+if [[ -n "${GAPS_HELPERS:-}" ]]; then write_helpers "$GAPS_HELPERS"; exit 0; fi
+
+source lab/hgemm-past-cublas/lib.sh
+setup "${1:-}" gaps-out
+export PYTHONUNBUFFERED=1 BUDGET=${BUDGET:-470}
+write_helpers "$work"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+{ date -u +%F; echo "gpu for the records: $gpu"; } >> "$work/gpu.txt"
+
+# ch3: the four tile edges in one process, each timed beside cuBLAS on the same inputs (benchmark_cublas)
+run bench-ch3 150 python3 -c "
+from gemmlab.measure.bench import benchmark, make_step, table
+recs = benchmark([make_step('sgemm/03_smem_tiling', BLOCK=b) for b in (8, 16, 31, 32)], sizes=[4096])
+print(table(recs))"
+
+SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables"
+SECTIONS+=" --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats"
+METRICS="l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum"
+METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,lts__t_sectors_srcunit_tex_op_read.sum"
+METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+METRICS+=",smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum"
+METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+METRICS+=",smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+METRICS+=",smsp__inst_executed_op_global_ld.sum,smsp__inst_executed.sum,smsp__inst_issued.sum"
+METRICS+=",sm__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum"
+
+# prof NAME KEY KERNEL CMD: one launch of KERNEL (a regex) under ncu -> $work/NAME.csv.gz, saved under KEY
+prof() {
+  local name=$1 key=$2 kernel=$3 cmd=$4
+  KEYS+=("$key")
+  run "$name" 50 bash -c "ncu --clock-control none $SECTIONS --metrics $METRICS --csv --page raw \
+    -k regex:'$kernel' --launch-count 1 $cmd > '$work/$name.csv' \
+    && python3 '$work/save.py' '$gpu' '$key' '$work/$name.csv'; rc=\$?; gzip -f '$work/$name.csv'; exit \$rc"
+}
+KEYS=()
+for b in 8 16 31 32; do
+  prof "ncu-03-block$b" "sgemm/03_smem_tiling<BLOCK=$b>" sgemm_smem_tiling \
+    "python3 -m gemmlab run sgemm/03_smem_tiling --param BLOCK=$b --size 4096"
+done
+for v in step padded swizzled; do  # lab/run.py's 'step' is step 07 itself; key <base> for it
+  prof "ncu-07-$v" "sgemm/07_warptiling<${v/step/base}>" sgemm_warptiling \
+    "python3 lab/run.py ch5-variants run sgemm/07_warptiling $v"
+done
+prof ncu-fused01-512 "fused/01_naive_row@512" fused_naive_row "python3 -m gemmlab run fused/01_naive_row --size 512"
+prof ncu-fused02-512 "fused/02_row_panel@512" fused_row_panel "python3 -m gemmlab run fused/02_row_panel --size 512"
+
+cp results/nvidia-h200.json results/nvidia-h200.ncu.json "$out/" 2>/dev/null
+copy_records
+{
+  echo
+  report "ch3 benchmark at 4096 (one process)" "bench-ch3.log" "TFLOP/s|%|^step"
+  echo "== Nsight Compute, one launch each (results/<gpu>.ncu.json)"
+  timeout 60 python3 "$work/summary.py" "$gpu" "${KEYS[@]}" 2>&1
+} >> "$summary"
+finish gaps.tar.gz
