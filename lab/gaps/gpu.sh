@@ -59,11 +59,13 @@ write_helpers "$work"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 { date -u +%F; echo "gpu for the records: $gpu"; } >> "$work/gpu.txt"
 
+if [[ ${PART:-main} == main ]]; then
 # ch3: the four tile edges in one process, each timed beside cuBLAS on the same inputs (benchmark_cublas)
 run bench-ch3 150 python3 -c "
 from gemmlab.measure.bench import benchmark, make_step, table
 recs = benchmark([make_step('sgemm/03_smem_tiling', BLOCK=b) for b in (8, 16, 31, 32)], sizes=[4096])
 print(table(recs))"
+fi
 
 SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables"
 SECTIONS+=" --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats"
@@ -77,6 +79,7 @@ METRICS+=",smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__pipe_fma_cycl
 METRICS+=",smsp__inst_executed_op_global_ld.sum,smsp__inst_executed.sum,smsp__inst_issued.sum"
 METRICS+=",sm__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum"
 
+# PART=ch7 bash lab/gaps/gpu.sh OUT: chapter 7's part only (hgemm/01-03 at 2048 and 4096), a second call
 # prof NAME KEY KERNEL CMD: one launch of KERNEL (a regex) under ncu -> $work/NAME.csv.gz, saved under KEY
 prof() {
   local name=$1 key=$2 kernel=$3 cmd=$4
@@ -86,6 +89,7 @@ prof() {
     && python3 '$work/save.py' '$gpu' '$key' '$work/$name.csv'; rc=\$?; gzip -f '$work/$name.csv'; exit \$rc"
 }
 KEYS=()
+if [[ ${PART:-main} == main ]]; then
 for b in 8 16 31 32; do
   prof "ncu-03-block$b" "sgemm/03_smem_tiling<BLOCK=$b>" sgemm_smem_tiling \
     "python3 -m gemmlab run sgemm/03_smem_tiling --param BLOCK=$b --size 4096"
@@ -96,6 +100,13 @@ for v in step padded swizzled; do  # lab/run.py's 'step' is step 07 itself; key 
 done
 prof ncu-fused01-512 "fused/01_naive_row@512" fused_naive_row "python3 -m gemmlab run fused/01_naive_row --size 512"
 prof ncu-fused02-512 "fused/02_row_panel@512" fused_row_panel "python3 -m gemmlab run fused/02_row_panel --size 512"
+else  # PART=ch7: chapter 7's first tensor-core steps at 2048 (A and B fit in L2) and 4096 (they do not)
+for s in 01_mma_tiling 02_vectorized_copy 03_swizzled; do
+  for n in 2048 4096; do
+    prof "ncu-h$s-$n" "hgemm/$s@$n" "hgemm_${s#0?_}" "python3 -m gemmlab run hgemm/$s --size $n"
+  done
+done
+fi
 
 cp results/nvidia-h200.json results/nvidia-h200.ncu.json "$out/" 2>/dev/null
 copy_records
