@@ -189,15 +189,18 @@ def ncu_table() -> None:
             glue(f"ch5_ncu_{v}_{kind}_conflicts", h100[kind]["conflicts"])
             glue(f"ch5_ncu_{v}_{kind}_ideal", h100[kind]["ideal_per_request"])
     print("H100: results/gpu-lane/ncu/shared-*.csv; H200: results/nvidia-h200.ncu.json; one launch at 4096 each")
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    glue("ch5_ch3_broadcast", ch4.broadcast_wavefronts())   # chapter 3's broadcast LDS.128, measured (H200)
+    glue("ch5_ch3_broadcast_model", sw.ideal_wavefronts(32, 16))
 
 
-def _model_average(step: str, kind: str) -> float:
+def _model_average(step: str, kind: str, layout: str = "plain") -> float:
     """The model's wavefronts per instruction over all of a step's shared loads (or stores) of one K tile; step 05's
     scalar loads as the source writes them."""
     if step.endswith("05_2d_blocktiling"):
         return float("nan")
     accesses = ("sA load", "sB load") if kind == "load" else ("sA store",)
-    reqs = [model_requests(a, "plain", step) for a in accesses]
+    reqs = [model_requests(a, layout if a.startswith("sA") else "plain", step) for a in accesses]
     if kind == "store":  # sB's 16-byte stores: four wavefronts each, the fewest
         b = len(reqs[0][0]) // 4  # one float4 of B per thread per K tile: a quarter as many requests as sA's
         return (sum(sw.wavefronts(r, 4) for r in reqs[0][0]) + 4 * b) / (len(reqs[0][0]) + b)
@@ -263,6 +266,49 @@ def timing() -> None:
             mine = rows[(name, n)]["tflops"]
             glue(f"ch5_t_{name}_{n}_gain", 100 * (sum(mine) / len(mine) / (sum(base) / len(base)) - 1))
     glue("ch5_t_gpu", gpu.split(",")[0]); glue("ch5_t_date", date)
+
+
+VARIANT_KEYS = {"plain": "sgemm/07_warptiling<base>", "padded": "sgemm/07_warptiling<padded>",
+                "swizzled": "sgemm/07_warptiling<swizzled>"}
+
+
+def variant_profiles() -> dict:
+    """Nsight Compute's one launch of step 07 and each variant at 4096 (the H200's record, lab/gaps/gpu.sh): store
+    wavefronts per instruction against the model's, store conflicts, instructions executed, L2 hit rate and kernel
+    time; the differences to step 07 glued. Returns {layout: row}."""
+    rec = profile.load(COUNTERS_GPU)
+    rows = {}
+    print(f"{COUNTERS_GPU}, Nsight Compute, one launch of each at {SIZE}:")
+    print("| layout | store wavefronts/instr: model | measured | store conflicts (M): model | measured "
+          "| instructions (M) | L2 hit % | DRAM read (MB) | kernel (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for layout, key in VARIANT_KEYS.items():
+        m = rec[key]
+        st = profile.shared_per_request(m)["store"]
+        shared = sum(v["wavefronts"] for v in profile.shared_per_request(m).values())
+        reqs, size = model_requests("sA store", layout)
+        excess = sum(sw.wavefronts(q, size) - sw.ideal_wavefronts(32, size) for q in reqs) / len(reqs)
+        # the model's excess per sA store, times the sA stores (4 of each thread's 5 stores per K tile)
+        rows[layout] = r = {"model": _model_average("sgemm/07_warptiling", "store", layout),
+                            "model_conflicts": excess * st["instructions"] * 4 / 5 / 1e6,
+                            "store": st["per_request"], "conflicts": st["conflicts"] / 1e6,
+                            "inst": m["smsp__inst_executed.sum"] / 1e6, "l2": m["lts__t_sector_hit_rate.pct"],
+                            "dram": m["dram__bytes_read.sum"] / 1e6, "ms": m["gpu__time_duration.sum"] / 1e6,
+                            "shared": shared}
+        print(f"| {layout} | {r['model']:.2f} | {r['store']:.2f} | {r['model_conflicts']:.1f} | {r['conflicts']:.1f} "
+              f"| {r['inst']:,.1f} "
+              f"| {r['l2']:.1f} | {r['dram']:,.1f} | {r['ms']:.3f} |")
+        for name in ("model", "store", "model_conflicts", "conflicts", "inst", "l2", "ms"):
+            glue(f"ch5_p_{layout}_{name}", r[name])
+    base = rows["plain"]
+    for layout in ("padded", "swizzled"):
+        r = rows[layout]
+        glue(f"ch5_p_{layout}_faster", 100 * (base["ms"] / r["ms"] - 1))
+        glue(f"ch5_p_{layout}_l2_gain", r["l2"] - base["l2"])
+        glue(f"ch5_p_{layout}_shared_cut", 100 * (base["shared"] - r["shared"]) / base["shared"])
+    glue("ch5_p_residual", base["conflicts"] - base["model_conflicts"])
+    glue("ch5_p_inst_diff", max(abs(r["inst"] - base["inst"]) for r in rows.values()))
+    return rows
 
 
 def show_variant(layout: str = "swizzled", step: str = "sgemm/07_warptiling"):
