@@ -11,6 +11,7 @@ import numpy as np
 
 import gemmlab
 from gemmlab import documents, explore, hardware, nvrtc, profile, sitecontrols, tiling
+from gemmlab import swizzle as sw
 from gemmlab.chapters import plots
 from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
@@ -104,6 +105,17 @@ def merged_model(step: str, broadcast: float = 1.0) -> dict:
             "bound": min(1.0, 1.0 / (FMA_PIPES_PER_SM * wavefronts / ffma))}
 
 
+def bank_model(step: str) -> float:
+    """Shared-load wavefronts per warp-wide FFMA under chapter 5's bank model (quarter-warp rule, conflicts counted,
+    broadcast passes not merged): the merged model at 4 wavefronts per broadcast LDS.128 for 03 and 04, chapter 5's
+    count of the source's loads for 06 and 07; nan for 05, whose source reads scalars that nvcc merges."""
+    if step in BROADCAST_A:
+        return merged_model(step, sw.ideal_wavefronts(32, 16))["wavefronts"]
+    from gemmlab.chapters import ch05_bank_conflicts as ch5
+    per_load = ch5._model_average(step, "load")
+    return per_load * merged_model(step)["lds"]
+
+
 def predict(records: list) -> None:
     """The prediction before the ladder is measured: loads per multiply-add, the shared-memory ceiling and the
     TFLOP/s it allows on the records' GPU (its FP32 peak from the data sheet), per step; then the same ceiling
@@ -136,6 +148,8 @@ def predict(records: list) -> None:
     least = min_registers(*thread_tile(inst.name))
     glue("ch4_min_regs", least)
     glue("ch4_model_blocks", explore.blocks_per_sm(least, threads, 0, 90)[0])
+    from gemmlab.runtime import arch   # the CUDA Programming Guide's per-SM limits, compute capability 9.0
+    glue("ch4_regs_per_sm", arch.SM_LIMITS[90][0])
 
 
 def counters() -> None:
@@ -144,8 +158,8 @@ def counters() -> None:
     rec = profile.load(COUNTERS_GPU)
     out = {}
     print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json); per FFMA:")
-    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^14s}   FMA pipe  occupancy  top stall (per issued instruction)")
-    print(f"{'':24s} model measured   model measured   busy")
+    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^34s}   FMA pipe  occupancy  top stall (per issued instruction)")
+    print(f"{'':24s} model measured   merged, no conflicts  bank model  measured   busy")
     for step in LADDER:
         m = rec.get(step)
         if not m:
@@ -154,6 +168,7 @@ def counters() -> None:
         ffma = m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] / 32  # warp-wide FFMA instructions
         merged = merged_model(step, round(broadcast_wavefronts()))
         row = {"model": loads_per_fma(*thread_tile(step)), "m_lds": merged["lds"], "m_wave": merged["wavefronts"],
+               "bank": bank_model(step),
                "lds": m["smsp__inst_executed_op_shared_ld.sum"] / ffma,
                "cycles": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / ffma,
                "fma": m["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
@@ -164,8 +179,21 @@ def counters() -> None:
         glue(f"ch4_ncu{v}_lds", row["lds"]); glue(f"ch4_ncu{v}_cycles", row["cycles"])
         glue(f"ch4_ncu{v}_fma", row["fma"]); glue(f"ch4_ncu{v}_occ", row["occupancy"])
         glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
-        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:5.3f} {row['cycles']:8.3f}   "
+        glue(f"ch4_bank{v}", row["bank"])
+        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:20.3f} {row['bank']:11.3f} "
+              f"{row['cycles']:9.3f}   "
               f"{row['fma']:5.1f}%   {row['occupancy']:5.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
+    print("bank model: chapter 5's quarter-warp rule with conflicts, broadcasts unmerged (05: its source's scalars, "
+          "which nvcc compiles to 06's loads, are not modelled)")
+    for step in NEW[1:]:  # the three largest stall reasons (the issue itself, 'selected', left out) and their total
+        if step in out:
+            stalls = [kv for kv in profile.stall_reasons(rec[step], top=100) if kv[0] != "selected"]
+            total = sum(v for _, v in stalls)
+            v = _num(step)
+            glue(f"ch4_ncu{v}_stall_total", total)
+            glue(f"ch4_ncu{v}_stalls3", ", ".join(f"*{k}* {x:.2f}" for k, x in stalls[:3]))
+            print(f"{step}: stalls per issued instruction {', '.join(f'{k} {x:.2f}' for k, x in stalls[:3])}; "
+                  f"all reasons {total:.2f}")
     for step in BROADCAST_A & set(out):  # the wavefronts the merged model misses (or adds), per broadcast LDS.128
         r = out[step]
         n_broadcast = thread_tile(step)[0] / 4 / (thread_tile(step)[0] * thread_tile(step)[1])  # per FFMA
@@ -224,9 +252,58 @@ def step06_predict(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/0
     glue("ch4_p06_ldg05", out[before]["ldg"]); glue("ch4_p06_ldg06", out[step]["ldg"])
     print(f"global load instructions per thread and K tile: {out[before]['ldg']:.0f} -> {out[step]['ldg']:.0f}"
           f"  (x {g:.2f}, same bytes)")
-    print(f"shared loads in the SASS (sm_90), per FFMA:       {out[before]['lds']} / {out[before]['ffma']} -> "
+    print(f"shared loads per FFMA (static SASS, edge paths incl.): {out[before]['lds']} / {out[before]['ffma']} -> "
           f"{out[step]['lds']} / {out[step]['ffma']}  (x {l:.2f})")
     print(f"wavefronts per shared load (chapter 5's model):   step 06 {w6:.0f}, step 07 {w7:.0f}")
+    sec = {s: c_store_sectors(s) for s in (before, step)}
+    glue("ch4_p06_gst", sec[step] / sec[before])
+    glue("ch4_p06_gst_touch05", c_store_touches(before)); glue("ch4_p06_gst_touch06", c_store_touches(step))
+    print(f"global store sectors, one warp's C tile:          {sec[before]} -> {sec[step]}  (x {sec[step] / sec[before]:.2f}: "
+          f"each 32-byte sector stored {c_store_touches(before)} -> {c_store_touches(step)} times)")
+    sts = {s: shared_store_wavefronts(s) for s in (before, step)}
+    glue("ch4_p06_sts", sts[step] / sts[before])
+    glue("ch4_p06_sts05", sts[before]); glue("ch4_p06_sts06", sts[step])
+    print(f"shared-store wavefronts per warp and K tile:      {sts[before]:.0f} -> {sts[step]:.0f}  "
+          f"(x {sts[step] / sts[before]:.2f}, chapter 5's model)")
+
+
+def _c_store_requests(step: str) -> list[list[int]]:
+    """Byte offsets in C (N = SIZE) of warp 0's C stores, one list per store instruction: scalar in step 05, float4
+    from step 06 on (the kernels' thread_row/thread_col formulas)."""
+    p = gemmlab.instance(step).params
+    tm, tn = thread_tile(step)
+    width = 1 if step == "sgemm/05_2d_blocktiling" else 4
+    lanes = range(32)
+    col = [t % (p["BLOCK_N"] // tn) * tn for t in lanes]
+    row = [t // (p["BLOCK_N"] // tn) * tm for t in lanes]
+    return [[4 * ((row[t] + m) * SIZE + col[t] + n) for t in lanes] for m in range(tm) for n in range(0, tn, width)]
+
+
+def c_store_sectors(step: str) -> int:
+    """32-byte sectors that warp 0's C stores touch, summed over its store instructions (a sector counted once per
+    instruction that writes it, as Nsight Compute counts them)."""
+    return sum(len({a // 32 for a in req}) for req in _c_store_requests(step))
+
+
+def c_store_touches(step: str) -> int:
+    """How many store instructions of warp 0 write each 32-byte sector of its C tile."""
+    reqs = _c_store_requests(step)
+    return c_store_sectors(step) // len({a // 32 for req in reqs for a in req})
+
+
+def shared_store_wavefronts(step: str) -> float:
+    """Chapter 5's model of one warp's shared-store wavefronts per K tile: step 05 stores one float per
+    instruction along the tiles' rows (1 wavefront each); from step 06 on, the model's transposed sA stores and the
+    float4 sB stores (ch5._model_average)."""
+    p = gemmlab.instance(step).params
+    threads = gemmlab.instance(step).step.launch(SIZE, SIZE, SIZE, p).threads
+    floats = (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"]) / threads  # per thread and K tile
+    if step == "sgemm/05_2d_blocktiling":
+        return floats * 1.0
+    from gemmlab.chapters import ch05_bank_conflicts as ch5
+    a_floats = p["BLOCK_M"] * p["BLOCK_K"] / threads
+    instructions = a_floats + (floats - a_floats) / 4   # A's floats one by one (transposed), B's as float4s
+    return instructions * ch5._model_average(step, "store")
 
 
 def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_vectorized") -> None:
@@ -238,6 +315,7 @@ def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_
         print("no profiler record of steps 05 and 06")
         return
     print(f"Nsight Compute at {SIZE} on the {COUNTERS_GPU}: {before} -> {step}")
+    glue("ch4_counters_gpu", COUNTERS_GPU)
     for what, metric, key in STEP06_COUNTERS:
         scale = 1e-6 if metric == "gpu__time_duration.sum" else 1
         ratio = b[metric] / a[metric]
