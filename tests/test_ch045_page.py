@@ -84,3 +84,27 @@ def test_transposed_store_picture_puts_a_threads_float4_in_four_rows():
     numbers = {t.get_text() for ax in fig.axes for t in ax.texts}
     plt.close(fig)
     assert sorted(shown) == list(range(32)) and numbers == {str(t) for t in range(32)}
+
+
+def test_step06_store_predictions_from_the_index_formulas():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    s5, s6 = "sgemm/05_2d_blocktiling", "sgemm/06_vectorized"
+    assert (ch4.c_store_touches(s5), ch4.c_store_touches(s6)) == (8, 2)   # scalar: 8 floats per sector; float4: 2
+    assert ch4.c_store_sectors(s6) / ch4.c_store_sectors(s5) == 0.25
+    assert (ch4.shared_store_wavefronts(s5), ch4.shared_store_wavefronts(s6)) == pytest.approx((8, 12))
+
+
+def test_bank_model_counts_conflicts_and_unmerged_broadcasts():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    assert ch4.bank_model("sgemm/06_vectorized") == pytest.approx(0.375)   # 6 wavefronts per LDS.128, 4 per 64 FFMA
+    assert ch4.bank_model("sgemm/07_warptiling") == pytest.approx(0.25)
+    assert ch4.bank_model("sgemm/03_smem_tiling") > ch4.merged_model("sgemm/03_smem_tiling", 2)["wavefronts"]
+
+
+def test_variant_profiles_set_the_model_beside_the_h200_record(capsys):
+    rows = ch5.variant_profiles()
+    assert set(rows) == {"plain", "padded", "swizzled"}
+    assert rows["plain"]["model"] == pytest.approx(2.4) and rows["padded"]["model"] == pytest.approx(1.6)
+    assert rows["padded"]["model_conflicts"] == rows["swizzled"]["model_conflicts"] == 0
+    assert all(rows[v]["conflicts"] < rows["plain"]["conflicts"] / 10 for v in ("padded", "swizzled"))
+    assert "| swizzled | 1.60 |" in capsys.readouterr().out
