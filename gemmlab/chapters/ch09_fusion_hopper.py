@@ -410,7 +410,7 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
     tile of 32; per K tile a warpgroup splits its B tile into big and small (K-major, in shared memory) and issues
     three wgmmas per 8-wide slice; group 0 adds the others' sums at the end."""
     colours = ch8.step_colours(split_k)
-    fig, ax = _axes(ktiles + 14, split_k + 2.6)
+    fig, ax = _axes(ktiles + 14, split_k + 3.4)
     for kt in range(ktiles):
         g = kt % split_k
         ch8.draw_box(ax, kt, 1.0, 1, 1, colours[g], f"{kt}", fontsize=6)
@@ -424,6 +424,8 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
     ch8.draw_box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
     ax.text(ktiles + 9, 2.4 + (split_k - 0.1) / 2, f"64 x {block_n} tile of T (phase 1)\nor E (phase 2):\ngroup 0 adds "
             f"groups 1..{split_k - 1}'s sums\nand stores it", ha="center", va="center", fontsize=7)
+    ax.text(0, 2.4 + split_k + 0.5, "each wgmma: A from registers (ldmatrix, mma.m16n8k8's fragment layout, split "
+            "in registers); B (big or small) from shared memory through a descriptor", fontsize=7, va="center")
     ax.set_title(f"Step 06: who computes what in one block (SPLIT_K = {split_k}, BLOCK_N = {block_n})", fontsize=9)
     plt.show()
 
