@@ -151,7 +151,7 @@ def glue_prediction(step: str, sizes: Sequence[int] = SIZES, recs: list[dict] | 
     for n in sizes:
         for k, v in prediction(step, n, recs).items():
             glue(f"ch9_p{idea}_{n}_{k}", v)
-    glue("ch9_tf32_peak", TF32_TFLOPS)
+    glue("ch9_tf32_peak", TF32_TFLOPS); glue("ch9_spec", SPEC.name)
 
 
 def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
@@ -193,7 +193,7 @@ def tile_shape(recs: list[dict], step: str, n: int) -> str:
 
 def glue_tiles(recs: list[dict], n: int = 4096) -> None:
     """ch9_tile05_<n>, ch9_tile06_<n>: the tiles steps 05 and 06 ran at n in the run (their records' params)."""
-    for step in ("fused/05_tf32x3", "fused/06_wgmma_tf32x3"):
+    for step in ("fused/05_tf32x3",) + STEPS:
         glue(f"ch9_tile{step[6:8]}_{n}", tile_shape(recs, step, n))
 
 
@@ -355,6 +355,13 @@ def glue_evidence08() -> None:
     glue("ch9_e08_ho_wait", f"{ho['08 no wait'] - ho['08']:+.2f}")
     glue("ch9_e08_ho_wait_graph", f"{ho['08 no wait graph'] - ho['08 graph']:+.2f}")
     glue("ch9_e08_longsb_trywait", 100 * stall_after_trywait("long_sb"))
+    w = row_panel_wait()  # the marks behind barrier_and_panel: step 08's (presplit run), step 07's (timeline)
+    m7, m8 = w["07"], w["08"]
+    glue("ch9_e08_p1done", m8["phase 1 done"][1]); glue("ch9_e08_end", m8["end"][1])
+    glue("ch9_e08_after_p1", m8["end"][1] - m8["phase 1 done"][1])
+    glue("ch9_e07_end", m7["end"][1]); glue("ch9_e07_after_bar", m7["end"][1] - m7["before barrier"][1])
+    glue("ch9_e08_sooner", m7["end"][1] - m8["end"][1])
+    glue("ch9_e08_marks_date", w["logs"][1].split("-h200-")[-1][:-4] if "-h200-" in w["logs"][1] else "?")
 
 
 def _source_page(step: str = "fused/08_tile_flags") -> tuple[list[str], list[list[str]]]:
