@@ -118,6 +118,12 @@ def test_tiles_and_the_stage_spread_come_from_the_records(run):
     assert sp["configs"] >= 2 and sp["spread_us"] > 0 and sp["fast_stages"] != sp["slow_stages"]
 
 
+def test_fastest_at_names_the_sizes_where_step_07_leads(run):
+    for n in ch9.fastest_at(run):
+        assert all(ch9.row(run, "fused/07_tma_tf32x3", n)["us"] <= ch9.row(run, s, n)["us"]
+                   for s in ("fused/05_tf32x3",) + ch9.STEPS)
+
+
 def test_small_helpers():
     a, b, c = fusion.make_inputs("random", 8, 8, 8, 8, seed=0)
     e = (a.astype("float64") @ b @ c).astype("float32")

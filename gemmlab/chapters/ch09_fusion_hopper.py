@@ -32,7 +32,7 @@ __all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_r
            "consumer_ktiles", "ring_slot", "reads_owed", "warpgroups", "ring", "tile_flags", "top_stalls",
            "timeline_07", "phases_07", "row_panel_wait", "barrier_and_panel", "small_verdict", "stall_after_trywait",
            "glue_evidence06", "glue_evidence07", "glue_evidence08", "tile_shape", "glue_tiles", "stages_spread",
-           "glue_stages", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict", "listing", "twin", "explorer"]
+           "glue_stages", "fastest_at", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict", "listing", "twin", "explorer"]
 
 RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
 STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
@@ -259,6 +259,17 @@ def glue_verdict(recs: list[dict], n: int = 512) -> None:
     ratio, date = _kernel_time_ratio(n)
     glue("ch9_kt_512", ratio); glue("ch9_kt_date", date)
     glue("ch9_v_small", small_verdict(recs))
+    sizes = fastest_at(recs)
+    glue("ch9_v07_fastest_at", ", ".join(map(str, sizes[:-1])) + (" and " if len(sizes) > 1 else "")
+         + (str(sizes[-1]) if sizes else "no size"))
+
+
+def fastest_at(recs: list[dict], step: str = "fused/07_tma_tf32x3") -> list[int]:
+    """The sizes of the run at which `step` is the fastest fused step (05 to 08), smallest first."""
+    steps = ("fused/05_tf32x3",) + STEPS
+    sizes = sorted({r["m"] for r in recs})
+    return [n for n in sizes if (rows := [m for s in steps if (m := row(recs, s, n))])
+            and min(rows, key=lambda m: m["us"])["step"] == step]
 
 
 def small_verdict(recs: list[dict], n: int = 256) -> str:
