@@ -85,6 +85,56 @@ def test_step_08_is_predicted_from_step_07_as_measured(run, capsys):
     assert glue.VALUES["ch9_p08_512_predicted_us"] == p["predicted_us"]
 
 
+def test_steps_06_and_07_are_predicted_from_the_step_before_as_measured(run, capsys):
+    """06: step 05's time less the ALU pipe's share of its kernel time; 07: step 06's time less what taking its copies
+    out saved (24.7 - 5.2 = 19.5 µs at 512 in the run of 2026-11-29); at 4096 nothing is taken off."""
+    p6 = ch9.prediction("fused/06_wgmma_tf32x3", 512, run)
+    m5 = ch9.row(run, "fused/05_tf32x3", 512)["us"]
+    assert p6["from_prev_us"] == pytest.approx(m5, abs=0.05)
+    assert p6["saved_us"] == pytest.approx(ch9.alu_share_05() * (p6["from_prev_us"] - p6["floor_us"]), abs=0.05)
+    p7 = ch9.prediction("fused/07_tma_tf32x3", 512, run)
+    assert p7["from_prev_us"] == pytest.approx(ch9.row(run, "fused/06_wgmma_tf32x3", 512)["us"], abs=0.05)
+    assert p7["saved_us"] == pytest.approx(ch9.copies_saving_06(), abs=0.05)
+    assert p7["predicted_us"] == pytest.approx(p7["from_prev_us"] - p7["saved_us"])
+    if ch9.RUN_DATE == "2026-11-29":
+        assert round(p7["predicted_us"], 1) == 19.5
+    for step in ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3"):
+        p = ch9.prediction(step, 4096, run)
+        assert p["saved_us"] == 0 and p["predicted_us"] == pytest.approx(p["from_prev_us"])
+        ch9.step_table(run, step)
+    out = capsys.readouterr().out
+    assert f"{p6['predicted_us']:7.1f} µs |" in out and f"{p7['predicted_us']:7.1f} µs |" in out
+    assert out.count("predicted (from the step before)") == 2
+
+
+def test_tiles_and_the_stage_spread_come_from_the_records(run):
+    from gemmlab.measure import fusion as fu
+
+    p5 = fu.lookup(run, "fused/05_tf32x3", 4096)["params"]
+    p6 = fu.lookup(run, "fused/06_wgmma_tf32x3", 4096)["params"]
+    assert ch9.tile_shape(run, "fused/05_tf32x3", 4096) == f"{p5['BLOCK_M']} x {p5['BLOCK_N']}"
+    assert ch9.tile_shape(run, "fused/06_wgmma_tf32x3", 4096) == f"64 x {p6['BLOCK_N']}"
+    sp = ch9.stages_spread(run)
+    assert sp["configs"] >= 2 and sp["spread_us"] > 0 and sp["fast_stages"] != sp["slow_stages"]
+
+
+def test_fastest_at_names_the_sizes_where_step_07_leads(run):
+    for n in ch9.fastest_at(run):
+        assert all(ch9.row(run, "fused/07_tma_tf32x3", n)["us"] <= ch9.row(run, s, n)["us"]
+                   for s in ("fused/05_tf32x3",) + ch9.STEPS)
+
+
+def test_small_helpers():
+    a, b, c = fusion.make_inputs("random", 8, 8, 8, 8, seed=0)
+    e = (a.astype("float64") @ b @ c).astype("float32")
+    assert ch9.matches_float64(e, a, b, c) and not ch9.matches_float64(e + 1, a, b, c)
+
+    class R:
+        def __str__(self):
+            return "sm_90a: 168 registers"
+    assert ch9.compiled_for(R()) == "sm_90a"
+
+
 def test_the_verdict_at_256_names_the_steps_that_reach_3x(run):
     text = ch9.small_verdict(run)
     best = max(("fused/05_tf32x3",) + ch9.STEPS, key=lambda s: ch9.row(run, s, 256)["x"])
@@ -162,6 +212,19 @@ def test_reads_owed_follow_the_kernel():
     assert re.search(r"return \(u32\)cdiv\(width < BLOCK_N \? width : BLOCK_N, TILE_K\)", src)
     assert ch9.reads_owed(512, 32, 512) == 16 and ch9.reads_owed(512, 64, 512) == 8 * 2
     assert ch9.reads_owed(100, 64, 36) == 2 * 2  # the last tile of T, 36 columns wide: two K tiles of 32
+
+
+def test_warpgroups_names_where_each_operand_comes_from(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    ch9.warpgroups(split_k=4, block_n=32)
+    texts = [t.get_text() for t in shown[0].axes[0].texts]
+    assert any("A from registers" in t and "B (big or small) from shared memory through a descriptor" in t
+               for t in texts)
+    assert sum(t.startswith("group ") for t in texts) == 4 and any("64 x 32 tile" in t for t in texts)
+    plt.close("all")
 
 
 @pytest.mark.parametrize("draw", [lambda: ch9.warpgroups(), lambda: ch9.ring(), lambda: ch9.tile_flags(),

@@ -31,7 +31,8 @@ __all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_r
            "glue_prediction", "measured", "glue_measured", "step_table", "plot_run", "speedup_table",
            "consumer_ktiles", "ring_slot", "reads_owed", "warpgroups", "ring", "tile_flags", "top_stalls",
            "timeline_07", "phases_07", "row_panel_wait", "barrier_and_panel", "small_verdict", "stall_after_trywait",
-           "glue_evidence06", "glue_evidence07", "glue_evidence08", "glue_verdict", "listing", "twin", "explorer"]
+           "glue_evidence06", "glue_evidence07", "glue_evidence08", "tile_shape", "glue_tiles", "stages_spread",
+           "glue_stages", "fastest_at", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict", "listing", "twin", "explorer"]
 
 RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
 STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
@@ -85,13 +86,21 @@ def row(recs: list[dict], step: str, n: int) -> dict | None:
 # ------------------------------------------------------------------------------------------------
 # Predict: traffic, the roofline bound at the TF32 wgmma rate, one launch's floor
 # ------------------------------------------------------------------------------------------------
+PREVIOUS = {"fused/06_wgmma_tf32x3": "fused/05_tf32x3", "fused/07_tma_tf32x3": "fused/06_wgmma_tf32x3",
+            "fused/08_tile_flags": "fused/07_tma_tf32x3"}
+
+
 def prediction(step: str, n: int, recs: list[dict] | None = None) -> dict:
     """The model's numbers for `step` at n (chapter 8's model: fusion.flops, fusion.traffic_bytes): three TF32
     products per fp32 product at the spec sheet's TF32 rate, the bytes at the DRAM's rate, and the launch
-    floor measured on the H200 (fusion-kernel-time); "predicted_us" is what the chapter predicts.
-    Step 08 (given the run's records) is predicted from step 07 instead: step 07's measured time in the run less
-    the wait its grid barrier cost at 512 (fusion-tma's timeline of step 07), which the model's bound never held.
-    At 4096 that wait is not recorded (a small share of the call), so step 08 is predicted at step 07's time."""
+    floor measured on the H200 (fusion-kernel-time); "best_us" is that bound.
+    Given the run's records, each step is predicted from the step before it as measured in the run ("from_prev_us"),
+    less what the new idea can take off at 512 ("saved_us", from a recorded experiment):
+      06: step 05's time less the ALU pipe's share of its kernel time (fusion-counters: the splits are the ALU's
+          work; the upper end of what wgmma can take off), the launch floor kept;
+      07: step 06's time less what taking its copies out saved (fusion-tma parts);
+      08: step 07's time less the wait its grid barrier cost (fusion-tma's timeline of step 07).
+    At 4096 none of these is recorded, so the prediction is the step before's time. Without records: the model."""
     arith = 3 * fusion.flops(n) / (TF32_TFLOPS * 1e12) * 1e6
     traffic = fusion.traffic_bytes(n)
     dram = traffic / (SPEC.dram_gbps * 1e9) * 1e6
@@ -99,12 +108,35 @@ def prediction(step: str, n: int, recs: list[dict] | None = None) -> dict:
     p = {"n": n, "arith_us": arith, "traffic_mib": traffic / 2**20, "dram_us": dram, "floor_us": floor,
          "bound": "tensor pipe" if arith > dram else "DRAM", "best_us": max(arith, dram) + floor, "saved_us": 0.0}
     p["predicted_us"] = p["best_us"]
-    m07 = row(recs, "fused/07_tma_tf32x3", n) if (recs and step == "fused/08_tile_flags") else None
-    if m07:
-        p["from_07_us"] = round(m07["us"], 1)
-        p["saved_us"] = round(barrier_wait_07(), 1) if n == 512 else 0.0
-        p["predicted_us"] = p["from_07_us"] - p["saved_us"]
+    prev = row(recs, PREVIOUS[step], n) if (recs and step in PREVIOUS) else None
+    if prev:
+        p["from_prev_us"] = round(prev["us"], 1)
+        if n == 512:
+            p["saved_us"] = round(_saving_at_512(step, p["from_prev_us"], floor), 1)
+        p["predicted_us"] = p["from_prev_us"] - p["saved_us"]
+        if step == "fused/08_tile_flags":
+            p["from_07_us"] = p["from_prev_us"]
     return p
+
+
+def alu_share_05() -> float:
+    """Step 05 at 512 (fusion-counters, Nsight Compute): the ALU pipe's busy share of the kernel's cycles."""
+    return results.experiment("fusion-counters")["ncu"]["ncu-05-default-512"]["alu_pipe_pct"] / 100
+
+
+def copies_saving_06() -> float:
+    """Step 06 at 512 (fusion-tma parts): the call's median less the median with its copies taken out."""
+    p = {k[3:]: statistics.median(v) for k, v in
+         results.experiment("fusion-tma")["parts"][GPU]["us"]["512"].items() if k.startswith("06 ")}
+    return p["as it is"] - p["no copies"]
+
+
+def _saving_at_512(step: str, prev_us: float, floor: float) -> float:
+    if step == "fused/06_wgmma_tf32x3":
+        return alu_share_05() * (prev_us - floor)
+    if step == "fused/07_tma_tf32x3":
+        return copies_saving_06()
+    return barrier_wait_07()
 
 
 def barrier_wait_07() -> float:
@@ -119,12 +151,13 @@ def glue_prediction(step: str, sizes: Sequence[int] = SIZES, recs: list[dict] | 
     for n in sizes:
         for k, v in prediction(step, n, recs).items():
             glue(f"ch9_p{idea}_{n}_{k}", v)
-    glue("ch9_tf32_peak", TF32_TFLOPS)
+    glue("ch9_tf32_peak", TF32_TFLOPS); glue("ch9_spec", SPEC.name)
 
 
 def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
     """Predict, then measure, for one step: the model's bound and the run's time, side by side, microseconds first."""
-    print(f"{step}: predicted (the model) | measured ({run_label(recs)}), µs")
+    how = "from the step before" if "from_prev_us" in prediction(step, sizes[0], recs) else "the model"
+    print(f"{step}: predicted ({how}) | measured ({run_label(recs)}), µs")
     print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s} | {'measured':>9s} "
           f"{'a@b@c':>8s} {'graph':>8s}  x eager  x graph  TFLOP/s (cuBLAS)")
     for n in sizes:
@@ -136,9 +169,60 @@ def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> Non
             line += (f"{m['us']:6.1f} µs {m['eager_us']:8.1f} {m['base_graph_us']:8.1f}  {m['x']:7.2f}  "
                      f"{m['xg']:7.2f}  {m['tflops']:5.1f} ({m['cublas_tflops']:.1f})")
         print(line)
-    if "from_07_us" in prediction(step, sizes[0], recs):
-        print("predicted: step 07's time in this run, less its grid barrier's wait at 512 (fusion-tma's timeline); "
-              "the model's bound and launch floor shown for reference")
+    if "from_prev_us" in prediction(step, sizes[0], recs):
+        print(f"predicted: step {PREVIOUS[step][6:8]}'s time in this run, less {SAVINGS[step]} at 512 (at 4096 not "
+              "recorded: nothing taken off); the model's bound and launch floor shown for reference")
+
+
+SAVINGS = {"fused/06_wgmma_tf32x3": "the ALU pipe's share of step 05's kernel time (fusion-counters)",
+           "fused/07_tma_tf32x3": "what taking step 06's copies out saved (fusion-tma parts)",
+           "fused/08_tile_flags": "its grid barrier's wait (fusion-tma's timeline)"}
+
+
+TILE_M = 64  # steps 06 to 08: a warp group's 64 rows (TILE_M in the kernels)
+
+
+def tile_shape(recs: list[dict], step: str, n: int) -> str:
+    """The output tile one block computes in the run's record of `step` at n, rows x columns: BLOCK_M x BLOCK_N
+    for steps 01-05, a warp group's TILE_M rows x BLOCK_N for steps 06-08."""
+    params = (fusion.lookup(recs, step, n) or {}).get("params", {})
+    if "BLOCK_N" not in params:
+        return "?"
+    return f"{params.get('BLOCK_M', TILE_M)} x {params['BLOCK_N']}"
+
+
+def glue_tiles(recs: list[dict], n: int = 4096) -> None:
+    """ch9_tile05_<n>, ch9_tile06_<n>: the tiles steps 05 and 06 ran at n in the run (their records' params)."""
+    for step in ("fused/05_tf32x3",) + STEPS:
+        glue(f"ch9_tile{step[6:8]}_{n}", tile_shape(recs, step, n))
+
+
+def stages_spread(recs: list[dict], step: str = "fused/07_tma_tf32x3", n: int = 512) -> dict:
+    """The recorded tile sweep of `step` at n (kind "sweep"): the configurations with the run's BLOCK_N and SPLIT_K,
+    NUM_STAGES varied alone; their fastest and slowest µs and the stage counts, and the sweep's date."""
+    params = (fusion.lookup(recs, step, n) or {}).get("params", {})
+    same = [r for r in fusion.load(GPU) if r.get("kind") == "sweep" and r["step"] == step and r["m"] == n
+            and all(r["params"].get(k) == params.get(k) for k in ("BLOCK_N", "SPLIT_K"))]
+    if not same:
+        return {}
+    fast, slow = min(same, key=lambda r: r["median_s"]), max(same, key=lambda r: r["median_s"])
+    return {"spread_us": (slow["median_s"] - fast["median_s"]) * 1e6, "fast_stages": fast["params"]["NUM_STAGES"],
+            "slow_stages": slow["params"]["NUM_STAGES"], "date": fast["date"], "configs": len(same)}
+
+
+def glue_stages(recs: list[dict]) -> None:
+    for k, v in stages_spread(recs).items():
+        glue(f"ch9_st07_{k}", v)
+
+
+def compiled_for(res) -> str:
+    """The architecture a resources report was compiled for ("sm_90a"), the head of its one-line summary."""
+    return str(res).split(":")[0]
+
+
+def matches_float64(e, a, b, c) -> bool:
+    """True when no element of E = A B C computed by a step is out of tolerance against float64."""
+    return not fusion.compare(e, a, b, c)[0].any()
 
 
 def measured(recs: list[dict], step: str, n: int) -> dict:
@@ -175,6 +259,17 @@ def glue_verdict(recs: list[dict], n: int = 512) -> None:
     ratio, date = _kernel_time_ratio(n)
     glue("ch9_kt_512", ratio); glue("ch9_kt_date", date)
     glue("ch9_v_small", small_verdict(recs))
+    sizes = fastest_at(recs)
+    glue("ch9_v07_fastest_at", ", ".join(map(str, sizes[:-1])) + (" and " if len(sizes) > 1 else "")
+         + (str(sizes[-1]) if sizes else "no size"))
+
+
+def fastest_at(recs: list[dict], step: str = "fused/07_tma_tf32x3") -> list[int]:
+    """The sizes of the run at which `step` is the fastest fused step (05 to 08), smallest first."""
+    steps = ("fused/05_tf32x3",) + STEPS
+    sizes = sorted({r["m"] for r in recs})
+    return [n for n in sizes if (rows := [m for s in steps if (m := row(recs, s, n))])
+            and min(rows, key=lambda m: m["us"])["step"] == step]
 
 
 def small_verdict(recs: list[dict], n: int = 256) -> str:
@@ -239,6 +334,13 @@ def glue_evidence06() -> None:
     glue("ch9_e06_wait", parts["waiting for the round's tiles"]["us"] + parts["issuing the next loads"]["us"])
     glue("ch9_e06_split", parts["the split of B"]["us"]); glue("ch9_e06_afrag", parts["the A fragments"]["us"])
     glue("ch9_e06_mma_pct", 100 * parts["the wgmmas and the chunk's add"]["us"] / parts["the whole tile"]["us"])
+    named = ("waiting for the round's tiles", "issuing the next loads", "the split of B", "the A fragments",
+             "the wgmmas and the chunk's add")
+    rest = ("the reduction", "the stores", "the second barrier")
+    glue("ch9_e06_named", sum(parts[k]["us"] for k in named))
+    glue("ch9_e06_reduce", parts["the reduction"]["us"]); glue("ch9_e06_stores", parts["the stores"]["us"])
+    glue("ch9_e06_bar2", parts["the second barrier"]["us"])
+    glue("ch9_e06_unattributed", parts["the whole tile"]["us"] - sum(parts[k]["us"] for k in named + rest))
 
 
 def glue_evidence07() -> None:
@@ -264,6 +366,13 @@ def glue_evidence08() -> None:
     glue("ch9_e08_ho_wait", f"{ho['08 no wait'] - ho['08']:+.2f}")
     glue("ch9_e08_ho_wait_graph", f"{ho['08 no wait graph'] - ho['08 graph']:+.2f}")
     glue("ch9_e08_longsb_trywait", 100 * stall_after_trywait("long_sb"))
+    w = row_panel_wait()  # the marks behind barrier_and_panel: step 08's (presplit run), step 07's (timeline)
+    m7, m8 = w["07"], w["08"]
+    glue("ch9_e08_p1done", m8["phase 1 done"][1]); glue("ch9_e08_end", m8["end"][1])
+    glue("ch9_e08_after_p1", m8["end"][1] - m8["phase 1 done"][1])
+    glue("ch9_e07_end", m7["end"][1]); glue("ch9_e07_after_bar", m7["end"][1] - m7["before barrier"][1])
+    glue("ch9_e08_sooner", m7["end"][1] - m8["end"][1])
+    glue("ch9_e08_marks_date", w["logs"][1].split("-h200-")[-1][:-4] if "-h200-" in w["logs"][1] else "?")
 
 
 def _source_page(step: str = "fused/08_tile_flags") -> tuple[list[str], list[list[str]]]:
@@ -319,7 +428,7 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
     tile of 32; per K tile a warpgroup splits its B tile into big and small (K-major, in shared memory) and issues
     three wgmmas per 8-wide slice; group 0 adds the others' sums at the end."""
     colours = ch8.step_colours(split_k)
-    fig, ax = _axes(ktiles + 14, split_k + 2.6)
+    fig, ax = _axes(ktiles + 14, split_k + 3.4)
     for kt in range(ktiles):
         g = kt % split_k
         ch8.draw_box(ax, kt, 1.0, 1, 1, colours[g], f"{kt}", fontsize=6)
@@ -333,6 +442,8 @@ def warpgroups(split_k: int = 4, block_n: int = 32, ktiles: int = 16) -> None:
     ch8.draw_box(ax, ktiles + 4, 2.4, 10, split_k - 0.1, "0.92", "", fontsize=7)
     ax.text(ktiles + 9, 2.4 + (split_k - 0.1) / 2, f"64 x {block_n} tile of T (phase 1)\nor E (phase 2):\ngroup 0 adds "
             f"groups 1..{split_k - 1}'s sums\nand stores it", ha="center", va="center", fontsize=7)
+    ax.text(0, 2.4 + split_k + 0.5, "each wgmma: A from registers (ldmatrix, mma.m16n8k8's fragment layout, split "
+            "in registers); B (big or small) from shared memory through a descriptor", fontsize=7, va="center")
     ax.set_title(f"Step 06: who computes what in one block (SPLIT_K = {split_k}, BLOCK_N = {block_n})", fontsize=9)
     plt.show()
 
