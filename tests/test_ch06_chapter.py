@@ -26,7 +26,7 @@ def test_timelines_show_both_cases_without_overlapping_loads():
             for b in boxes[i + 1:]:
                 assert a[1] <= b[0] + 1e-9 or b[1] <= a[0] + 1e-9 or a[3] <= b[2] + 1e-9 or b[3] <= a[2] + 1e-9
         ticks = [t.get_text() for t in ax.get_yticklabels()]
-        assert "cp_async: load (2 in flight)" in ticks and "serial: load" in ticks
+        assert "async copy: load (2 in flight)" in ticks and "serial: load" in ticks
     plt.close("all")
 
 
@@ -82,3 +82,19 @@ def test_sweep_shows_the_row_the_text_quotes(capsys):
     assert "BLOCK 128x128x32" in line and "NUM_STAGES 4" in line and "1 block(s) per SM" in line
     from gemmlab.chapters.glue import VALUES
     assert VALUES["ch6_mark10_pct"] == pytest.approx(65.2, abs=0.05) and VALUES["ch6_mark10_blocks"] == 1
+
+
+def test_stalls_prints_only_the_steps_asked_for(capsys):
+    ch6.stalls(ch6.STEPS[:1])
+    out = capsys.readouterr().out
+    assert "sgemm/07_warptiling" in out and "08_register_prefetch" not in out and "lab note" not in out
+    ch6.stalls(ch6.STEPS[4:])
+    out = capsys.readouterr().out
+    assert "11_fragment_prefetch" in out and "07_warptiling" not in out and "lab note" in out
+
+
+def test_step_11_bound_with_its_own_warps_predicts_no_gain(capsys):
+    from gemmlab.chapters.glue import VALUES
+    ch6.predict("sgemm/11_fragment_prefetch")
+    assert "with 2" in capsys.readouterr().out
+    assert VALUES["ch6_pred11_more"] < 1 < VALUES["ch6_pred11"]

@@ -206,10 +206,11 @@ def issue_rate(rec: dict) -> float:
     return rec["warps"] / rec["cpi"]
 
 
-def stalls() -> None:
-    """The recorded warp states of steps 07 to 11 at 4096: occupancy, warps per scheduler, cycles per issued
-    instruction, the issue rate they give, and the top stall reasons."""
-    for step in STEPS:
+def stalls(steps: list | None = None) -> None:
+    """The recorded warp states at 4096 of `steps` (default: steps 07 to 11): occupancy, warps per scheduler, cycles
+    per issued instruction, the issue rate they give, and the top stall reasons. The chapter shows step 07's row
+    first and each later step's after its measurement."""
+    for step in steps or STEPS:
         rec = record(step)
         if not rec:
             print(f"{step}: no profiler record")
@@ -221,7 +222,8 @@ def stalls() -> None:
         glue(f"ch6_occ{_v(step)}", rec["occupancy"]); glue(f"ch6_warps{_v(step)}", rec["warps"])
         for reason in ("long_scoreboard", "barrier", "short_scoreboard", "dispatch_stall", "not_selected"):
             glue(f"ch6_{reason}{_v(step)}", rec["stalls"].get(reason, 0.0))
-    print(f"(steps 07-10: Nsight Compute on the {COUNTERS_GPU}; step 11: the lab note's profile, same GPU)")
+    lab = "sgemm/11_fragment_prefetch" in (steps or STEPS)
+    print(f"(Nsight Compute on the {COUNTERS_GPU}" + ("; step 11: the lab note's profile, same GPU)" if lab else ")"))
     r9, r10, r11 = record("sgemm/09_double_buffer"), record("sgemm/10_cp_async"), record("sgemm/11_fragment_prefetch")
     if r9 and r10:
         glue("ch6_lds10_over9", 100 * (r10["shared_loads"] / r9["shared_loads"] - 1))
@@ -241,13 +243,14 @@ PREDICTIONS = {  # step: (the step it extends, the stall it hides, the share of 
     "sgemm/08_register_prefetch": ("sgemm/07_warptiling", "long_scoreboard", 1.0, 4.0),
     "sgemm/09_double_buffer": ("sgemm/08_register_prefetch", "barrier", 0.5, None),
     "sgemm/10_cp_async": ("sgemm/09_double_buffer", "long_scoreboard", 1.0, None),
-    "sgemm/11_fragment_prefetch": ("sgemm/09_double_buffer", "short_scoreboard", 1.0, None),
+    "sgemm/11_fragment_prefetch": ("sgemm/09_double_buffer", "short_scoreboard", 1.0, 2.0),  # one block per SM
 }
 
 
 def predict(step: str) -> None:
     """What `step`'s idea can hide, from the recorded stalls of the step it extends: the speed-up bound with the
-    same warps and, for step 08 (two blocks per SM under its register cap), with twice the warps."""
+    same warps and, for step 08 (two blocks per SM under its register cap), with twice the warps; for step 11 (one
+    block per SM) with half of them."""
     before, reason, share, warps = PREDICTIONS[step]
     rec = record(before)
     hidden = share * rec["stalls"].get(reason, 0.0)
@@ -301,6 +304,8 @@ def memory_order() -> None:
 
 
 TIMELINE_CASES = ((2, 3), (3, 2))  # (load, compute) model units: look-ahead hides the loads; it does not
+# The schedules' names in the picture: it comes before the chapter teaches cp.async, so "an asynchronous copy"
+TIMELINE_NAMES = {"serial": "serial", "register_prefetch": "register prefetch", "cp_async": "async copy"}
 
 
 def load_rows(intervals: list) -> dict[int, int]:
@@ -332,7 +337,7 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
             ivs = pipeline.timeline(strategy, tiles, load, compute, stages)
             rows = load_rows(ivs)
             n = max(rows.values()) + 1
-            ticks.append((y, f"{strategy}: compute"))
+            ticks.append((y, f"{TIMELINE_NAMES[strategy]}: compute"))
             for iv in ivs:
                 if iv.lane == "compute":
                     yy, h = y, 0.8
@@ -343,7 +348,7 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
                         edgecolor="white")
                 ax.text((iv.start + iv.end) / 2, yy, str(iv.tile), ha="center", va="center", fontsize=7,
                         color="white")
-            ticks.append((y + 1, f"{strategy}: load" + (f" ({n} in flight)" if n > 1 else "")))
+            ticks.append((y + 1, f"{TIMELINE_NAMES[strategy]}: load" + (f" ({n} in flight)" if n > 1 else "")))
             total = pipeline.total_time(strategy, tiles=tiles, load=load, compute=compute, stages=stages)
             ax.text(total + 0.2, y, f"{total:g}", va="center", fontsize=7)
             y += 2.4
@@ -356,13 +361,13 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
 
 
 def timelines() -> None:
-    """The pipeline model's three schedules (serial, register prefetch, cp.async) for a load shorter than a tile's
+    """The pipeline model's three schedules (serial, register prefetch, an asynchronous copy: cp.async) for a load shorter than a tile's
     compute and for one longer, and their total times."""
     draw_timelines()
     plt.show()
     for load, compute in TIMELINE_CASES:
         print(f"load {load}, compute {compute}: " + ", ".join(
-            f"{s} {pipeline.total_time(s, tiles=5, load=load, compute=compute, stages=3):g}"
+            f"{TIMELINE_NAMES[s]} {pipeline.total_time(s, tiles=5, load=load, compute=compute, stages=3):g}"
             for s in pipeline.STRATEGIES) + " model units")
 
 
