@@ -98,3 +98,16 @@ def test_step_11_bound_with_its_own_warps_predicts_no_gain(capsys):
     ch6.predict("sgemm/11_fragment_prefetch")
     assert "with 2" in capsys.readouterr().out
     assert VALUES["ch6_pred11_more"] < 1 < VALUES["ch6_pred11"]
+
+
+def test_step_10_interleaves_a_lanes_rows_where_09_keeps_4x4_pieces():
+    o9, o10 = ch6.warp_owners("sgemm/09_double_buffer"), ch6.warp_owners("sgemm/10_cp_async")
+    for own in (o9, o10):  # every element of the warp tile has one lane, each lane the same share
+        assert (own >= 0).all() and set(np.bincount(own.ravel())) == {own.size // 32}
+    assert sorted(set(np.nonzero(o9 == 0)[0])) == [0, 1, 2, 3, 32, 33, 34, 35]
+    assert sorted(set(np.nonzero(o10 == 0)[0])) == list(range(0, 64, 8))  # thread_row + i * LANES_M
+    assert list(o10[0, :4]) == [0] * 4 and o10[1, 0] == 4  # a 1 x 4 piece; the next row is lane 4's
+    axes = ch6.draw_row_ownership()
+    assert "rows 0, 8, 16" in axes[1].get_title() and "rows 0, 1, 2, 3, 32" in axes[0].get_title()
+    assert len(axes[0].texts) == 32 * 4 and not axes[1].texts  # 09's pieces numbered; 10's one-row pieces not
+    plt.close("all")

@@ -282,6 +282,7 @@ def registers() -> None:
         if gpu:
             blocks = blocks_per_sm(int(gpu), threads, here.shared_bytes, 90)[0]
             glue(f"ch6_gpu_regs{_v(step)}", gpu); glue(f"ch6_gpu_blocks{_v(step)}", blocks)
+            glue(f"ch6_occ{_v(step)}", record(step)["occupancy"])
             print(f"{step} sm_90, GPU run (profiler): {gpu:.0f} registers, {blocks} block(s) per SM, occupancy "
                   f"{record(step)['occupancy']:.1f}% (here: {here.registers} registers, {here.spill_stores} B spilled)")
     print("NVRTC", nvrtc.version())
@@ -391,6 +392,56 @@ def hierarchy_picture() -> None:
         tm, tn = p["THREAD_M"], p["THREAD_N"]
         print(f"{step}: block {p['BLOCK_M']}x{p['BLOCK_N']}, warp {p['WARP_M']}x{p['WARP_N']}, thread {tm}x{tn}; "
               f"per k, {tm + tn} shared floats for {tm * tn} FMAs ({(tm + tn) / (tm * tn):.3f} per FMA)")
+
+
+def warp_owners(step: str) -> np.ndarray:
+    """Which lane computes each element of warp 0's WARP_M x WARP_N tile of C in `step` (09 or 10), from the kernels'
+    index arithmetic. Step 09 (as 07): lane l owns 4 x 4 pieces, rows warp_row + l / LANES_N * 4 + i * WARP_SUB_M + r.
+    Step 10: lane l owns single rows warp_row + l / LANES_N + i * LANES_M (i < THREAD_M), the same columns, in 1 x 4
+    pieces (the header's "Lane l" line), so that a warp's float4 reads of sA[m][k] fall on LANES_M consecutive rows."""
+    if not step.endswith("10_cp_async"):
+        from gemmlab.chapters import tiling
+        p = gemmlab.instance(step).params
+        return tiling.owners(step, p)[:p["WARP_M"], :p["WARP_N"]] % 32
+    p = gemmlab.instance(step).params
+    wm, wn, tm, tn = p["WARP_M"], p["WARP_N"], p["THREAD_M"], p["THREAD_N"]
+    lanes_n, lanes_m, sub_n = wn // tn, wm // tm, wn // (tn // 4)
+    own = np.full((wm, wn), -1, dtype=int)
+    for lane in range(32):
+        for i in range(tm):
+            for j in range(tn // 4):
+                c = lane % lanes_n * 4 + j * sub_n
+                own[lane // lanes_n + i * lanes_m, c:c + 4] = lane
+    return own
+
+
+def draw_row_ownership(steps=("sgemm/09_double_buffer", "sgemm/10_cp_async"), axes=None):
+    """Warp 0's tile by lane in each step (colour and number: lane; black: lane 0): 4 x 4 pieces in 09, single
+    interleaved rows (1 x 4 pieces) in 10. Returns the axes."""
+    if axes is None:
+        _, axes = plt.subplots(1, len(steps), figsize=(10, 5.2))
+    for ax, step in zip(np.atleast_1d(axes), steps):
+        own = warp_owners(step)
+        ax.imshow(own, cmap="hsv", vmin=0, vmax=32, interpolation="nearest", aspect="auto")
+        ax.imshow(np.ma.masked_where(own != 0, np.ones_like(own)), cmap=ListedColormap(["black"]),
+                  interpolation="nearest", aspect="auto")
+        tall = own[1, 0] == own[0, 0]  # pieces taller than one row get their lane's number
+        for (r, c), lane in np.ndenumerate(own):  # the lane's number on the first cell of each of its pieces
+            if tall and (c == 0 or own[r, c - 1] != lane) and (r == 0 or own[r - 1, c] != lane):
+                ax.text(c, r, str(lane), fontsize=4.5, ha="left", va="center",
+                        color="white" if lane == 0 else "black")
+        rows = sorted(set(np.nonzero(own == 0)[0].tolist()))
+        ax.set_title(f"{step.split('/')[1]}: warp 0's {own.shape[0]} x {own.shape[1]} tile by lane\n"
+                     f"lane 0 (black) owns rows {', '.join(map(str, rows))}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].figure.tight_layout()
+    return axes
+
+
+def row_ownership_picture() -> None:
+    """draw_row_ownership() for steps 09 and 10."""
+    draw_row_ownership()
+    plt.show()
 
 
 def sa_reads(step: str = "sgemm/10_cp_async", pitch: int | None = None, k4: int = 0) -> list[int]:
