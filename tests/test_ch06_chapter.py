@@ -26,7 +26,7 @@ def test_timelines_show_both_cases_without_overlapping_loads():
             for b in boxes[i + 1:]:
                 assert a[1] <= b[0] + 1e-9 or b[1] <= a[0] + 1e-9 or a[3] <= b[2] + 1e-9 or b[3] <= a[2] + 1e-9
         ticks = [t.get_text() for t in ax.get_yticklabels()]
-        assert "cp_async: load (2 in flight)" in ticks and "serial: load" in ticks
+        assert "async copy: load (2 in flight)" in ticks and "serial: load" in ticks
     plt.close("all")
 
 
@@ -82,3 +82,32 @@ def test_sweep_shows_the_row_the_text_quotes(capsys):
     assert "BLOCK 128x128x32" in line and "NUM_STAGES 4" in line and "1 block(s) per SM" in line
     from gemmlab.chapters.glue import VALUES
     assert VALUES["ch6_mark10_pct"] == pytest.approx(65.2, abs=0.05) and VALUES["ch6_mark10_blocks"] == 1
+
+
+def test_stalls_prints_only_the_steps_asked_for(capsys):
+    ch6.stalls(ch6.STEPS[:1])
+    out = capsys.readouterr().out
+    assert "sgemm/07_warptiling" in out and "08_register_prefetch" not in out and "lab note" not in out
+    ch6.stalls(ch6.STEPS[4:])
+    out = capsys.readouterr().out
+    assert "11_fragment_prefetch" in out and "07_warptiling" not in out and "lab note" in out
+
+
+def test_step_11_bound_with_its_own_warps_predicts_no_gain(capsys):
+    from gemmlab.chapters.glue import VALUES
+    ch6.predict("sgemm/11_fragment_prefetch")
+    assert "with 2" in capsys.readouterr().out
+    assert VALUES["ch6_pred11_more"] < 1 < VALUES["ch6_pred11"]
+
+
+def test_step_10_interleaves_a_lanes_rows_where_09_keeps_4x4_pieces():
+    o9, o10 = ch6.warp_owners("sgemm/09_double_buffer"), ch6.warp_owners("sgemm/10_cp_async")
+    for own in (o9, o10):  # every element of the warp tile has one lane, each lane the same share
+        assert (own >= 0).all() and set(np.bincount(own.ravel())) == {own.size // 32}
+    assert sorted(set(np.nonzero(o9 == 0)[0])) == [0, 1, 2, 3, 32, 33, 34, 35]
+    assert sorted(set(np.nonzero(o10 == 0)[0])) == list(range(0, 64, 8))  # thread_row + i * LANES_M
+    assert list(o10[0, :4]) == [0] * 4 and o10[1, 0] == 4  # a 1 x 4 piece; the next row is lane 4's
+    axes = ch6.draw_row_ownership()
+    assert "rows 0, 8, 16" in axes[1].get_title() and "rows 0, 1, 2, 3, 32" in axes[0].get_title()
+    assert len(axes[0].texts) == 32 * 4 and not axes[1].texts  # 09's pieces numbered; 10's one-row pieces not
+    plt.close("all")

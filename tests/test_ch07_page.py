@@ -77,3 +77,12 @@ def test_x4_placement_draws_four_matrices_per_piece():
         assert len(ax.patches) == 4
     assert "trans" in axes[1].get_title() and "trans" not in axes[0].get_title()
     plt.close("all")
+
+
+def test_h200_profiles_give_the_stalls_and_l2_hits_the_gaps_quote():
+    from gemmlab.chapters import ch07_tensor_cores as ch
+    h1, h1b, h3 = (ch.h200_profile(ch.STEPS[0], 2048), ch.h200_profile(ch.STEPS[0], 4096),
+                   ch.h200_profile(ch.STEPS[2], 4096))
+    assert h1["l2_hit"] > h1b["l2_hit"] and h1["stalls"][0][0] == "long_scoreboard"
+    assert h3["stalls"][0][0] == "long_scoreboard" and round(h3["ldsm"]) == 4 and round(h1["ldsm"]) == 24
+    assert ch.h200_profile(ch.STEPS[1], 4096)["stalls"][0][0] == "short_scoreboard"

@@ -206,10 +206,11 @@ def issue_rate(rec: dict) -> float:
     return rec["warps"] / rec["cpi"]
 
 
-def stalls() -> None:
-    """The recorded warp states of steps 07 to 11 at 4096: occupancy, warps per scheduler, cycles per issued
-    instruction, the issue rate they give, and the top stall reasons."""
-    for step in STEPS:
+def stalls(steps: list | None = None) -> None:
+    """The recorded warp states at 4096 of `steps` (default: steps 07 to 11): occupancy, warps per scheduler, cycles
+    per issued instruction, the issue rate they give, and the top stall reasons. The chapter shows step 07's row
+    first and each later step's after its measurement."""
+    for step in steps or STEPS:
         rec = record(step)
         if not rec:
             print(f"{step}: no profiler record")
@@ -221,7 +222,8 @@ def stalls() -> None:
         glue(f"ch6_occ{_v(step)}", rec["occupancy"]); glue(f"ch6_warps{_v(step)}", rec["warps"])
         for reason in ("long_scoreboard", "barrier", "short_scoreboard", "dispatch_stall", "not_selected"):
             glue(f"ch6_{reason}{_v(step)}", rec["stalls"].get(reason, 0.0))
-    print(f"(steps 07-10: Nsight Compute on the {COUNTERS_GPU}; step 11: the lab note's profile, same GPU)")
+    lab = "sgemm/11_fragment_prefetch" in (steps or STEPS)
+    print(f"(Nsight Compute on the {COUNTERS_GPU}" + ("; step 11: the lab note's profile, same GPU)" if lab else ")"))
     r9, r10, r11 = record("sgemm/09_double_buffer"), record("sgemm/10_cp_async"), record("sgemm/11_fragment_prefetch")
     if r9 and r10:
         glue("ch6_lds10_over9", 100 * (r10["shared_loads"] / r9["shared_loads"] - 1))
@@ -241,13 +243,14 @@ PREDICTIONS = {  # step: (the step it extends, the stall it hides, the share of 
     "sgemm/08_register_prefetch": ("sgemm/07_warptiling", "long_scoreboard", 1.0, 4.0),
     "sgemm/09_double_buffer": ("sgemm/08_register_prefetch", "barrier", 0.5, None),
     "sgemm/10_cp_async": ("sgemm/09_double_buffer", "long_scoreboard", 1.0, None),
-    "sgemm/11_fragment_prefetch": ("sgemm/09_double_buffer", "short_scoreboard", 1.0, None),
+    "sgemm/11_fragment_prefetch": ("sgemm/09_double_buffer", "short_scoreboard", 1.0, 2.0),  # one block per SM
 }
 
 
 def predict(step: str) -> None:
     """What `step`'s idea can hide, from the recorded stalls of the step it extends: the speed-up bound with the
-    same warps and, for step 08 (two blocks per SM under its register cap), with twice the warps."""
+    same warps and, for step 08 (two blocks per SM under its register cap), with twice the warps; for step 11 (one
+    block per SM) with half of them."""
     before, reason, share, warps = PREDICTIONS[step]
     rec = record(before)
     hidden = share * rec["stalls"].get(reason, 0.0)
@@ -279,6 +282,7 @@ def registers() -> None:
         if gpu:
             blocks = blocks_per_sm(int(gpu), threads, here.shared_bytes, 90)[0]
             glue(f"ch6_gpu_regs{_v(step)}", gpu); glue(f"ch6_gpu_blocks{_v(step)}", blocks)
+            glue(f"ch6_occ{_v(step)}", record(step)["occupancy"])
             print(f"{step} sm_90, GPU run (profiler): {gpu:.0f} registers, {blocks} block(s) per SM, occupancy "
                   f"{record(step)['occupancy']:.1f}% (here: {here.registers} registers, {here.spill_stores} B spilled)")
     print("NVRTC", nvrtc.version())
@@ -301,6 +305,8 @@ def memory_order() -> None:
 
 
 TIMELINE_CASES = ((2, 3), (3, 2))  # (load, compute) model units: look-ahead hides the loads; it does not
+# The schedules' names in the picture: it comes before the chapter teaches cp.async, so "an asynchronous copy"
+TIMELINE_NAMES = {"serial": "serial", "register_prefetch": "register prefetch", "cp_async": "async copy"}
 
 
 def load_rows(intervals: list) -> dict[int, int]:
@@ -332,7 +338,7 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
             ivs = pipeline.timeline(strategy, tiles, load, compute, stages)
             rows = load_rows(ivs)
             n = max(rows.values()) + 1
-            ticks.append((y, f"{strategy}: compute"))
+            ticks.append((y, f"{TIMELINE_NAMES[strategy]}: compute"))
             for iv in ivs:
                 if iv.lane == "compute":
                     yy, h = y, 0.8
@@ -343,7 +349,7 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
                         edgecolor="white")
                 ax.text((iv.start + iv.end) / 2, yy, str(iv.tile), ha="center", va="center", fontsize=7,
                         color="white")
-            ticks.append((y + 1, f"{strategy}: load" + (f" ({n} in flight)" if n > 1 else "")))
+            ticks.append((y + 1, f"{TIMELINE_NAMES[strategy]}: load" + (f" ({n} in flight)" if n > 1 else "")))
             total = pipeline.total_time(strategy, tiles=tiles, load=load, compute=compute, stages=stages)
             ax.text(total + 0.2, y, f"{total:g}", va="center", fontsize=7)
             y += 2.4
@@ -356,13 +362,13 @@ def draw_timelines(tiles: int = 5, cases=TIMELINE_CASES, stages: int = 3, axes=N
 
 
 def timelines() -> None:
-    """The pipeline model's three schedules (serial, register prefetch, cp.async) for a load shorter than a tile's
+    """The pipeline model's three schedules (serial, register prefetch, an asynchronous copy: cp.async) for a load shorter than a tile's
     compute and for one longer, and their total times."""
     draw_timelines()
     plt.show()
     for load, compute in TIMELINE_CASES:
         print(f"load {load}, compute {compute}: " + ", ".join(
-            f"{s} {pipeline.total_time(s, tiles=5, load=load, compute=compute, stages=3):g}"
+            f"{TIMELINE_NAMES[s]} {pipeline.total_time(s, tiles=5, load=load, compute=compute, stages=3):g}"
             for s in pipeline.STRATEGIES) + " model units")
 
 
@@ -386,6 +392,56 @@ def hierarchy_picture() -> None:
         tm, tn = p["THREAD_M"], p["THREAD_N"]
         print(f"{step}: block {p['BLOCK_M']}x{p['BLOCK_N']}, warp {p['WARP_M']}x{p['WARP_N']}, thread {tm}x{tn}; "
               f"per k, {tm + tn} shared floats for {tm * tn} FMAs ({(tm + tn) / (tm * tn):.3f} per FMA)")
+
+
+def warp_owners(step: str) -> np.ndarray:
+    """Which lane computes each element of warp 0's WARP_M x WARP_N tile of C in `step` (09 or 10), from the kernels'
+    index arithmetic. Step 09 (as 07): lane l owns 4 x 4 pieces, rows warp_row + l / LANES_N * 4 + i * WARP_SUB_M + r.
+    Step 10: lane l owns single rows warp_row + l / LANES_N + i * LANES_M (i < THREAD_M), the same columns, in 1 x 4
+    pieces (the header's "Lane l" line), so that a warp's float4 reads of sA[m][k] fall on LANES_M consecutive rows."""
+    if not step.endswith("10_cp_async"):
+        from gemmlab.chapters import tiling
+        p = gemmlab.instance(step).params
+        return tiling.owners(step, p)[:p["WARP_M"], :p["WARP_N"]] % 32
+    p = gemmlab.instance(step).params
+    wm, wn, tm, tn = p["WARP_M"], p["WARP_N"], p["THREAD_M"], p["THREAD_N"]
+    lanes_n, lanes_m, sub_n = wn // tn, wm // tm, wn // (tn // 4)
+    own = np.full((wm, wn), -1, dtype=int)
+    for lane in range(32):
+        for i in range(tm):
+            for j in range(tn // 4):
+                c = lane % lanes_n * 4 + j * sub_n
+                own[lane // lanes_n + i * lanes_m, c:c + 4] = lane
+    return own
+
+
+def draw_row_ownership(steps=("sgemm/09_double_buffer", "sgemm/10_cp_async"), axes=None):
+    """Warp 0's tile by lane in each step (colour and number: lane; black: lane 0): 4 x 4 pieces in 09, single
+    interleaved rows (1 x 4 pieces) in 10. Returns the axes."""
+    if axes is None:
+        _, axes = plt.subplots(1, len(steps), figsize=(10, 5.2))
+    for ax, step in zip(np.atleast_1d(axes), steps):
+        own = warp_owners(step)
+        ax.imshow(own, cmap="hsv", vmin=0, vmax=32, interpolation="nearest", aspect="auto")
+        ax.imshow(np.ma.masked_where(own != 0, np.ones_like(own)), cmap=ListedColormap(["black"]),
+                  interpolation="nearest", aspect="auto")
+        tall = own[1, 0] == own[0, 0]  # pieces taller than one row get their lane's number
+        for (r, c), lane in np.ndenumerate(own):  # the lane's number on the first cell of each of its pieces
+            if tall and (c == 0 or own[r, c - 1] != lane) and (r == 0 or own[r - 1, c] != lane):
+                ax.text(c, r, str(lane), fontsize=4.5, ha="left", va="center",
+                        color="white" if lane == 0 else "black")
+        rows = sorted(set(np.nonzero(own == 0)[0].tolist()))
+        ax.set_title(f"{step.split('/')[1]}: warp 0's {own.shape[0]} x {own.shape[1]} tile by lane\n"
+                     f"lane 0 (black) owns rows {', '.join(map(str, rows))}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].figure.tight_layout()
+    return axes
+
+
+def row_ownership_picture() -> None:
+    """draw_row_ownership() for steps 09 and 10."""
+    draw_row_ownership()
+    plt.show()
 
 
 def sa_reads(step: str = "sgemm/10_cp_async", pitch: int | None = None, k4: int = 0) -> list[int]:

@@ -62,6 +62,36 @@ def t4_balance() -> None:
     print(f"  HMMA {hmma:.1f} TFLOP/s, FFMA {ffma:.2f} TFLOP/s, DRAM {dram:.0f} GB/s")
     print(f"  balance points: HMMA {b_hmma:.0f} FLOP/B, FFMA {b_ffma:.0f} FLOP/B: "
           f"{b_hmma / b_ffma:.1f}x the arithmetic intensity to stay compute-bound")
+    h100 = hardware.spec_for("H100")  # this chapter's GPU: data sheet only (no measured rates recorded)
+    b_h100 = hardware.balance_point(h100.fp16_tensor_tflops, h100.dram_gbps)
+    glue("ch7_h100_b_hmma", b_h100)
+    print(f"{h100.name}, data sheet: HMMA {h100.fp16_tensor_tflops:.0f} TFLOP/s, DRAM {h100.dram_gbps:.0f} GB/s: "
+          f"balance point {b_h100:.0f} FLOP/B")
+
+
+def roofline_t4() -> None:
+    """Chapter 1's roofline for the T4 with the HMMA and FFMA roofs."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    plots.roofline(ax, "T4")
+    plt.show()
+
+
+def fragments(shape: str = "m16n8k8", operands: str = "abc") -> None:
+    """The mma fragments of `shape`, one panel per operand: which lane holds which element."""
+    widths = {"a": 16 if shape == "m16n8k16" else 8, "b": 8, "c": 8}
+    fig, axes = plt.subplots(1, len(operands), figsize=(13, 6),
+                             gridspec_kw={"width_ratios": [widths[o] for o in operands]})
+    for ax, operand in zip(axes, operands):
+        tc.draw_mma_fragment(ax, shape, operand)
+    plt.tight_layout(); plt.show()
+
+
+def ldmatrix_shapes() -> None:
+    """ldmatrix .x1, .x2, .x4 and .x4.trans: which lane receives each element in which register."""
+    fig, axes = plt.subplots(4, 1, figsize=(13, 11))
+    for ax, (num, trans) in zip(axes, [(1, False), (2, False), (4, False), (4, True)]):
+        tc.draw_ldmatrix(ax, num, trans)
+    plt.tight_layout(); plt.show()
 
 
 def hierarchy() -> dict:
@@ -146,6 +176,11 @@ def shared_bound(name: str, gpu: str | None = None) -> None:
           f"{per['B']:.0f} = {w['waves']:.0f} cycles (average {w['waves'] / (ldsm['A'] + ldsm['B']):.0f} per x4)")
     print(f"  -> {w['flop_per_cycle']:.0f} FLOP per shared cycle per SM, against {TENSOR_FLOP_PER_SM_CYCLE} the tensor "
           f"cores can do")
+    if name == STEPS[0]:
+        clock = spec.fp16_tensor_tflops * 1e12 / (spec.sms * TENSOR_FLOP_PER_SM_CYCLE) / 1e9
+        glue("ch7_tc_clock", clock)
+        print(f"     ({TENSOR_FLOP_PER_SM_CYCLE} = 4 tensor cores x 512 multiply-adds x 2 FLOP; the data sheet's "
+              f"{spec.fp16_tensor_tflops:.0f}e12 / ({spec.sms} SMs x {clock:.2f} GHz) is the same rate)")
     limit = "no limit below the peak" if bound >= spec.fp16_tensor_tflops else f"at most {bound:.0f} TFLOP/s"
     print(f"  predicted on the {spec.name} (peak {spec.fp16_tensor_tflops:.0f} TFLOP/s): {limit}")
 
@@ -244,6 +279,38 @@ def profile_gaps() -> None:
         glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
         print(f"{name:25s} {g['ld']:11.0f} {g['st']:8.0f} {g['sts']:6.0f} {'>= %.0f%%' % (100 * g['busy']):>11s} "
               f"{g['tflops']:7.0f} {'%.0f (%.0f)' % (g['blocks'], g['regs']):>13s} {g['warps_pct']:5.1f}%")
+    print("shared busy: wavefronts over (SMs x seconds x top clock), a lower bound on the share of cycles the pipe worked")
+    print("\nNsight Compute on the H200 (results/nvidia-h200.ncu.json; top stalls in warps stalled per issued instruction):")
+    print(f"{'step':30s} {'L2 hit':>6s} {'ldmatrix wf':>11s} {'warps/SM':>8s} {'issue':>6s}  top stalls")
+    for name in STEPS:
+        for n in (2048, 4096):
+            h = h200_profile(name, n)
+            if h is None:
+                print(f"{name}@{n}: not recorded"); continue
+            v = name.split("/")[1][:2]
+            if n == 4096:
+                for i, (why, x) in enumerate(h["stalls"][:2]):
+                    glue(f"ch7_stall{i}_{v}", why.replace("_", " ")); glue(f"ch7_stall{i}_{v}_x", x)
+                glue(f"ch7_issue_{v}", h["issue"]); glue(f"ch7_h200_warps_{v}", h["warps"])
+                glue(f"ch7_h200_regs_{v}", h["regs"]); glue(f"ch7_h200_blocks_{v}", h["blocks"])
+            print(f"{name + '@' + str(n):30s} {h['l2_hit']:5.1f}% {h['ldsm']:11.2f} {h['warps']:8.1f} {h['issue']:5.1f}%  "
+                  + ", ".join(f"{why} {x:.2f}" for why, x in h["stalls"]))
+
+
+H200 = "nvidia-h200"  # lab/gaps PART=ch7 profiled steps 01 to 03 at 2048 and 4096 on the H200 (results/<gpu>.ncu.json)
+
+
+def h200_profile(name: str, n: int) -> dict | None:
+    """The H200's recorded Nsight Compute metrics of step `name` at size n: L2 hit rate, ldmatrix wavefronts per
+    instruction, warps per SM, issue-active share and the top three stalls (warps stalled per issued instruction)."""
+    m = profile.load(H200).get(f"{name}@{n}")
+    if not m:
+        return None
+    return {"l2_hit": m["lts__t_sector_hit_rate.pct"], "warps": m["sm__warps_active.avg.per_cycle_active"],
+            "issue": m["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+            "ldsm": profile.shared_per_request(m)["ldmatrix"]["per_request"],
+            "stalls": profile.stall_reasons(m, top=3), "regs": m["launch__registers_per_thread"],
+            "blocks": m["launch__occupancy_limit_registers"]}
 
 
 def size_effect(records: list) -> None:
@@ -261,12 +328,21 @@ def size_effect(records: list) -> None:
         print(f"{n}: {at[n]['tflops']:.1f} TFLOP/s; {blocks} blocks on {slots:.0f} slots ({blocks / slots:.2f} waves); "
               f"A and B {ab / 2**20:.0f} MiB, {'inside' if ab <= g['l2'] else 'more than'} the "
               f"{g['l2'] / 2**20:.0f} MiB L2")
+    for n in (2048, 4096):
+        h = h200_profile(STEPS[0], n)
+        if h:
+            glue(f"ch7_l2hit_01_{n}", h["l2_hit"])
+            print(f"{n}: L2 hit rate {h['l2_hit']:.1f}% (Nsight Compute on the H200, {STEPS[0]}@{n})")
 
 
 def ladder(records: list) -> None:
     """Steps 02 and 03 against their predictions, then steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band) with the
     predicted bounds, and % of cuBLAS by size."""
     against_bound(records, STEPS[1:])
+    cublas = [r["baseline_tflops"] for r in records if r["m"] == 8192]
+    if cublas:  # each step's cuBLAS is timed beside it: the reference differs by row
+        glue("ch7_cublas_lo", min(cublas)); glue("ch7_cublas_hi", max(cublas))
+        print(f"cuBLAS fp16 at 8192, timed beside each step: {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s")
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.6))
     plots.ladder(records, STEPS, ax=bars, size=8192)
     if records and hardware.spec_for(records[0]["gpu"]):
@@ -301,6 +377,12 @@ def occupancy() -> None:
                   f"{blocks} block(s) = {blocks * launch.threads // 32} warps per SM (limited by {limiter})")
             if name.endswith("03_swizzled") and arch == "sm_90":
                 glue("ch7_warps_sm90", blocks * launch.threads // 32)
+
+
+def f16_resources(f16) -> None:
+    """Registers and shared memory of step 01 with fp32 and with fp16 accumulators (sm_75)."""
+    for label, inst in (("fp32 accumulators (step 01)", gemmlab.instance(STEPS[0])), ("fp16 accumulators", f16)):
+        print(f"{label:28s} {inst.resources('sm_75')}")
 
 
 def f16_errors() -> dict:

@@ -20,7 +20,7 @@
 // fit on an SM. Under the cap the loads go through per-thread base pointers (a_src, b_src).
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, K-major: sA[k][m] = A[block_row + m][k0 + k];
+//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, M-major: sA[k][m] = A[block_row + m][k0 + k];
 //   sB[BLOCK_K][BLOCK_N]: rows k0.., columns block_col.., row-major; out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
 //   Lane l: (lane_row, lane_col) = (l / LANES_N * 4, l % LANES_N * 4) in every sub-tile.
@@ -67,7 +67,7 @@ sgemm_register_prefetch(int M, int N, int K, const float* A, const float* B, flo
     constexpr int A_ROW_STEP = NUM_THREADS / (BLOCK_K / 4);  // rows between a thread's float4s of A
     constexpr int B_ROW_STEP = NUM_THREADS / (BLOCK_N / 4);  // and of B
 
-    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, K-major
+    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, M-major
     __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // two slots: BLOCK_K x BLOCK_N tiles of B
 
     const int tid = threadIdx.x;

@@ -409,9 +409,9 @@ make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch two tiles 
 """, """    static_assert(2 * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024,
                   "two slots of the A and B tiles exceed 48 KB of static shared memory");
 """),
-     ("""    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+     ("""    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, M-major
     __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
-""", """    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, K-major
+""", """    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // two slots: BLOCK_M x BLOCK_K tiles of A, M-major
     __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // two slots: BLOCK_K x BLOCK_N tiles of B
 """),
      ("""    float4 staged_a[A_LOADS];            // this thread's float4s of the next A tile, on their way to sA

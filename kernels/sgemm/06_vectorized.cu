@@ -1,7 +1,7 @@
 // sgemm track, step 06_vectorized (every step of the track, one line each: python -m gemmlab steps --track sgemm).
 //
 // Extends 05 by 128-bit accesses. Global loads and stores move a float4 (16 bytes) per
-// instruction, a quarter of the instructions of 05. The A tile is stored transposed (K-major):
+// instruction, a quarter of the instructions of 05. The A tile is stored transposed (M-major):
 // in 05 a thread's A sliver is a column of sA, THREAD_M floats BLOCK_K apart, which nvcc can
 // vectorize only across k (4 steps of k at once, 4 * THREAD_M registers, and only when it can
 // prove the alignment); in sA[k][m] the sliver is THREAD_M consecutive floats, read with
@@ -15,7 +15,7 @@
 // guarded path (scalar loads, zeros outside); the interior tiles take one branch per tile.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, K-major: sA[k][m] = A[block_row + m][k0 + k];
+//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, M-major: sA[k][m] = A[block_row + m][k0 + k];
 //   sB[BLOCK_K][BLOCK_N]: rows k0.., columns block_col.., row-major; out-of-range elements zero.
 // Launch: blockDim ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N)),
 //         gridDim (cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)).
@@ -37,7 +37,7 @@ __global__ void sgemm_vectorized(int M, int N, int K, const float* A, const floa
     constexpr int A_LOADS = cdiv(A_VECS, NUM_THREADS);  // float4s of A each thread stages
     constexpr int B_LOADS = cdiv(B_VECS, NUM_THREADS);
 
-    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, M-major
     __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
 
     const int tid = threadIdx.x;

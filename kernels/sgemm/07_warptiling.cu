@@ -14,7 +14,7 @@
 // its prefetch holds.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, K-major: sA[k][m] = A[block_row + m][k0 + k];
+//   sA[BLOCK_K][BLOCK_M]: the A tile transposed, M-major: sA[k][m] = A[block_row + m][k0 + k];
 //   sB[BLOCK_K][BLOCK_N]: rows k0.., columns block_col.., row-major; out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
 //   Lane l: (lane_row, lane_col) = (l / LANES_N * 4, l % LANES_N * 4) in every sub-tile.
@@ -47,7 +47,7 @@ __global__ void sgemm_warptiling(int M, int N, int K, const float* A, const floa
     constexpr int A_LOADS = cdiv(A_VECS, NUM_THREADS);  // float4s of A each thread stages
     constexpr int B_LOADS = cdiv(B_VECS, NUM_THREADS);
 
-    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, K-major
+    __shared__ __align__(16) float sA[BLOCK_K][BLOCK_M];  // BLOCK_M x BLOCK_K tile of A, M-major
     __shared__ __align__(16) float sB[BLOCK_K][BLOCK_N];  // BLOCK_K x BLOCK_N tile of B
 
     const int tid = threadIdx.x;

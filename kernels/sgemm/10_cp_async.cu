@@ -7,7 +7,7 @@
 // Tile t waits for its copies (cp_async_wait_group<NUM_STAGES - 2>) and one barrier; right after
 // that barrier the copies of tile t + NUM_STAGES - 1 are issued into the stage tile t - 1 used.
 //
-// A 16-byte copy cannot transpose, so sA keeps A's own orientation (M-major, 4 k-values per
+// A 16-byte copy cannot transpose, so sA keeps A's own orientation (K-major, 4 k-values per
 // 16 bytes): a thread reads a float4 of 4 consecutive k of one of its rows, which serves 4 steps
 // of k. To make those reads conflict-free, a thread's rows are interleaved (lane_row + i * LANES_M:
 // a warp's lanes read LANES_M consecutive rows) and each sA row is padded by 4 floats: a row
@@ -21,7 +21,7 @@
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
 //   Dynamic shared memory, NUM_STAGES stages, each:
-//     sA[BLOCK_M][BLOCK_K + 4]: sA[m][k] = A[block_row + m][k0 + k], M-major, rows padded by 4;
+//     sA[BLOCK_M][BLOCK_K + 4]: sA[m][k] = A[block_row + m][k0 + k], K-major, rows padded by 4;
 //     sB[BLOCK_K][BLOCK_N]:    sB[k][n] = B[k0 + k][block_col + n]; out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
 //   Lane l: rows warp_row + l / LANES_N + i * LANES_M (i < THREAD_M),

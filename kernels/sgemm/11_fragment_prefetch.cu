@@ -12,7 +12,7 @@
 // buffering and the epilogue are 09's.
 //
 // Layouts: row-major. A is M x K (A[m*K + k]), B is K x N (B[k*N + n]), C is M x N (C[m*N + n]).
-//   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, K-major: sA[buf][k][m] = A[block_row + m][k0 + k];
+//   sA[2][BLOCK_K][BLOCK_M]: two A tiles transposed, M-major: sA[buf][k][m] = A[block_row + m][k0 + k];
 //   sB[2][BLOCK_K][BLOCK_N]: two B tiles, rows k0.., columns block_col.., row-major;
 //   out-of-range elements zero.
 //   Warp w: rows warp_row = w / (BLOCK_N / WARP_N) * WARP_M.., columns warp_col = w % (..) * WARP_N..
@@ -60,7 +60,7 @@ sgemm_fragment_prefetch(int M, int N, int K, const float* A, const float* B, flo
     constexpr int A_ROW_STEP = NUM_THREADS / (BLOCK_K / 4);  // rows between a thread's float4s of A
     constexpr int B_ROW_STEP = NUM_THREADS / (BLOCK_N / 4);  // and of B
 
-    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // 2 x (BLOCK_M x BLOCK_K tile of A, K-major)
+    __shared__ __align__(16) float sA[2][BLOCK_K][BLOCK_M];  // 2 x (BLOCK_M x BLOCK_K tile of A, M-major)
     __shared__ __align__(16) float sB[2][BLOCK_K][BLOCK_N];  // 2 x (BLOCK_K x BLOCK_N tile of B)
 
     const int tid = threadIdx.x;
