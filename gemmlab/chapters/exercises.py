@@ -787,20 +787,20 @@ def _ch8_property(ctx: Context) -> list[Item]:
 
     got, want = panel_loads(mine), panel_loads(ref)
     tm = ctx.kernel.params["THREAD_M"]
-    detail = (f"{got:.0f} shared load requests of the panel per block (the K-major panel read in float2s: "
+    detail = (f"{got:.0f} shared load requests of the panel per block (the M-major panel read in float2s: "
               f"{want:.0f}; THREAD_M = {tm})")
     items.append(_at_most("panel read in pairs", got, want, detail,
-                          f"a thread reads its {tm} values of one column of T one float at a time; in the K-major "
+                          f"a thread reads its {tm} values of one column of T one float at a time; in the M-major "
                           "panel they sit side by side, so one 8-byte load (float2) takes two of them."))
     return items
 
 
 def _ch8_diagnose(ctx: Context) -> list[Item]:
-    """A wrong E: the row-major panel of step 02 read from the K-major one, or another slip."""
+    """A wrong E: the row-major panel of step 02 read from the M-major one, or another slip."""
     code = re.sub(r"\s+", "", _gap_code(ctx))
     if "*LP+" in code or re.search(r"sT\[\(?thread_row\+m\)?\*", code):
         return [Item("diagnosis", None, "your a[m] reads sT[(thread_row + m) * LP + l], the row-major panel of step 02 "
-                     "(chapter 8's phase 2); here phase 1 stores the panel K-major, T[panel_row + m][l] at "
+                     "(chapter 8's phase 2); here phase 1 stores the panel M-major, T[panel_row + m][l] at "
                      "sT[l * PANEL_M + m], so those reads pick up other rows and columns of T",
                      "write down where phase 1 (above the gap) stores acc[m][n] of its tile, and read it back from "
                      "the same place", note=True)]
@@ -1646,7 +1646,7 @@ _EXERCISES = [
                                                 GROUP_M=(16, (1, 2, 4, 8, 16, 32))),
                       "summary": "chapter 7c's exercise: the consumer's (stage, phase) carried across k tiles"}),
     Exercise("ch8/fused_phase2", 8, "fused/02_row_panel",
-             "the fused kernel's second phase, E = T C, from a panel of T stored K-major and read in float2s (checks "
+             "the fused kernel's second phase, E = T C, from a panel of T stored M-major and read in float2s (checks "
              "results, C's traffic, T on chip, the panel's shared loads)",
              _ch8_property, _ch8_diagnose, minutes=45,
              after="the next section (the fused kernel's measurements); then chapter 9. Harder: THREAD_M = 4, "
@@ -1657,7 +1657,7 @@ _EXERCISES = [
                     "memory?",
                     "Loop over E's columns (n0, BLOCK_N at a time) and, inside, over L (l0, BLOCK_K at a time): stage "
                     "C's slice with stage_Y into sY once for the block, a barrier, each thread's FMAs with a[m] from "
-                    "the K-major panel (sT[(l0 + k) * PANEL_M + thread_row + m], two at a time through a const "
+                    "the M-major panel (sT[(l0 + k) * PANEL_M + thread_row + m], two at a time through a const "
                     "float2*) and b[n] from sY, a barrier; store E at the end of each n0."),
              variation=True),
     # chapters 5, 7b, 7d and 9 (issue 53): Python models of the idea, each a variation of what the chapter shows

@@ -690,7 +690,7 @@ STEPS: list[Step] = [
     Step("sgemm/06_vectorized", "sgemm_vectorized",
          {**_REG_TILING, "THREAD_M": Param(8, (4, 8, 16)), "THREAD_N": Param(8, (4, 8, 16))},
          _tile_geometry(_threads_2d), chapter=4, previous="sgemm/05_2d_blocktiling",
-         summary="float4 global loads and stores, A stored K-major for 128-bit shared loads",
+         summary="float4 global loads and stores, A stored transposed (M-major) for 128-bit shared loads",
          rules=_all(_rules_2d, _multiple_of_4("THREAD_M", "THREAD_N", "BLOCK_K"))),
     Step("sgemm/07_warptiling", "sgemm_warptiling", _WARP_TILING, _tile_geometry(_threads_warps), chapter=4,
          previous="sgemm/06_vectorized", summary="block tile -> warp tile -> thread tile: conflict-free shared reads",

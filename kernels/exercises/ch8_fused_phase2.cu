@@ -3,7 +3,7 @@
 //
 // fused track, step 02_row_panel (every step of the track, one line each: python -m gemmlab steps --track fused).
 //
-// A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T K-major, sT[l][m] (as sX
+// A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T M-major, sT[l][m] (as sX
 // holds A's slice), so a thread's THREAD_M values of one column l of T sit side by side.
 // 02 extends 01 by tiling. A block owns PANEL_M rows of E. Phase 1 computes those rows of T = A * B
 // (PANEL_M x L) into shared memory, BLOCK_N columns at a time, staging BLOCK_K-deep slices of A
@@ -17,9 +17,9 @@
 // many reads of B and C. Step 03 moves T to global memory to escape that trade.
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, E is M x N.
-//   sT[LP][PANEL_M] (dynamic shared memory): rows panel_row.. of T, K-major: sT[l * PANEL_M + m] =
+//   sT[LP][PANEL_M] (dynamic shared memory): rows panel_row.. of T, M-major: sT[l * PANEL_M + m] =
 //   T[panel_row + m][l]; rows L..LP-1 of sT hold zeros.
-//   sX[BLOCK_K][PANEL_M]: a slice of the A panel, K-major (sX[k][m] = A[panel_row + m][k0 + k]).
+//   sX[BLOCK_K][PANEL_M]: a slice of the A panel, M-major (sX[k][m] = A[panel_row + m][k0 + k]).
 //   sY[BLOCK_K][BLOCK_N]: a slice of B (phase 1) or of C (phase 2), row-major; zeros outside.
 // Launch: blockDim ((PANEL_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (cdiv(M, PANEL_M)),
 //         dynamic shared memory 4 * PANEL_M * LP bytes.
@@ -31,8 +31,8 @@ __global__ void fused_row_panel(int M, int K, int L, int N, const float* A, cons
     constexpr int NUM_THREADS = (PANEL_M / THREAD_M) * (BLOCK_N / THREAD_N);
     static_assert(PANEL_M % THREAD_M == 0 && BLOCK_N % THREAD_N == 0, "whole thread tiles per block");
     static_assert(NUM_THREADS <= 1024, "(PANEL_M / THREAD_M) * (BLOCK_N / THREAD_N) threads exceed 1024");
-    extern __shared__ float sT[];                // LP x PANEL_M: the panel of T = A * B, K-major
-    __shared__ float sX[BLOCK_K][PANEL_M];       // BLOCK_K x PANEL_M slice of the A panel, K-major
+    extern __shared__ float sT[];                // LP x PANEL_M: the panel of T = A * B, M-major
+    __shared__ float sX[BLOCK_K][PANEL_M];       // BLOCK_K x PANEL_M slice of the A panel, M-major
     __shared__ float sY[BLOCK_K][BLOCK_N];       // BLOCK_K x BLOCK_N slice of B, then of C
 
     const int tid = threadIdx.x;
@@ -84,14 +84,14 @@ __global__ void fused_row_panel(int M, int K, int L, int N, const float* A, cons
 
     // Phase 2: E[panel rows] = sT * C, BLOCK_N columns of E at a time.
     // Phase 2: rows panel_row .. panel_row + PANEL_M - 1 of E = T * C, where those rows of T are in
-    // sT, K-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
+    // sT, M-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
     // L), so a thread's THREAD_M values of one column of T sit side by side: read them in pairs, as
     // float2s (thread_row is even when THREAD_M is). Go over E BLOCK_N columns at a time; for
     // each, slide along L in BLOCK_K steps: stage C's slice with stage_Y(C, L, N, l0, n0) into sY,
     // then give each thread its THREAD_M x THREAD_N register tile as in phase 1 (a[] from sT, b[]
     // from sY), and store the tile into E where it lies inside (M x N). C is read from global memory
     // once per block; T never leaves the chip. Mind the barriers around sY.
-    // ---- EXERCISE: phase 2: E = T C from the K-major panel on chip ----
+    // ---- EXERCISE: phase 2: E = T C from the M-major panel on chip ----
     // your code: phase 2
     // ---- END ----
 }

@@ -475,7 +475,7 @@ make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch two tiles 
      }
      """, listing=CH6_LOOP)
 
-# ---- ch8 (a variation): the fused kernel's second phase with the panel of T stored K-major (fused/02 with
+# ---- ch8 (a variation): the fused kernel's second phase with the panel of T stored M-major (fused/02 with
 # sT[l][m], as sX holds A's slice): the chapter's phase 2 reads the panel row-major
 CH8_A_OLD = "                for (int m = 0; m < THREAD_M; ++m) a[m] = sT[(thread_row + m) * LP + l0 + k];\n"
 CH8_A_NEW = """                // Column l0 + k of the panel holds a thread's THREAD_M rows side by side: float2s.
@@ -514,23 +514,23 @@ CH8_PHASE2 = """    for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
     }
 """
 CH8_LISTING = CH8_PHASE2.replace(CH8_A_NEW, "#pragma unroll\n" + CH8_A_OLD)
-make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the K-major panel on chip", [
+make("ch8/fused_phase2", "fused/02_row_panel", "phase 2: E = T C from the M-major panel on chip", [
      ("// Extends 01 by tiling. A block owns PANEL_M rows of E. Phase 1 computes those rows of T = A * B\n",
-      "// A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T K-major, sT[l][m] (as sX\n"
+      "// A variation of 02 (chapter 8's exercise): phase 1 stores the panel of T M-major, sT[l][m] (as sX\n"
       "// holds A's slice), so a thread's THREAD_M values of one column l of T sit side by side.\n"
       "// 02 extends 01 by tiling. A block owns PANEL_M rows of E. Phase 1 computes those rows of T = A * B\n"),
      ("//   sT[PANEL_M][LP] (dynamic shared memory): rows panel_row.. of T; columns L..LP-1 hold zeros.\n",
-      "//   sT[LP][PANEL_M] (dynamic shared memory): rows panel_row.. of T, K-major: sT[l * PANEL_M + m] =\n"
+      "//   sT[LP][PANEL_M] (dynamic shared memory): rows panel_row.. of T, M-major: sT[l * PANEL_M + m] =\n"
       "//   T[panel_row + m][l]; rows L..LP-1 of sT hold zeros.\n"),
      ("    extern __shared__ float sT[];                // PANEL_M x LP: the panel of T = A * B\n",
-      "    extern __shared__ float sT[];                // LP x PANEL_M: the panel of T = A * B, K-major\n"),
+      "    extern __shared__ float sT[];                // LP x PANEL_M: the panel of T = A * B, M-major\n"),
      ("                if (n0 + thread_col + n < LP) sT[(thread_row + m) * LP + n0 + thread_col + n] = acc[m][n];\n",
       "                if (n0 + thread_col + n < LP) sT[(n0 + thread_col + n) * PANEL_M + thread_row + m] = acc[m][n];\n"),
      ("#pragma unroll\n" + CH8_A_OLD, CH8_A_NEW)],
      CH8_PHASE2,
      """
      Phase 2: rows panel_row .. panel_row + PANEL_M - 1 of E = T * C, where those rows of T are in
-     sT, K-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
+     sT, M-major this time: T[panel_row + m][l] is sT[l * PANEL_M + m] (LP x PANEL_M, zeros past row
      L), so a thread's THREAD_M values of one column of T sit side by side: read them in pairs, as
      float2s (thread_row is even when THREAD_M is). Go over E BLOCK_N columns at a time; for
      each, slide along L in BLOCK_K steps: stage C's slice with stage_Y(C, L, N, l0, n0) into sY,

@@ -13,7 +13,7 @@
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, E is M x N.
 //   sT[PANEL_M][LP] (dynamic shared memory): rows panel_row.. of T; columns L..LP-1 hold zeros.
-//   sX[BLOCK_K][PANEL_M]: a slice of the A panel, K-major (sX[k][m] = A[panel_row + m][k0 + k]).
+//   sX[BLOCK_K][PANEL_M]: a slice of the A panel, M-major (sX[k][m] = A[panel_row + m][k0 + k]).
 //   sY[BLOCK_K][BLOCK_N]: a slice of B (phase 1) or of C (phase 2), row-major; zeros outside.
 // Launch: blockDim ((PANEL_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (cdiv(M, PANEL_M)),
 //         dynamic shared memory 4 * PANEL_M * LP bytes.
@@ -26,7 +26,7 @@ __global__ void fused_row_panel(int M, int K, int L, int N, const float* A, cons
     static_assert(PANEL_M % THREAD_M == 0 && BLOCK_N % THREAD_N == 0, "whole thread tiles per block");
     static_assert(NUM_THREADS <= 1024, "(PANEL_M / THREAD_M) * (BLOCK_N / THREAD_N) threads exceed 1024");
     extern __shared__ float sT[];                // PANEL_M x LP: the panel of T = A * B
-    __shared__ float sX[BLOCK_K][PANEL_M];       // BLOCK_K x PANEL_M slice of the A panel, K-major
+    __shared__ float sX[BLOCK_K][PANEL_M];       // BLOCK_K x PANEL_M slice of the A panel, M-major
     __shared__ float sY[BLOCK_K][BLOCK_N];       // BLOCK_K x BLOCK_N slice of B, then of C
 
     const int tid = threadIdx.x;

@@ -18,12 +18,12 @@
 // to 2^31, which flips the top bit and leaves the low bits as they were.
 //
 // The tile GEMM is sgemm/06's with sgemm/09's schedule: float4 global loads (A's tile transposed
-// into K-major sX on its way to shared memory), THREAD_M x THREAD_N register tiles read with
+// into M-major sX on its way to shared memory), THREAD_M x THREAD_N register tiles read with
 // 128-bit shared loads, the next K tile loaded into registers while this one is computed, and two
 // shared buffers, so one barrier per K tile.
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
-//   sX[2][BLOCK_K][BLOCK_M]: the left operand's tile (A, then T), K-major.
+//   sX[2][BLOCK_K][BLOCK_M]: the left operand's tile (A, then T), M-major.
 //   sY[2][BLOCK_K][BLOCK_N]: the right operand's tile (B, then C), row-major; zeros outside.
 //   sync[0]: the grid barrier's one word (common.cuh: it resets itself); sync[1]: unused.
 // Launch: blockDim ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (at most the resident
@@ -145,7 +145,7 @@ __global__ void fused_two_phase(int M, int K, int L, int N, const float* A, cons
                   "THREAD_M, THREAD_N and BLOCK_K must be multiples of 4 (float4 accesses)");
     static_assert((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N) <= 1024, "more than 1024 threads");
     static_assert(2 * (BLOCK_M + BLOCK_N) * BLOCK_K * 4 <= 48 * 1024, "two buffers exceed 48 KB");
-    __shared__ __align__(16) float sX[2][BLOCK_K][BLOCK_M];  // 2 buffers of the left tile, BLOCK_M x BLOCK_K, K-major
+    __shared__ __align__(16) float sX[2][BLOCK_K][BLOCK_M];  // 2 buffers of the left tile, BLOCK_M x BLOCK_K, M-major
     __shared__ __align__(16) float sY[2][BLOCK_K][BLOCK_N];  // 2 buffers of the right tile, BLOCK_K x BLOCK_N
 
     // Phase 1: T = A * B (M x L), tile by tile.

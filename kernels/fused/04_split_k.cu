@@ -12,7 +12,7 @@
 // the same barriers; a round past the last K tile loads zeros (load4's guards) and adds nothing.
 //
 // Layouts: row-major. A is M x K, B is K x L, C is L x N, T is M x L (scratch), E is M x N.
-//   sX[SPLIT_K][2][BLOCK_K][BLOCK_M]: each group's left-operand tiles (A, then T), K-major.
+//   sX[SPLIT_K][2][BLOCK_K][BLOCK_M]: each group's left-operand tiles (A, then T), M-major.
 //   sY[SPLIT_K][2][BLOCK_K][BLOCK_N]: each group's right-operand tiles (B, then C), row-major.
 //   sync[0]: the grid barrier's one word (common.cuh: it resets itself); sync[1]: unused.
 // Launch: blockDim (SPLIT_K * (BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N)), gridDim (at most the

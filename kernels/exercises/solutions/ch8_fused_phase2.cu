@@ -1,6 +1,6 @@
 // SOLUTION of exercise ch8/fused_phase2 (a variation of fused/02_row_panel.cu): the lines that fill the gap of ../ch8_fused_phase2.cu.
 // Try the exercise first: python -m gemmlab exercise check ch8/fused_phase2
-// ---- EXERCISE: phase 2: E = T C from the K-major panel on chip ----
+// ---- EXERCISE: phase 2: E = T C from the M-major panel on chip ----
 for (int n0 = 0; n0 < N; n0 += BLOCK_N) {
     for (int m = 0; m < THREAD_M; ++m)
         for (int n = 0; n < THREAD_N; ++n) acc[m][n] = 0.0f;
