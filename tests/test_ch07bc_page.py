@@ -105,3 +105,15 @@ def test_tf32x3_picture_issues_three_mmas_and_drops_one():
 
 def test_step07_picture_keeps_wait_group_apart_from_the_barrier():
     assert ch7b.STEP07_LINE_OFFSET["wait_group"] != ch7b.STEP07_LINE_OFFSET["barrier"]
+
+
+def test_tile_dram_bounds_are_flop_per_byte_times_bandwidth():
+    b = ch7b.tile_bounds("NVIDIA H100 80GB HBM3")
+    spec = b.pop("spec")
+    assert b[(128, 128)]["flop_per_byte"] == 64 and abs(b[(256, 128)]["flop_per_byte"] - 256 / 3) < 1e-9
+    assert abs(b[(128, 128)]["dram_tflops"] - 64 * spec.dram_gbps / 1000) < 1e-9
+    assert 210 < b[(128, 128)]["dram_tflops"] < 220 and 280 < b[(256, 128)]["dram_tflops"] < 290
+    recs, at = ch7b.records()
+    peaks, _ = ch7b.ceilings(at)
+    t = ch7b.tile_intensity(peaks, at)
+    assert t["pred_05"] == min(t["bound_05"], peaks["mma_m16n8k8"]["tflops"]) and t["tflops_04"] > t["bound_04"]

@@ -94,15 +94,47 @@ def sass_order(names=("hgemm/03_swizzled", "hgemm/04_register_prefetch")) -> Non
         print(f"{name:27s} {order[:110]} ...")
 
 
-def tile_intensity(peaks: dict) -> None:
-    """The prediction for step 05: FLOP per byte loaded of each block tile, against the GPUs' balance points."""
+TILES = [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]
+
+
+def tile_bounds(gpu: str | None = None) -> dict:
+    """Each block tile's FLOP per byte loaded (BM·BN/(BM+BN)) and its DRAM-only bound on `gpu` (the records' GPU,
+    H100 by default): FLOP/B x the spec's DRAM bandwidth, in TFLOP/s (every byte from DRAM, none from L2)."""
+    spec = hardware.spec_for(gpu or "H100")
+    return {(bm, bn): {"flop_per_byte": bm * bn / (bm + bn),
+                       "dram_tflops": bm * bn / (bm + bn) * spec.dram_gbps * 1e9 / 1e12}
+            for bm, bn in TILES} | {"spec": spec}
+
+
+def tile_intensity(peaks: dict, at: dict | None = None, size: int = 8192) -> dict:
+    """The prediction for step 05: FLOP per byte loaded of each block tile and its DRAM-only bound (FLOP/B x the
+    GPU's DRAM bandwidth), against the balance points; step 04's measured rate beside its tile's bound, and step
+    05's prediction (its tile's DRAM-only bound, below the mma.m16n8k8 ceiling). Glues what the prose quotes."""
     for gpu in ("T4", peaks.get("gpu") or "H100"):
         spec = hardware.spec_for(gpu)
         if spec:
             print(f"{spec.name}: tensor-core balance point "
                   f"{hardware.balance_point(spec.fp16_tensor_tflops, spec.dram_gbps):.0f} FLOP/B (DRAM, spec)")
-    for bm, bn in [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]:
-        print(f"block tile {bm:3d} x {bn:3d}: {bm * bn / (bm + bn):6.1f} FLOP per byte loaded")
+    b = tile_bounds(peaks.get("gpu"))
+    spec = b.pop("spec")
+    print(f"DRAM-only bound on the {spec.name} = FLOP/B x {spec.dram_gbps:.0f} GB/s (spec; every byte from DRAM):")
+    for (bm, bn), v in b.items():
+        print(f"block tile {bm:3d} x {bn:3d}: {v['flop_per_byte']:6.1f} FLOP per byte loaded, "
+              f"DRAM-only bound {v['dram_tflops']:4.0f} TFLOP/s")
+    b04, b05 = b[(128, 128)]["dram_tflops"], b[(256, 128)]["dram_tflops"]
+    glue("ch7b_bound_128", b04); glue("ch7b_bound_256", b05); glue("ch7b_dram_gbps", spec.dram_gbps)
+    out = {"bound_04": b04, "bound_05": b05}
+    r4 = (at or {}).get(("hgemm/04_register_prefetch", size))
+    ceiling = peaks.get("mma_m16n8k8", {}).get("tflops") if peaks.get("mma_m16n8k8") else None
+    if r4:
+        pred = min(b05, ceiling) if ceiling else b05
+        print(f"step 04 (128 x 128) measured {r4['tflops']:.0f} TFLOP/s at {size}, "
+              f"{r4['tflops'] / b04:.2f}x its tile's DRAM-only bound: part of its data come from L2")
+        print(f"prediction for step 05 (256 x 128): at most its DRAM-only bound, {pred:.0f} TFLOP/s"
+              + (f" (below the mma_m16n8k8 ceiling, {ceiling:.0f})" if ceiling else ""))
+        glue("ch7b_v4_over_bound", r4["tflops"] / b04); glue("ch7b_pred_05", pred)
+        out |= {"tflops_04": r4["tflops"], "pred_05": pred}
+    return out
 
 
 def integer_ops() -> None:
