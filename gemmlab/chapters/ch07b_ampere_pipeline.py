@@ -225,8 +225,8 @@ def why_it_stops() -> None:
     pw = h["power"]
     clock = {"s07_copyonly": pw["s07_copyonly"]["sm_mhz"], "s07_nocopy": pw["s07_nocopy"]["sm_mhz"],
              "s07_pipe": pw["s07_base"]["sm_mhz"]}
-    print(f"{h['gpu']}, step 07 at 8192 ({_config(h['params'])}, fragments pipelined: the lab's s07_pipe), "
-          f"one run of {h['date']}:")
+    print(f"{h['gpu']}, the lab kernel s07_pipe at 8192 (step 07 with fragments pipelined, {_config(h['params'])}; "
+          f"not step 07 itself), one run of {h['date']}:")
     print(f"  {'':28s} {'µs per block tile':>17s}  TFLOP/s  clock (power run)")
     for k, label in (("s07_copyonly", "copies, waits, barrier only"), ("s07_nocopy", "ldmatrix + mma only"),
                      ("s07_pipe", "the whole loop")):
