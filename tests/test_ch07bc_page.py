@@ -117,3 +117,10 @@ def test_tile_dram_bounds_are_flop_per_byte_times_bandwidth():
     peaks, _ = ch7b.ceilings(at)
     t = ch7b.tile_intensity(peaks, at)
     assert t["pred_05"] == min(t["bound_05"], peaks["mma_m16n8k8"]["tflops"]) and t["tflops_04"] > t["bound_04"]
+
+
+def test_tf32_gap_is_measured_against_the_ffma_probe_and_counts_sass_per_mma():
+    g = ch7b.tf32_gap(ch7b.tf32_records())
+    assert g["measured"] < 1 < g["predicted"] < 2  # slower than the FFMA probe, against a predicted 1.7x
+    for arch in ("sm_80", "sm_90"):
+        assert g[arch]["HMMA"] % 3 == 0 and g[arch]["feed_per_hmma"] > 1  # three mma per product, >1 feed op each

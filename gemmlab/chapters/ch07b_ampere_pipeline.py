@@ -338,6 +338,38 @@ def tf32_measure(at: dict) -> None:
     glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
 
 
+TF32_OPS = ["HMMA", "LDS", "LOP3", "FADD"]  # the mma, its 32-bit fragment loads, the split (mask, subtract) and sums
+
+
+def tf32_gap(at: dict, size: int = 4096) -> dict:
+    """Step 12's measured rate over the FFMA probe's (the fusion-tf32x3 probe run) against the predicted ratio, and
+    the static SASS of step 12 at its default tiles (compile-only, sm_80 and sm_90): how many instructions the
+    kernel holds per HMMA. Whole-kernel counts (loop, prologue, epilogue), not executed ones: step 12 has no
+    recorded profile. Glues what the prose quotes."""
+    peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]
+    ffma, tf32_mma = peaks["ffma"]["tflops"], peaks["mma_m16n8k8_tf32"]["tflops"]
+    out = {"predicted": tf32_mma / ffma / 3}
+    r = at.get(("sgemm/12_tf32x3", size))
+    if r:
+        out["measured"] = r["tflops"] / ffma
+        print(f"step 12 at {size}: {r['tflops']:.1f} TFLOP/s = {out['measured']:.2f}x the FFMA probe ({ffma:.1f}); "
+              f"predicted up to {out['predicted']:.1f}x")
+        glue("ch7b_sg12_over_ffma", out["measured"]); glue("ch7b_sg12_tflops", r["tflops"])
+    inst = gemmlab.instance("sgemm/12_tf32x3")
+    print(f"static SASS of step 12 ({', '.join(f'{k} {v}' for k, v in inst.params.items())}; compile-only, "
+          "whole kernel, not executed counts: no profile of step 12 is recorded):")
+    for arch in ("sm_80", "sm_90"):
+        sass = inst.sass(arch)
+        c = nvrtc.count_instructions(sass, TF32_OPS)
+        feed = (c["LDS"] + c["LOP3"] + c["FADD"]) / c["HMMA"]
+        print(f"  {arch}: " + ", ".join(f"{op} {n}" for op, n in c.items())
+              + f": {feed:.2f} LDS + LOP3 + FADD per HMMA")
+        out[arch] = c | {"feed_per_hmma": feed}
+        if arch == "sm_90":
+            glue("ch7b_sg12_feed_per_hmma", feed)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The pictures before each step's listing: schematic models (units of one tile's ldmatrix + mma),
 # not measurements.
