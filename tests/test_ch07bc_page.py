@@ -124,3 +124,14 @@ def test_tf32_gap_is_measured_against_the_ffma_probe_and_counts_sass_per_mma():
     assert g["measured"] < 1 < g["predicted"] < 2  # slower than the FFMA probe, against a predicted 1.7x
     for arch in ("sm_80", "sm_90"):
         assert g[arch]["HMMA"] % 3 == 0 and g[arch]["feed_per_hmma"] > 1  # three mma per product, >1 feed op each
+
+
+def test_ceilings_quote_the_ladder_figures_cublas_band_and_stage_predictions_rise():
+    recs, at = ch7b.records()
+    peaks, cublas = ch7b.ceilings(at)
+    ch7b.ladder(recs, at, peaks, cublas)
+    bars = plt.gcf().axes[0]
+    mid = [ln.get_ydata()[0] for ln in bars.lines if ln.get_linestyle() == "--" and ln.get_color() == "0.4"]
+    assert len(mid) == 1 and abs(mid[0] - cublas["fp16"]["tflops"]) < 1e-9  # text and figure: one centre line
+    s = ch7b.stage_predictions(at, peaks)
+    assert s[2] < s[3] < s[4] and abs(s[3] - ch7b.predict("hgemm/07_cp_async", at, peaks)["tflops"]) < 1e-9

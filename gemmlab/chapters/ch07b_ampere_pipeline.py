@@ -43,11 +43,12 @@ def records() -> tuple[list, dict]:
 def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
     """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16.
 
-    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside each step, `at` from
-    records()), so the ceilings and the steps are compared against one cuBLAS figure.
+    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside steps 03 to 07, `at` from
+    records(): the same calls as the ladder figure's band and dashed line), so the text and the figure quote one
+    cuBLAS figure.
     """
     peaks = hardware.measure_peaks()
-    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in NAMES]
+    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in STEPS]  # the figure's calls
     cublas = {"fp16": {"tflops": float(np.median(base)), "size": size}} if base else {}
     if peaks.get("ffma") and cublas:
         where = f"{peaks['gpu']} ({peaks['source']}, {peaks['date']})"
@@ -62,8 +63,8 @@ def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
         print(f"instruction ceilings on the {where}:")
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
-        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}: the median of the cuBLAS calls timed beside each step"
-              f" of the ladder's run, {min(base):.0f} to {max(base):.0f}; each step's % is against its own call)")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}: the median of the cuBLAS calls timed beside steps"
+              f" 03 to 07 of the ladder's run, {min(base):.0f} to {max(base):.0f}: the ladder figure's dashed line and band)")
         glue("ch7b_cublas_lo", min(base)); glue("ch7b_cublas_hi", max(base))
     else:
         for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
@@ -541,13 +542,14 @@ PREDICTED = {  # step: (the step whose record it starts from, the schedule of ch
 }
 
 
-def predict(step: str, at: dict, peaks: dict, size: int = 8192) -> dict | None:
+def predict(step: str, at: dict, peaks: dict, size: int = 8192, stages: int | None = None) -> dict | None:
     """A step's predicted TFLOP/s from the step before it (chapter 6's timeline model, pipeline.timeline): the
     previous step's record at `size` gives its time per unit of work; the math at the instruction's ceiling
     (kernels/probe/peak.cu) takes C of it and the wait for the tile L the rest (serial: T = L + C; one tile of
     look-ahead: T = max(L, C)). The new schedule then runs the same L and C: register_prefetch (one tile ahead) or
     cp_async with NUM_STAGES - 1 tiles ahead, at the new instruction's ceiling. Barriers cost nothing in the model,
-    so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>."""
+    so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>; with `stages` (cp_async only) it
+    predicts that NUM_STAGES instead of the step's default, quietly (no glue, no print)."""
     from . import pipeline
     prev, schedule, ceiling = PREDICTED[step]
     r = at.get((prev, size))
@@ -559,15 +561,33 @@ def predict(step: str, at: dict, peaks: dict, size: int = 8192) -> dict | None:
     load = t - c_prev if prev_schedule == "serial" else t  # one tile ahead: T = max(L, C), and T > C here
     c = 1 / peaks[ceiling]["tflops"]
     n = size // gemmlab.instance(step).params["BLOCK_K"]
-    stages = gemmlab.instance(step).params.get("NUM_STAGES", 2)
+    quiet = stages is not None
+    stages = stages or gemmlab.instance(step).params.get("NUM_STAGES", 2)
     per_tile = pipeline.total_time(schedule, tiles=n, load=load, compute=c, stages=stages) / n
     out = {"from": prev, "from_tflops": r["tflops"], "schedule": schedule, "ceiling": ceiling,
-           "ceiling_tflops": peaks[ceiling]["tflops"], "tflops": 1 / per_tile}
+           "ceiling_tflops": peaks[ceiling]["tflops"], "tflops": 1 / per_tile, "stages": stages}
+    if quiet:
+        return out
     v = step.split("/")[1][:2]
     glue(f"ch7b_pred_{v}", out["tflops"]); glue(f"ch7b_pred_{v}_from", r["tflops"])
     ahead = {"register_prefetch": "one tile ahead", "cp_async": f"{stages - 1} tiles ahead (NUM_STAGES = {stages})"}
     print(f"prediction for {step} at {size}: from {prev}'s {r['tflops']:.0f} TFLOP/s, the loads run {ahead[schedule]}"
           f", the math at the {ceiling} ceiling ({peaks[ceiling]['tflops']:.0f}): {out['tflops']:.0f} TFLOP/s")
+    return out
+
+
+def stage_predictions(at: dict, peaks: dict, size: int = 8192, stages=(2, 3, 4)) -> dict:
+    """Step 07 at NUM_STAGES = 2, 3, 4 in chapter 6's timeline model (from step 06's record, as predict()), before
+    the recorded sweep; glues ch7b_pred_07_s<N>."""
+    out = {}
+    for n in stages:
+        p = predict("hgemm/07_cp_async", at, peaks, size, stages=n)
+        if p is None:
+            return out
+        out[n] = p["tflops"]
+        glue(f"ch7b_pred_07_s{n}", p["tflops"])
+    print(f"timeline model, step 07 at {size} (from step 06's record, math at the mma_m16n8k16 ceiling): "
+          + ", ".join(f"NUM_STAGES {n}: {v:.0f} TFLOP/s" for n, v in out.items()))
     return out
 
 
