@@ -303,20 +303,23 @@ def gap_table() -> str:
     ser, ring = serial_prediction(), ring_prediction(4096)
     models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"]}
     p08 = step08_prediction()
+    spec = hardware.spec_for(GPU)
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
-             f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz",
-             f"{'step':19s} {'model':>5s} {'at clock':>9s} {'peak x clock x busy':>20s} {'measured':>9s}  top stall"]
+             f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz, derived: "
+             f"{spec.fp16_tensor_tflops:.0f} TFLOP/s / ({spec.sms} SMs x {TENSOR_FLOPS_PER_CLOCK} FLOP per SM per clock)",
+             f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s}  top stall"]
     for step, model in models.items():
         g = explain_gap(step, model)
         if g:
-            lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:9.0f} {g['peak_at_clock']:7.0f} x "
+            lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:18.0f} {g['peak_at_clock']:7.0f} x "
                          f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
     g = explain_gap("hgemm/08_wgmma", 0.0)
     if g and p08:  # step 08's prediction starts from step 03's record, so it is at the board's clock already
-        lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {p08['tflops']:9.0f} {g['peak_at_clock']:7.0f} x "
-                     f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
-        lines.append("(step 08's prediction: step 03's record / step 03's tensor-pipe busy share, at most the peak at "
-                     "the clock)")
+        lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {str(round(p08['tflops'])) + ' (from 03)':>18s} "
+                     f"{g['peak_at_clock']:7.0f} x {g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  "
+                     f"{g['stall']}")
+        lines.append("(from 03: step 08 has no model of its own; its prediction is step 03's record divided by step 03's "
+                     "tensor-pipe busy share, at most the peak at the clock, not a model scaled to the clock)")
     return "\n".join(lines)
 
 
@@ -371,6 +374,24 @@ def cublas_range(size: int, gpu: str = GPU, date: str = RUN_DATE) -> tuple[float
     return (min(rates), max(rates)) if rates else None
 
 
+def cublas_drift(size: int = 8192, gpu: str = GPU, date: str = RUN_DATE) -> dict | None:
+    """The cuBLAS calls timed beside this chapter's steps at `size` in the one run: their median, and the first and
+    the last call in the order the run recorded them (results/<gpu>.json; the hgemm steps, then the hopper track),
+    with how far cuBLAS fell between them; each step's TFLOP/s as a % of that median."""
+    recs = [r for r in results.load(gpu) if r.get("gpu") == gpu and str(r.get("date", "")).startswith(date)
+            and r["step"] in STEPS and r["m"] == size and r.get("baseline_tflops")]
+    if not recs:
+        return None
+    last = {r["step"]: r for r in recs}  # the last record per step, as one_run keeps
+    order = [r for r in recs if last[r["step"]] is r]
+    med = float(np.median([r["baseline_tflops"] for r in order]))
+    first, final = order[0], order[-1]
+    return {"median": med, "first": (first["step"], first["baseline_tflops"]),
+            "last": (final["step"], final["baseline_tflops"]),
+            "fall_pct": 100 * (1 - final["baseline_tflops"] / first["baseline_tflops"]),
+            "pct_of_median": {r["step"]: 100 * r["tflops"] / med for r in order}}
+
+
 def glue_all() -> None:
     """Every value the chapter's prose quotes: the GPU, each step's rate and % of cuBLAS with cuBLAS's own rate at
     4096 and 8192, the models' numbers and the profiler's."""
@@ -390,6 +411,12 @@ def glue_all() -> None:
         lohi = cublas_range(n)
         if lohi:
             glue(f"ch7c_cublas_{n}_lo", lohi[0]); glue(f"ch7c_cublas_{n}_hi", lohi[1])
+        d = cublas_drift(n)
+        if d:
+            glue(f"ch7c_cublas_{n}_median", d["median"]); glue(f"ch7c_cublas_{n}_fall_pct", d["fall_pct"])
+            glue(f"ch7c_cublas_{n}_first", d["first"][1]); glue(f"ch7c_cublas_{n}_last", d["last"][1])
+            for step, pct in d["pct_of_median"].items():
+                glue(f"ch7c_{KEYS[step]}_{n}_pct_med", pct)
     for key, k in (("v08_plain", gemmlab.kernel.edited("hgemm/08_wgmma", "setmaxnreg_inc<232>();", "", backend="cpu")),
                    ("h03", gemmlab.instance("hopper/03_tma_ring"))):
         res = k.resources("sm_90")  # compile only, as setmaxnreg_check
