@@ -135,3 +135,16 @@ def test_ceilings_quote_the_ladder_figures_cublas_band_and_stage_predictions_ris
     assert len(mid) == 1 and abs(mid[0] - cublas["fp16"]["tflops"]) < 1e-9  # text and figure: one centre line
     s = ch7b.stage_predictions(at, peaks)
     assert s[2] < s[3] < s[4] and abs(s[3] - ch7b.predict("hgemm/07_cp_async", at, peaks)["tflops"]) < 1e-9
+
+
+def test_7c_cublas_drift_and_stall_tables_show_what_the_prose_quotes():
+    d = ch7c.cublas_drift(8192)
+    rates = [r["baseline_tflops"] for r in ch7c.records() if r["m"] == 8192]
+    assert min(rates) <= d["median"] <= max(rates) and 5 < d["fall_pct"] < 20  # cuBLAS fell over the run
+    r08 = ch7c.at("hgemm/08_wgmma", 8192)
+    assert abs(d["pct_of_median"]["hgemm/08_wgmma"] - 100 * r08["tflops"] / d["median"]) < 1e-9
+    t = ch7c.stall_table(steps=("hopper/03_tma_ring",))
+    assert "barrier" in t and "long_scoreboard" in t  # the top stall and the one the prose quotes beside it
+    assert "(from 03)" in ch7c.gap_table() and "profiled" in ch7c.gap_table()
+    p = ch7c.serial_prediction()
+    assert p["sms"] == 132 and p["dram_gbps"] > 0 and p["peak_tflops"] > 900

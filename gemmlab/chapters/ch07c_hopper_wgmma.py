@@ -265,7 +265,8 @@ def serial_prediction(gpu: str = GPU, block_n: int = 256) -> dict:
     tile_bytes = (BLOCK_M + block_n) * BLOCK_K * 2
     copy = tile_bytes / (spec.dram_gbps * 1e9 / spec.sms) * 1e6
     c = k_tile_compute_us(gpu, block_n)
-    return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c,
+    return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c, "sms": spec.sms, "dram_gbps": spec.dram_gbps,
+            "peak_tflops": spec.fp16_tensor_tflops, "gpu": spec.name,
             "tflops": 2 * BLOCK_M * block_n * BLOCK_K * spec.sms / ((copy + c) * 1e-6) / 1e12}
 
 
@@ -474,6 +475,7 @@ def glue_all() -> None:
         fp = wave_footprint(8192 // BLOCK_M, 8192 // 256, g, hardware.spec_for(GPU).sms)
         glue(f"ch7c_fp_{key}_rows", fp["rows"]); glue(f"ch7c_fp_{key}_cols", fp["cols"])
         glue(f"ch7c_fp_{key}_kb", fp["kb_per_k_tile"])
+        glue(f"ch7c_fp_{key}_mb_wave", fp["kb_per_k_tile"] * (8192 // BLOCK_K) / 1024)  # all k tiles, once each
     for s in STEPS[1:]:
         prof = profiled(s)
         if prof:
