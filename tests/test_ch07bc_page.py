@@ -105,3 +105,46 @@ def test_tf32x3_picture_issues_three_mmas_and_drops_one():
 
 def test_step07_picture_keeps_wait_group_apart_from_the_barrier():
     assert ch7b.STEP07_LINE_OFFSET["wait_group"] != ch7b.STEP07_LINE_OFFSET["barrier"]
+
+
+def test_tile_dram_bounds_are_flop_per_byte_times_bandwidth():
+    b = ch7b.tile_bounds("NVIDIA H100 80GB HBM3")
+    spec = b.pop("spec")
+    assert b[(128, 128)]["flop_per_byte"] == 64 and abs(b[(256, 128)]["flop_per_byte"] - 256 / 3) < 1e-9
+    assert abs(b[(128, 128)]["dram_tflops"] - 64 * spec.dram_gbps / 1000) < 1e-9
+    assert 210 < b[(128, 128)]["dram_tflops"] < 220 and 280 < b[(256, 128)]["dram_tflops"] < 290
+    recs, at = ch7b.records()
+    peaks, _ = ch7b.ceilings(at)
+    t = ch7b.tile_intensity(peaks, at)
+    assert t["pred_05"] == min(t["bound_05"], peaks["mma_m16n8k8"]["tflops"]) and t["tflops_04"] > t["bound_04"]
+
+
+def test_tf32_gap_is_measured_against_the_ffma_probe_and_counts_sass_per_mma():
+    g = ch7b.tf32_gap(ch7b.tf32_records())
+    assert g["measured"] < 1 < g["predicted"] < 2  # slower than the FFMA probe, against a predicted 1.7x
+    for arch in ("sm_80", "sm_90"):
+        assert g[arch]["HMMA"] % 3 == 0 and g[arch]["feed_per_hmma"] > 1  # three mma per product, >1 feed op each
+
+
+def test_ceilings_quote_the_ladder_figures_cublas_band_and_stage_predictions_rise():
+    recs, at = ch7b.records()
+    peaks, cublas = ch7b.ceilings(at)
+    ch7b.ladder(recs, at, peaks, cublas)
+    bars = plt.gcf().axes[0]
+    mid = [ln.get_ydata()[0] for ln in bars.lines if ln.get_linestyle() == "--" and ln.get_color() == "0.4"]
+    assert len(mid) == 1 and abs(mid[0] - cublas["fp16"]["tflops"]) < 1e-9  # text and figure: one centre line
+    s = ch7b.stage_predictions(at, peaks)
+    assert s[2] < s[3] < s[4] and abs(s[3] - ch7b.predict("hgemm/07_cp_async", at, peaks)["tflops"]) < 1e-9
+
+
+def test_7c_cublas_drift_and_stall_tables_show_what_the_prose_quotes():
+    d = ch7c.cublas_drift(8192)
+    rates = [r["baseline_tflops"] for r in ch7c.records() if r["m"] == 8192]
+    assert min(rates) <= d["median"] <= max(rates) and 5 < d["fall_pct"] < 20  # cuBLAS fell over the run
+    r08 = ch7c.at("hgemm/08_wgmma", 8192)
+    assert abs(d["pct_of_median"]["hgemm/08_wgmma"] - 100 * r08["tflops"] / d["median"]) < 1e-9
+    t = ch7c.stall_table(steps=("hopper/03_tma_ring",))
+    assert "barrier" in t and "long_scoreboard" in t  # the top stall and the one the prose quotes beside it
+    assert "(from 03)" in ch7c.gap_table() and "profiled" in ch7c.gap_table()
+    p = ch7c.serial_prediction()
+    assert p["sms"] == 132 and p["dram_gbps"] > 0 and p["peak_tflops"] > 900

@@ -43,11 +43,12 @@ def records() -> tuple[list, dict]:
 def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
     """The instruction ceilings (kernels/probe/peak.cu): FFMA, mma.m16n8k8 and m16n8k16, beside cuBLAS fp16.
 
-    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside each step, `at` from
-    records()), so the ceilings and the steps are compared against one cuBLAS figure.
+    cuBLAS is the ladder's own run at `size` (the median of the rates timed beside steps 03 to 07, `at` from
+    records(): the same calls as the ladder figure's band and dashed line), so the text and the figure quote one
+    cuBLAS figure.
     """
     peaks = hardware.measure_peaks()
-    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in NAMES]
+    base = [r["baseline_tflops"] for (name, m), r in at.items() if m == size and name in STEPS]  # the figure's calls
     cublas = {"fp16": {"tflops": float(np.median(base)), "size": size}} if base else {}
     if peaks.get("ffma") and cublas:
         where = f"{peaks['gpu']} ({peaks['source']}, {peaks['date']})"
@@ -62,8 +63,8 @@ def ceilings(at: dict, size: int = 8192) -> tuple[dict, dict]:
         print(f"instruction ceilings on the {where}:")
         for key in ("ffma", "mma_m16n8k8", "mma_m16n8k16"):
             print(f"  {key:14s} {peaks[key]['tflops']:7.1f} TFLOP/s" if peaks.get(key) else f"  {key:14s} not available")
-        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}: the median of the cuBLAS calls timed beside each step"
-              f" of the ladder's run, {min(base):.0f} to {max(base):.0f}; each step's % is against its own call)")
+        print(f"  cuBLAS fp16    {fp16:7.1f} TFLOP/s (at {size}: the median of the cuBLAS calls timed beside steps"
+              f" 03 to 07 of the ladder's run, {min(base):.0f} to {max(base):.0f}: the ladder figure's dashed line and band)")
         glue("ch7b_cublas_lo", min(base)); glue("ch7b_cublas_hi", max(base))
     else:
         for key in ("peak_where", "peak_ffma", "peak_mma_m16n8k8", "peak_mma_m16n8k16", "cublas_fp16",
@@ -94,15 +95,47 @@ def sass_order(names=("hgemm/03_swizzled", "hgemm/04_register_prefetch")) -> Non
         print(f"{name:27s} {order[:110]} ...")
 
 
-def tile_intensity(peaks: dict) -> None:
-    """The prediction for step 05: FLOP per byte loaded of each block tile, against the GPUs' balance points."""
+TILES = [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]
+
+
+def tile_bounds(gpu: str | None = None) -> dict:
+    """Each block tile's FLOP per byte loaded (BM·BN/(BM+BN)) and its DRAM-only bound on `gpu` (the records' GPU,
+    H100 by default): FLOP/B x the spec's DRAM bandwidth, in TFLOP/s (every byte from DRAM, none from L2)."""
+    spec = hardware.spec_for(gpu or "H100")
+    return {(bm, bn): {"flop_per_byte": bm * bn / (bm + bn),
+                       "dram_tflops": bm * bn / (bm + bn) * spec.dram_gbps * 1e9 / 1e12}
+            for bm, bn in TILES} | {"spec": spec}
+
+
+def tile_intensity(peaks: dict, at: dict | None = None, size: int = 8192) -> dict:
+    """The prediction for step 05: FLOP per byte loaded of each block tile and its DRAM-only bound (FLOP/B x the
+    GPU's DRAM bandwidth), against the balance points; step 04's measured rate beside its tile's bound, and step
+    05's prediction (its tile's DRAM-only bound, below the mma.m16n8k8 ceiling). Glues what the prose quotes."""
     for gpu in ("T4", peaks.get("gpu") or "H100"):
         spec = hardware.spec_for(gpu)
         if spec:
             print(f"{spec.name}: tensor-core balance point "
                   f"{hardware.balance_point(spec.fp16_tensor_tflops, spec.dram_gbps):.0f} FLOP/B (DRAM, spec)")
-    for bm, bn in [(64, 64), (128, 64), (128, 128), (256, 128), (256, 256)]:
-        print(f"block tile {bm:3d} x {bn:3d}: {bm * bn / (bm + bn):6.1f} FLOP per byte loaded")
+    b = tile_bounds(peaks.get("gpu"))
+    spec = b.pop("spec")
+    print(f"DRAM-only bound on the {spec.name} = FLOP/B x {spec.dram_gbps:.0f} GB/s (spec; every byte from DRAM):")
+    for (bm, bn), v in b.items():
+        print(f"block tile {bm:3d} x {bn:3d}: {v['flop_per_byte']:6.1f} FLOP per byte loaded, "
+              f"DRAM-only bound {v['dram_tflops']:4.0f} TFLOP/s")
+    b04, b05 = b[(128, 128)]["dram_tflops"], b[(256, 128)]["dram_tflops"]
+    glue("ch7b_bound_128", b04); glue("ch7b_bound_256", b05); glue("ch7b_dram_gbps", spec.dram_gbps)
+    out = {"bound_04": b04, "bound_05": b05}
+    r4 = (at or {}).get(("hgemm/04_register_prefetch", size))
+    ceiling = peaks.get("mma_m16n8k8", {}).get("tflops") if peaks.get("mma_m16n8k8") else None
+    if r4:
+        pred = min(b05, ceiling) if ceiling else b05
+        print(f"step 04 (128 x 128) measured {r4['tflops']:.0f} TFLOP/s at {size}, "
+              f"{r4['tflops'] / b04:.2f}x its tile's DRAM-only bound: part of its data come from L2")
+        print(f"prediction for step 05 (256 x 128): at most its DRAM-only bound, {pred:.0f} TFLOP/s"
+              + (f" (below the mma_m16n8k8 ceiling, {ceiling:.0f})" if ceiling else ""))
+        glue("ch7b_v4_over_bound", r4["tflops"] / b04); glue("ch7b_pred_05", pred)
+        out |= {"tflops_04": r4["tflops"], "pred_05": pred}
+    return out
 
 
 def integer_ops() -> None:
@@ -193,8 +226,8 @@ def why_it_stops() -> None:
     pw = h["power"]
     clock = {"s07_copyonly": pw["s07_copyonly"]["sm_mhz"], "s07_nocopy": pw["s07_nocopy"]["sm_mhz"],
              "s07_pipe": pw["s07_base"]["sm_mhz"]}
-    print(f"{h['gpu']}, step 07 at 8192 ({_config(h['params'])}, fragments pipelined: the lab's s07_pipe), "
-          f"one run of {h['date']}:")
+    print(f"{h['gpu']}, the lab kernel s07_pipe at 8192 (step 07 with fragments pipelined, {_config(h['params'])}; "
+          f"not step 07 itself), one run of {h['date']}:")
     print(f"  {'':28s} {'µs per block tile':>17s}  TFLOP/s  clock (power run)")
     for k, label in (("s07_copyonly", "copies, waits, barrier only"), ("s07_nocopy", "ldmatrix + mma only"),
                      ("s07_pipe", "the whole loop")):
@@ -304,6 +337,38 @@ def tf32_measure(at: dict) -> None:
               f"WARP {p['WARP_M']}x{p['WARP_N']}  NUM_STAGES {p['NUM_STAGES']}  ({r['date']})")
     print(gemmlab.results.timing_note(sweep))
     glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
+
+
+TF32_OPS = ["HMMA", "LDS", "LOP3", "FADD"]  # the mma, its 32-bit fragment loads, the split (mask, subtract) and sums
+
+
+def tf32_gap(at: dict, size: int = 4096) -> dict:
+    """Step 12's measured rate over the FFMA probe's (the fusion-tf32x3 probe run) against the predicted ratio, and
+    the static SASS of step 12 at its default tiles (compile-only, sm_80 and sm_90): how many instructions the
+    kernel holds per HMMA. Whole-kernel counts (loop, prologue, epilogue), not executed ones: step 12 has no
+    recorded profile. Glues what the prose quotes."""
+    peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]
+    ffma, tf32_mma = peaks["ffma"]["tflops"], peaks["mma_m16n8k8_tf32"]["tflops"]
+    out = {"predicted": tf32_mma / ffma / 3}
+    r = at.get(("sgemm/12_tf32x3", size))
+    if r:
+        out["measured"] = r["tflops"] / ffma
+        print(f"step 12 at {size}: {r['tflops']:.1f} TFLOP/s = {out['measured']:.2f}x the FFMA probe ({ffma:.1f}); "
+              f"predicted up to {out['predicted']:.1f}x")
+        glue("ch7b_sg12_over_ffma", out["measured"]); glue("ch7b_sg12_tflops", r["tflops"])
+    inst = gemmlab.instance("sgemm/12_tf32x3")
+    print(f"static SASS of step 12 ({', '.join(f'{k} {v}' for k, v in inst.params.items())}; compile-only, "
+          "whole kernel, not executed counts: no profile of step 12 is recorded):")
+    for arch in ("sm_80", "sm_90"):
+        sass = inst.sass(arch)
+        c = nvrtc.count_instructions(sass, TF32_OPS)
+        feed = (c["LDS"] + c["LOP3"] + c["FADD"]) / c["HMMA"]
+        print(f"  {arch}: " + ", ".join(f"{op} {n}" for op, n in c.items())
+              + f": {feed:.2f} LDS + LOP3 + FADD per HMMA")
+        out[arch] = c | {"feed_per_hmma": feed}
+        if arch == "sm_90":
+            glue("ch7b_sg12_feed_per_hmma", feed)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,13 +542,14 @@ PREDICTED = {  # step: (the step whose record it starts from, the schedule of ch
 }
 
 
-def predict(step: str, at: dict, peaks: dict, size: int = 8192) -> dict | None:
+def predict(step: str, at: dict, peaks: dict, size: int = 8192, stages: int | None = None) -> dict | None:
     """A step's predicted TFLOP/s from the step before it (chapter 6's timeline model, pipeline.timeline): the
     previous step's record at `size` gives its time per unit of work; the math at the instruction's ceiling
     (kernels/probe/peak.cu) takes C of it and the wait for the tile L the rest (serial: T = L + C; one tile of
     look-ahead: T = max(L, C)). The new schedule then runs the same L and C: register_prefetch (one tile ahead) or
     cp_async with NUM_STAGES - 1 tiles ahead, at the new instruction's ceiling. Barriers cost nothing in the model,
-    so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>."""
+    so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>; with `stages` (cp_async only) it
+    predicts that NUM_STAGES instead of the step's default, quietly (no glue, no print)."""
     from . import pipeline
     prev, schedule, ceiling = PREDICTED[step]
     r = at.get((prev, size))
@@ -495,15 +561,33 @@ def predict(step: str, at: dict, peaks: dict, size: int = 8192) -> dict | None:
     load = t - c_prev if prev_schedule == "serial" else t  # one tile ahead: T = max(L, C), and T > C here
     c = 1 / peaks[ceiling]["tflops"]
     n = size // gemmlab.instance(step).params["BLOCK_K"]
-    stages = gemmlab.instance(step).params.get("NUM_STAGES", 2)
+    quiet = stages is not None
+    stages = stages or gemmlab.instance(step).params.get("NUM_STAGES", 2)
     per_tile = pipeline.total_time(schedule, tiles=n, load=load, compute=c, stages=stages) / n
     out = {"from": prev, "from_tflops": r["tflops"], "schedule": schedule, "ceiling": ceiling,
-           "ceiling_tflops": peaks[ceiling]["tflops"], "tflops": 1 / per_tile}
+           "ceiling_tflops": peaks[ceiling]["tflops"], "tflops": 1 / per_tile, "stages": stages}
+    if quiet:
+        return out
     v = step.split("/")[1][:2]
     glue(f"ch7b_pred_{v}", out["tflops"]); glue(f"ch7b_pred_{v}_from", r["tflops"])
     ahead = {"register_prefetch": "one tile ahead", "cp_async": f"{stages - 1} tiles ahead (NUM_STAGES = {stages})"}
     print(f"prediction for {step} at {size}: from {prev}'s {r['tflops']:.0f} TFLOP/s, the loads run {ahead[schedule]}"
           f", the math at the {ceiling} ceiling ({peaks[ceiling]['tflops']:.0f}): {out['tflops']:.0f} TFLOP/s")
+    return out
+
+
+def stage_predictions(at: dict, peaks: dict, size: int = 8192, stages=(2, 3, 4)) -> dict:
+    """Step 07 at NUM_STAGES = 2, 3, 4 in chapter 6's timeline model (from step 06's record, as predict()), before
+    the recorded sweep; glues ch7b_pred_07_s<N>."""
+    out = {}
+    for n in stages:
+        p = predict("hgemm/07_cp_async", at, peaks, size, stages=n)
+        if p is None:
+            return out
+        out[n] = p["tflops"]
+        glue(f"ch7b_pred_07_s{n}", p["tflops"])
+    print(f"timeline model, step 07 at {size} (from step 06's record, math at the mma_m16n8k16 ceiling): "
+          + ", ".join(f"NUM_STAGES {n}: {v:.0f} TFLOP/s" for n, v in out.items()))
     return out
 
 

@@ -265,7 +265,8 @@ def serial_prediction(gpu: str = GPU, block_n: int = 256) -> dict:
     tile_bytes = (BLOCK_M + block_n) * BLOCK_K * 2
     copy = tile_bytes / (spec.dram_gbps * 1e9 / spec.sms) * 1e6
     c = k_tile_compute_us(gpu, block_n)
-    return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c,
+    return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c, "sms": spec.sms, "dram_gbps": spec.dram_gbps,
+            "peak_tflops": spec.fp16_tensor_tflops, "gpu": spec.name,
             "tflops": 2 * BLOCK_M * block_n * BLOCK_K * spec.sms / ((copy + c) * 1e-6) / 1e12}
 
 
@@ -293,7 +294,15 @@ def explain_gap(step: str, model_tflops: float, size: int = 4096) -> dict | None
     peak = hardware.spec_for(GPU).fp16_tensor_tflops
     return {"model": model_tflops, "at_clock": model_tflops * scale, "busy_pct": prof["tensor_pct"],
             "peak_at_clock": peak * scale, "busy_bound": peak * scale * prof["tensor_pct"] / 100,
-            "measured": r["tflops"], "stall": prof["stalls"][0][0]}
+            "measured": r["tflops"], "stall": prof["stalls"][0][0], "profiled": profiled_tflops(step, size)}
+
+
+def profiled_tflops(step: str, size: int = 4096) -> float | None:
+    """The TFLOP/s of the one launch Nsight Compute profiled (gpu__time_duration, ns), to set beside the benchmark's
+    median: the busy shares come from that launch, not from the benchmark's."""
+    m = profile.load(GPU).get(step) or {}
+    ns = m.get("gpu__time_duration.sum")
+    return 2 * size ** 3 / (ns * 1e-9) / 1e12 if ns else None
 
 
 def gap_table() -> str:
@@ -303,20 +312,25 @@ def gap_table() -> str:
     ser, ring = serial_prediction(), ring_prediction(4096)
     models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"]}
     p08 = step08_prediction()
+    spec = hardware.spec_for(GPU)
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
-             f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz",
-             f"{'step':19s} {'model':>5s} {'at clock':>9s} {'peak x clock x busy':>20s} {'measured':>9s}  top stall"]
+             f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz, derived: "
+             f"{spec.fp16_tensor_tflops:.0f} TFLOP/s / ({spec.sms} SMs x {TENSOR_FLOPS_PER_CLOCK} FLOP per SM per clock)",
+             f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s} {'profiled':>9s}  top stall"]
     for step, model in models.items():
         g = explain_gap(step, model)
         if g:
-            lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:9.0f} {g['peak_at_clock']:7.0f} x "
-                         f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
+            lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:18.0f} {g['peak_at_clock']:7.0f} x "
+                         f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} {g['profiled']:9.0f}  {g['stall']}")
     g = explain_gap("hgemm/08_wgmma", 0.0)
     if g and p08:  # step 08's prediction starts from step 03's record, so it is at the board's clock already
-        lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {p08['tflops']:9.0f} {g['peak_at_clock']:7.0f} x "
-                     f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f}  {g['stall']}")
-        lines.append("(step 08's prediction: step 03's record / step 03's tensor-pipe busy share, at most the peak at "
-                     "the clock)")
+        lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {str(round(p08['tflops'])) + ' (from 03)':>18s} "
+                     f"{g['peak_at_clock']:7.0f} x {g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} "
+                     f"{g['profiled']:9.0f}  {g['stall']}")
+        lines.append("(from 03: step 08 has no model of its own; its prediction is step 03's record divided by step 03's "
+                     "tensor-pipe busy share, at most the peak at the clock, not a model scaled to the clock)\n"
+                     "measured: the benchmark's median; profiled: the one launch Nsight Compute timed, whose busy "
+                     "share the table uses (its clock is not recorded)")
     return "\n".join(lines)
 
 
@@ -340,13 +354,21 @@ def profiled(step: str, gpu: str = GPU) -> dict | None:
             "registers": m.get("launch__registers_per_thread")}
 
 
-def stall_table(upto: str = STEPS[-1]) -> str:
-    """Nsight Compute at 4096, the new steps up to `upto`: the tensor pipe's busy share and the top three stalls."""
+def stall_table(upto: str = STEPS[-1], steps=None, also=("barrier", "long_scoreboard")) -> str:
+    """Nsight Compute at 4096 (results/<gpu>.ncu.json, one launch each): the tensor pipe's busy share, the top three
+    stalls, and the stalls in `also` where they are not among the three (the prose quotes them). `steps` (any steps
+    profiled in the run, chapter 7d's included) or the new steps up to `upto`."""
+    steps = list(steps) if steps else list(STEPS[1:STEPS.index(upto) + 1])
     lines = [f"{'step (ncu, 4096, ' + GPU + ')':38s} {'tensor pipe':>11s}  top stalls (warps per issued instruction)"]
-    for s in STEPS[1:STEPS.index(upto) + 1]:
+    for s in steps:
         p = profiled(s)
-        lines.append(f"{s:38s} " + (f"{p['tensor_pct']:10.0f}%  " + ", ".join(f"{k} {v:.1f}" for k, v in p["stalls"])
-                                    if p else "recorded data missing"))
+        if not p:
+            lines.append(f"{s:38s} recorded data missing")
+            continue
+        top = [k for k, _ in p["stalls"]]
+        more = {k: v for k, v in stall_values(s, also).items() if k not in top and v is not None}
+        lines.append(f"{s:38s} {p['tensor_pct']:10.0f}%  " + ", ".join(f"{k} {v:.1f}" for k, v in p["stalls"])
+                     + ("; " + ", ".join(f"{k} {v:.1f}" for k, v in more.items()) if more else ""))
     return "\n".join(lines)
 
 
@@ -371,6 +393,24 @@ def cublas_range(size: int, gpu: str = GPU, date: str = RUN_DATE) -> tuple[float
     return (min(rates), max(rates)) if rates else None
 
 
+def cublas_drift(size: int = 8192, gpu: str = GPU, date: str = RUN_DATE) -> dict | None:
+    """The cuBLAS calls timed beside this chapter's steps at `size` in the one run: their median, and the first and
+    the last call in the order the run recorded them (results/<gpu>.json; the hgemm steps, then the hopper track),
+    with how far cuBLAS fell between them; each step's TFLOP/s as a % of that median."""
+    recs = [r for r in results.load(gpu) if r.get("gpu") == gpu and str(r.get("date", "")).startswith(date)
+            and r["step"] in STEPS and r["m"] == size and r.get("baseline_tflops")]
+    if not recs:
+        return None
+    last = {r["step"]: r for r in recs}  # the last record per step, as one_run keeps
+    order = [r for r in recs if last[r["step"]] is r]
+    med = float(np.median([r["baseline_tflops"] for r in order]))
+    first, final = order[0], order[-1]
+    return {"median": med, "first": (first["step"], first["baseline_tflops"]),
+            "last": (final["step"], final["baseline_tflops"]),
+            "fall_pct": 100 * (1 - final["baseline_tflops"] / first["baseline_tflops"]),
+            "pct_of_median": {r["step"]: 100 * r["tflops"] / med for r in order}}
+
+
 def glue_all() -> None:
     """Every value the chapter's prose quotes: the GPU, each step's rate and % of cuBLAS with cuBLAS's own rate at
     4096 and 8192, the models' numbers and the profiler's."""
@@ -390,6 +430,12 @@ def glue_all() -> None:
         lohi = cublas_range(n)
         if lohi:
             glue(f"ch7c_cublas_{n}_lo", lohi[0]); glue(f"ch7c_cublas_{n}_hi", lohi[1])
+        d = cublas_drift(n)
+        if d:
+            glue(f"ch7c_cublas_{n}_median", d["median"]); glue(f"ch7c_cublas_{n}_fall_pct", d["fall_pct"])
+            glue(f"ch7c_cublas_{n}_first", d["first"][1]); glue(f"ch7c_cublas_{n}_last", d["last"][1])
+            for step, pct in d["pct_of_median"].items():
+                glue(f"ch7c_{KEYS[step]}_{n}_pct_med", pct)
     for key, k in (("v08_plain", gemmlab.kernel.edited("hgemm/08_wgmma", "setmaxnreg_inc<232>();", "", backend="cpu")),
                    ("h03", gemmlab.instance("hopper/03_tma_ring"))):
         res = k.resources("sm_90")  # compile only, as setmaxnreg_check
@@ -422,10 +468,14 @@ def glue_all() -> None:
         if g:
             glue(f"ch7c_{key}_at_clock", g["at_clock"]); glue(f"ch7c_{key}_busy_bound", g["busy_bound"])
             glue("ch7c_peak_at_clock", g["peak_at_clock"])
+    ratios = [g["profiled"] / g["measured"] for g in (explain_gap(st, 0.0) for st in STEPS[1:]) if g and g["profiled"]]
+    if ratios:
+        glue("ch7c_prof_over_bench_lo", 100 * (min(ratios) - 1)); glue("ch7c_prof_over_bench_hi", 100 * (max(ratios) - 1))
     for g, key in ((1, "row"), (16, "band")):
         fp = wave_footprint(8192 // BLOCK_M, 8192 // 256, g, hardware.spec_for(GPU).sms)
         glue(f"ch7c_fp_{key}_rows", fp["rows"]); glue(f"ch7c_fp_{key}_cols", fp["cols"])
         glue(f"ch7c_fp_{key}_kb", fp["kb_per_k_tile"])
+        glue(f"ch7c_fp_{key}_mb_wave", fp["kb_per_k_tile"] * (8192 // BLOCK_K) / 1024)  # all k tiles, once each
     for s in STEPS[1:]:
         prof = profiled(s)
         if prof:
