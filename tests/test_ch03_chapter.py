@@ -137,3 +137,12 @@ def test_block_sweep_draws_the_records_against_the_model():
     assert [tuple(o) for o in ax.collections[0].get_offsets()] == [(0, 11.0), (1, 11.0)]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "32"]
     plt.close("all")
+
+
+def test_sweep_profile_reads_the_h200_records_per_tile_edge():
+    prof = ch3.sweep_profile()
+    if 8 not in prof or 32 not in prof:
+        pytest.skip("no profiler record of step 03 per tile edge")
+    assert prof[8]["long_scoreboard"] > prof[32]["long_scoreboard"]   # the small tile waits on global loads
+    assert prof[8]["dram_gb"] > prof[32]["dram_gb"]
+    plt.close("all")
