@@ -213,7 +213,7 @@ def predict(records: list) -> None:
     peak = spec.fp32_tflops if spec else float("nan")
     cap = peak / v2["tflops"] if v2 else float("nan")
     glue("ch3_ratio", ratio); glue("ch3_peak", peak); glue("ch3_peak_cap", cap)
-    glue("ch3_bound", min(ratio, cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
+    glue("ch3_bound", min(sec_ratio(), cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
     sec2, sec3 = sector_bytes()
     glue("ch3_words02_gb", before / 1e9)
     glue("ch3_sec02_gb", sec2 / 1e9); glue("ch3_sec03_gb", sec3 / 1e9); glue("ch3_sec_ratio", sec2 / sec3)
@@ -222,7 +222,7 @@ def predict(records: list) -> None:
     print(f"in 32-byte sectors (chapter 2's model: step 02's A read is one sector for the warp): step 02 "
           f"{sec2 / 1e9:.0f} GB, step 03 {sec3 / 1e9:.1f} GB: {sec2 / sec3:.0f}x less")
     if v2:
-        print(f"bound on step 03 / step 02: {ratio:.0f}x if time followed requested bytes; the "
+        print(f"bound on step 03 / step 02: {sec2 / sec3:.0f}x if time followed requested sectors; the "
               f"{spec.name if spec else v2['gpu']}'s FP32 peak ({peak:g} TFLOP/s) caps it at {cap:.1f}x "
               f"(step 02: {v2['tflops']:.2f} TFLOP/s)")
     smem = shared_bound(peak, READS_PER_FFMA)
@@ -232,6 +232,33 @@ def predict(records: list) -> None:
     print(f"shared-memory bound: {READS_PER_FFMA} reads of 1 wavefront per warp FFMA, {WAVEFRONTS_PER_CYCLE} "
           f"wavefront and {FFMA_PER_CYCLE} warp FFMAs per SM per cycle: peak / "
           f"{FFMA_PER_CYCLE * READS_PER_FFMA // WAVEFRONTS_PER_CYCLE} = {smem:.1f} TFLOP/s")
+
+
+ASSUMED_WAVES_PER_WIDE = 2  # the prediction's assumption for an LDS.128 whose lanes all read one 16-byte piece
+
+
+def predict_compiled(records: list) -> None:
+    """The prediction from the compiled loop (sm_90 SASS, compile-only, no GPU): a warp's shared loads per tile
+    (LDS of sB, LDS.128 of sA) at one wavefront per LDS and ASSUMED_WAVES_PER_WIDE per LDS.128 (an assumption:
+    chapter 5 measures the hardware's merging), wavefronts per FFMA, the shared-memory bound on the records' GPU."""
+    v2 = next((r for r in records if r["step"] == STEPS[0] and r["m"] == SIZE), None)
+    spec = hardware.spec_for(v2["gpu"]) if v2 else None
+    peak = spec.fp32_tflops if spec else float("nan")
+    m = block_model(BLOCK, peak, per_wide=ASSUMED_WAVES_PER_WIDE)
+    glue("ch3_pred_lds", m["lds"]); glue("ch3_pred_lds128", m["lds128"]); glue("ch3_pred_ffma", m["ffma"])
+    glue("ch3_pred_wide_waves", ASSUMED_WAVES_PER_WIDE); glue("ch3_pred_per_ffma", m["per_ffma"])
+    glue("ch3_pred_div", m["div"]); glue("ch3_pred_bound", m["bound"])
+    print(f"step 03's loop compiled for sm_90 (NVRTC {nvrtc.version()}), per warp and tile of {BLOCK}: "
+          f"{m['lds']} LDS (sB) + {m['lds128']} LDS.128 (sA) for {m['ffma']} FFMA")
+    print(f"assumed: 1 wavefront per LDS, {ASSUMED_WAVES_PER_WIDE} per LDS.128: ({m['lds']} x 1 + {m['lds128']} x "
+          f"{ASSUMED_WAVES_PER_WIDE}) / {m['ffma']} = {m['per_ffma']:.1f} wavefronts per FFMA, so shared memory "
+          f"bounds step 03 at peak / {m['div']:.0f} = {m['bound']:.1f} TFLOP/s")
+
+
+def sec_ratio() -> float:
+    """How many times fewer global sectors step 03 requests than step 02 at SIZE^3 (chapter 2's sector model)."""
+    sec2, sec3 = sector_bytes()
+    return sec2 / sec3
 
 
 def sector_bytes(size: int = SIZE, block: int = BLOCK) -> tuple[int, int]:
@@ -261,6 +288,8 @@ def ladder(records: list) -> None:
         spec = hardware.spec_for(v3["gpu"])
         smem = shared_bound(spec.fp32_tflops if spec else float("nan"), READS_PER_FFMA)
         glue("ch3_v3_of_smem_bound", 100 * v3["tflops"] / smem)
+        compiled = block_model(BLOCK, spec.fp32_tflops if spec else float("nan"), per_wide=ASSUMED_WAVES_PER_WIDE)
+        glue("ch3_v3_of_pred_bound", 100 * v3["tflops"] / compiled["bound"])
     plots.ladder(records, STEPS, size=SIZE)
     plt.tight_layout()
     plt.show()
