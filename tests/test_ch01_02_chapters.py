@@ -149,3 +149,12 @@ def test_chapter2_starts_from_cublas_only(capsys):
     ch2.where_we_are()
     out = capsys.readouterr().out
     assert "no kernel of ours yet" in out and not any(s in out for s in ch2.STEPS)
+
+
+def test_line_model_bounds_step_01_and_the_speedup(capsys):
+    from gemmlab.chapters import ch02_coalescing as ch2
+    assert ch2.lines_per_k_step("naive") == 33 and ch2.lines_per_k_step("coalesced") == 2
+    assert ch2.line_bound("naive", "NVIDIA H100 80GB HBM3") == pytest.approx(64 / 33 * 132 * 1980e6 / 1e12)
+    ch2.predict_lines(gpu="NVIDIA H100 80GB HBM3")
+    out = capsys.readouterr().out
+    assert "step 01 <= 0.51 TFLOP/s" in out and "up to 16.5x faster" in out
