@@ -158,3 +158,15 @@ def test_line_model_bounds_step_01_and_the_speedup(capsys):
     ch2.predict_lines(gpu="NVIDIA H100 80GB HBM3")
     out = capsys.readouterr().out
     assert "step 01 <= 0.51 TFLOP/s" in out and "up to 16.5x faster" in out
+
+
+def test_waves_picture_deals_ten_blocks_to_four_sms_in_three_waves():
+    assert ch1.wave_of(10, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    ax = ch1.draw_waves(10, 4)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [f"block {b}" for b in range(10)]
+    dashed = [p for p in ax.patches if not p.get_fill()]
+    assert len(dashed) == 2                        # the last wave's two empty SM slots
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["wave 1", "wave 2", "wave 3"]
+    assert "3 waves, the last 2 of 4" in ax.get_title()
+    plt.close("all")
