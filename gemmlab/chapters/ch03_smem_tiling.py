@@ -478,6 +478,10 @@ def power_of_two(records: list | None = None, odd: int = 31) -> None:
     glue("ch3_p2_meas_31", hit[0]["tflops"] if hit[0] else float("nan"))
     glue("ch3_p2_meas_32", hit[1]["tflops"] if hit[1] else float("nan"))
     glue("ch3_p2_meas_ratio", hit[0]["tflops"] / hit[1]["tflops"] if all(hit) else float("nan"))
+    prof = sweep_profile((odd, BLOCK), quiet=True)
+    for b, key in ((odd, "31"), (BLOCK, "32")):
+        glue(f"ch3_p2_mio_{key}", prof[b]["mio"] if b in prof else float("nan"))
+        glue(f"ch3_p2_ls_{key}", prof[b]["long_scoreboard"] if b in prof else float("nan"))
     print(f"prediction, BLOCK = {odd}: {m_odd['lds']} LDS x {m_odd['lds_waves']} wavefront (bank model) per "
           f"{m_odd['ffma']} FFMA = {m_odd['per_ffma']:.0f} wavefronts per FFMA;\n  shared memory bounds it at peak / "
           f"{m_odd['div']:.0f} = {m_odd['bound']:.1f} TFLOP/s, against BLOCK = {BLOCK}'s peak / {m_32['div']:.0f} = "
@@ -545,7 +549,7 @@ def draw_block_sweep(sweep: list, model: list[dict]):
 SWEEP_PROFILE = "sgemm/03_smem_tiling<BLOCK={}>"  # the profiler's key of step 03 at one tile edge
 
 
-def sweep_profile(blocks=(8, 16, 31, 32)) -> dict[int, dict[str, float]]:
+def sweep_profile(blocks=(8, 16, 31, 32), quiet: bool = False) -> dict[int, dict[str, float]]:
     """The profiler's record of step 03 at each tile edge (one launch at 4096 on the H200): long-scoreboard and
     MIO-throttle stalls (warps per issued instruction), L1 hit rate of the global loads, DRAM bytes read. Prints a
     row per tile edge; returns {BLOCK: figures}, empty where no record."""
@@ -559,7 +563,7 @@ def sweep_profile(blocks=(8, 16, 31, 32)) -> dict[int, dict[str, float]]:
         out[b] = {"long_scoreboard": stalls.get("long_scoreboard", 0.0), "mio": stalls.get("mio_throttle", 0.0),
                   "l1": m["l1tex__t_sector_hit_rate.pct"], "dram_gb": m["dram__bytes_read.sum"] / 1e9,
                   "ms": m["gpu__time_duration.sum"] / 1e6}
-    if out:
+    if out and not quiet:
         print(f"Nsight Compute, one launch per tile edge at {SIZE} on the {COUNTERS_GPU}:")
         print(f"{'BLOCK':>5s} {'time ms':>8s} {'long_scoreboard':>15s} {'mio_throttle':>12s} {'L1 hit':>7s} "
               f"{'DRAM rd GB':>10s}")
