@@ -149,3 +149,24 @@ def test_chapter2_starts_from_cublas_only(capsys):
     ch2.where_we_are()
     out = capsys.readouterr().out
     assert "no kernel of ours yet" in out and not any(s in out for s in ch2.STEPS)
+
+
+def test_line_model_bounds_step_01_and_the_speedup(capsys):
+    from gemmlab.chapters import ch02_coalescing as ch2
+    assert ch2.lines_per_k_step("naive") == 33 and ch2.lines_per_k_step("coalesced") == 2
+    assert ch2.line_bound("naive", "NVIDIA H100 80GB HBM3") == pytest.approx(64 / 33 * 132 * 1980e6 / 1e12)
+    ch2.predict_lines(gpu="NVIDIA H100 80GB HBM3")
+    out = capsys.readouterr().out
+    assert "step 01 <= 0.51 TFLOP/s" in out and "up to 16.5x faster" in out
+
+
+def test_waves_picture_deals_ten_blocks_to_four_sms_in_three_waves():
+    assert ch1.wave_of(10, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    ax = ch1.draw_waves(10, 4)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [f"block {b}" for b in range(10)]
+    dashed = [p for p in ax.patches if not p.get_fill()]
+    assert len(dashed) == 2                        # the last wave's two empty SM slots
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["wave 1", "wave 2", "wave 3"]
+    assert "3 waves, the last 2 of 4" in ax.get_title()
+    plt.close("all")

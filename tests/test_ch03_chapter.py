@@ -137,3 +137,26 @@ def test_block_sweep_draws_the_records_against_the_model():
     assert [tuple(o) for o in ax.collections[0].get_offsets()] == [(0, 11.0), (1, 11.0)]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "32"]
     plt.close("all")
+
+
+def test_sweep_profile_reads_the_h200_records_per_tile_edge():
+    prof = ch3.sweep_profile()
+    if 8 not in prof or 32 not in prof:
+        pytest.skip("no profiler record of step 03 per tile edge")
+    assert prof[8]["long_scoreboard"] > prof[32]["long_scoreboard"]   # the small tile waits on global loads
+    assert prof[8]["dram_gb"] > prof[32]["dram_gb"]
+    plt.close("all")
+
+
+def test_predict_compiled_counts_the_loop_and_assumes_two_wavefronts_per_lds128(capsys):
+    ch3.predict_compiled([{"step": ch3.STEPS[0], "m": ch3.SIZE, "gpu": "NVIDIA H100 80GB HBM3", "tflops": 6.0}])
+    out = capsys.readouterr().out
+    assert "32 LDS (sB) + 8 LDS.128 (sA) for 32 FFMA" in out
+    assert "(32 x 1 + 8 x 2) / 32 = 1.5 wavefronts per FFMA" in out and "peak / 6 = 11.2" in out
+
+
+def test_twin_counts_warps_of_a_part_filled_block():
+    from gemmlab.chapters import sitecontrols
+    text = " ".join(sitecontrols.smem_tiling_label(4))
+    blocks = int(text.split(" block(s) per SM")[0].split()[-1])
+    assert f"({blocks} warps," in text   # 16 threads per block: one (part-filled) warp each

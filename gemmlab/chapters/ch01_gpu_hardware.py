@@ -98,6 +98,44 @@ def waves(m: int = SIZE, n: int = SIZE, block=(32, 8)) -> None:
               f"{-(-blocks // (row['sms'] * resident))} waves")
 
 
+def wave_of(blocks: int, sms: int, per_sm: int = 1) -> list[list[int]]:
+    """Blocks dealt out in waves: wave w holds the blocks w x sms x per_sm onwards, one SM slot each, in order;
+    the last wave is partial when the slots do not divide the blocks. Returns the block numbers of each wave."""
+    slots = sms * per_sm
+    return [list(range(start, min(start + slots, blocks))) for start in range(0, blocks, slots)]
+
+
+def draw_waves(blocks: int = 10, sms: int = 4):
+    """A grid of `blocks` blocks on `sms` SMs that hold one block each: one column per SM, one row per wave, each
+    block a numbered square, the empty slots of the last wave dashed. Returns the axes."""
+    waves_ = wave_of(blocks, sms)
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * sms, 0.9 + 0.8 * len(waves_)))
+    for w, wave in enumerate(waves_):
+        for s in range(sms):
+            y = len(waves_) - 1 - w
+            if s < len(wave):
+                ax.add_patch(plt.Rectangle((s + 0.05, y + 0.05), 0.9, 0.9, color=f"C{w}"))
+                ax.text(s + 0.5, y + 0.5, f"block {wave[s]}", ha="center", va="center", fontsize=8, color="white")
+            else:
+                ax.add_patch(plt.Rectangle((s + 0.05, y + 0.05), 0.9, 0.9, fill=False, linestyle="--",
+                                           edgecolor="grey"))
+    ax.set_xlim(0, sms); ax.set_ylim(0, len(waves_))
+    ax.set_xticks([s + 0.5 for s in range(sms)], [f"SM {s}" for s in range(sms)])
+    ax.set_yticks([len(waves_) - 1 - w + 0.5 for w in range(len(waves_))],
+                  [f"wave {w + 1}" for w in range(len(waves_))])
+    ax.tick_params(length=0); ax.set_frame_on(False)
+    ax.set_title(f"{blocks} blocks on {sms} SMs, one block per SM at a time: {len(waves_)} waves, the last "
+                 f"{len(waves_[-1])} of {sms}", fontsize=9)
+    fig.tight_layout()
+    return ax
+
+
+def show_waves(blocks: int = 10, sms: int = 4) -> None:
+    """The waves picture (draw_waves), for the page."""
+    draw_waves(blocks, sms)
+    plt.show()
+
+
 def balance() -> None:
     """Balance points of the reference GPUs and the intensity of a 4096^3 fp32 GEMM; glues the T4's for the prose."""
     for row in hardware.spec_table():

@@ -159,6 +159,45 @@ def predict(block=BLOCK) -> None:
     print(f"prediction, if time follows sectors: step 02 is {predicted_gain(block):.1f}x faster than step 01")
 
 
+L1_LINES_PER_CYCLE = 1   # the course's model of L1: one 128-byte line looked up per SM per clock cycle
+FLOP_PER_K_STEP = 2 * 32  # a warp's multiply-adds per k step, 2 FLOP each
+
+
+def prediction_gpu() -> str | None:
+    """The GPU the prediction is for: the reader's (live) or the recorded one chapter 1 measured cuBLAS on."""
+    info = hardware.device_info() if hardware.gpu_available() else None
+    if info:
+        return info["name"]
+    return (hardware.load_hardware() or {}).get("gpu")
+
+
+def line_bound(mapping: str, gpu: str | None, block=BLOCK) -> float:
+    """The course's L1 model's ceiling in TFLOP/s: L1 looks up one line per SM per cycle, so a warp's k step takes
+    at least its lines' cycles; 64 FLOP per k step on every SM at the data sheet's boost clock. NaN without spec."""
+    spec = hardware.spec_for(gpu)
+    if spec is None:
+        return float("nan")
+    cycles = lines_per_k_step(mapping, block) / L1_LINES_PER_CYCLE
+    return FLOP_PER_K_STEP / cycles * spec.sms * spec.boost_mhz * 1e6 / 1e12
+
+
+def predict_lines(block=BLOCK, gpu: str | None = None) -> None:
+    """The second prediction, from the course's model of L1 (one line per SM per cycle): each step's ceiling in
+    TFLOP/s on the chapter's GPU and the speed-up it allows, the ratio of lines per k step."""
+    gpu = gpu or prediction_gpu()
+    spec = hardware.spec_for(gpu)
+    naive, coal = (lines_per_k_step(mp, block) for mp in ("naive", "coalesced"))
+    b1 = line_bound("naive", gpu, block)
+    glue("ch2_pred_lines_v1", naive); glue("ch2_pred_lines_v2", coal); glue("ch2_pred_line_gain", naive / coal)
+    glue("ch2_pred_v1_bound", b1); glue("ch2_pred_spec", spec.name if spec else hardware.NO_DATA)
+    glue("ch2_pred_sms", spec.sms if spec else 0); glue("ch2_pred_boost", spec.boost_mhz if spec else 0)
+    print(f"lines per k step (128-byte lines a warp's A and B loads touch): step 01 {naive}, step 02 {coal}")
+    if spec:
+        print(f"model: L1 looks up {L1_LINES_PER_CYCLE} line per SM per cycle; {FLOP_PER_K_STEP} FLOP per k step, "
+              f"{spec.sms} SMs at {spec.boost_mhz} MHz ({spec.name}): step 01 <= {b1:.2f} TFLOP/s")
+    print(f"prediction, if time follows lines: step 02 up to {naive / coal:.1f}x faster than step 01")
+
+
 def emulator_counts(size: int = 256) -> None:
     """Sectors per warp request of both kernels, counted by the CPU emulator from the real kernels."""
     for name in STEPS:

@@ -213,7 +213,7 @@ def predict(records: list) -> None:
     peak = spec.fp32_tflops if spec else float("nan")
     cap = peak / v2["tflops"] if v2 else float("nan")
     glue("ch3_ratio", ratio); glue("ch3_peak", peak); glue("ch3_peak_cap", cap)
-    glue("ch3_bound", min(ratio, cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
+    glue("ch3_bound", min(sec_ratio(), cap)); glue("ch3_peak_name", spec.name if spec else hardware.NO_DATA)
     sec2, sec3 = sector_bytes()
     glue("ch3_words02_gb", before / 1e9)
     glue("ch3_sec02_gb", sec2 / 1e9); glue("ch3_sec03_gb", sec3 / 1e9); glue("ch3_sec_ratio", sec2 / sec3)
@@ -222,7 +222,7 @@ def predict(records: list) -> None:
     print(f"in 32-byte sectors (chapter 2's model: step 02's A read is one sector for the warp): step 02 "
           f"{sec2 / 1e9:.0f} GB, step 03 {sec3 / 1e9:.1f} GB: {sec2 / sec3:.0f}x less")
     if v2:
-        print(f"bound on step 03 / step 02: {ratio:.0f}x if time followed requested bytes; the "
+        print(f"bound on step 03 / step 02: {sec2 / sec3:.0f}x if time followed requested sectors; the "
               f"{spec.name if spec else v2['gpu']}'s FP32 peak ({peak:g} TFLOP/s) caps it at {cap:.1f}x "
               f"(step 02: {v2['tflops']:.2f} TFLOP/s)")
     smem = shared_bound(peak, READS_PER_FFMA)
@@ -232,6 +232,33 @@ def predict(records: list) -> None:
     print(f"shared-memory bound: {READS_PER_FFMA} reads of 1 wavefront per warp FFMA, {WAVEFRONTS_PER_CYCLE} "
           f"wavefront and {FFMA_PER_CYCLE} warp FFMAs per SM per cycle: peak / "
           f"{FFMA_PER_CYCLE * READS_PER_FFMA // WAVEFRONTS_PER_CYCLE} = {smem:.1f} TFLOP/s")
+
+
+ASSUMED_WAVES_PER_WIDE = 2  # the prediction's assumption for an LDS.128 whose lanes all read one 16-byte piece
+
+
+def predict_compiled(records: list) -> None:
+    """The prediction from the compiled loop (sm_90 SASS, compile-only, no GPU): a warp's shared loads per tile
+    (LDS of sB, LDS.128 of sA) at one wavefront per LDS and ASSUMED_WAVES_PER_WIDE per LDS.128 (an assumption:
+    chapter 5 measures the hardware's merging), wavefronts per FFMA, the shared-memory bound on the records' GPU."""
+    v2 = next((r for r in records if r["step"] == STEPS[0] and r["m"] == SIZE), None)
+    spec = hardware.spec_for(v2["gpu"]) if v2 else None
+    peak = spec.fp32_tflops if spec else float("nan")
+    m = block_model(BLOCK, peak, per_wide=ASSUMED_WAVES_PER_WIDE)
+    glue("ch3_pred_lds", m["lds"]); glue("ch3_pred_lds128", m["lds128"]); glue("ch3_pred_ffma", m["ffma"])
+    glue("ch3_pred_wide_waves", ASSUMED_WAVES_PER_WIDE); glue("ch3_pred_per_ffma", m["per_ffma"])
+    glue("ch3_pred_div", m["div"]); glue("ch3_pred_bound", m["bound"])
+    print(f"step 03's loop compiled for sm_90 (NVRTC {nvrtc.version()}), per warp and tile of {BLOCK}: "
+          f"{m['lds']} LDS (sB) + {m['lds128']} LDS.128 (sA) for {m['ffma']} FFMA")
+    print(f"assumed: 1 wavefront per LDS, {ASSUMED_WAVES_PER_WIDE} per LDS.128: ({m['lds']} x 1 + {m['lds128']} x "
+          f"{ASSUMED_WAVES_PER_WIDE}) / {m['ffma']} = {m['per_ffma']:.1f} wavefronts per FFMA, so shared memory "
+          f"bounds step 03 at peak / {m['div']:.0f} = {m['bound']:.1f} TFLOP/s")
+
+
+def sec_ratio() -> float:
+    """How many times fewer global sectors step 03 requests than step 02 at SIZE^3 (chapter 2's sector model)."""
+    sec2, sec3 = sector_bytes()
+    return sec2 / sec3
 
 
 def sector_bytes(size: int = SIZE, block: int = BLOCK) -> tuple[int, int]:
@@ -261,6 +288,8 @@ def ladder(records: list) -> None:
         spec = hardware.spec_for(v3["gpu"])
         smem = shared_bound(spec.fp32_tflops if spec else float("nan"), READS_PER_FFMA)
         glue("ch3_v3_of_smem_bound", 100 * v3["tflops"] / smem)
+        compiled = block_model(BLOCK, spec.fp32_tflops if spec else float("nan"), per_wide=ASSUMED_WAVES_PER_WIDE)
+        glue("ch3_v3_of_pred_bound", 100 * v3["tflops"] / compiled["bound"])
     plots.ladder(records, STEPS, size=SIZE)
     plt.tight_layout()
     plt.show()
@@ -443,10 +472,23 @@ def power_of_two(records: list | None = None, odd: int = 31) -> None:
     glue("ch3_p2_waves_lds_31", m_odd["lds_waves"]); glue("ch3_p2_per_ffma_31", m_odd["per_ffma"])
     glue("ch3_p2_div_31", m_odd["div"]); glue("ch3_p2_bound_31", m_odd["bound"])
     glue("ch3_p2_bound_32", m_32["bound"]); glue("ch3_p2_bound_ratio", m_odd["bound"] / m_32["bound"])
+    at = {r["params"]["BLOCK"]: r for r in sweep_records()}  # the recorded sweep: one GPU, one run
+    hit = at.get(odd), at.get(BLOCK)
+    glue("ch3_p2_meas_gpu", hit[1]["gpu"] if hit[1] else hardware.NO_DATA)
+    glue("ch3_p2_meas_31", hit[0]["tflops"] if hit[0] else float("nan"))
+    glue("ch3_p2_meas_32", hit[1]["tflops"] if hit[1] else float("nan"))
+    glue("ch3_p2_meas_ratio", hit[0]["tflops"] / hit[1]["tflops"] if all(hit) else float("nan"))
+    prof = sweep_profile((odd, BLOCK), quiet=True)
+    for b, key in ((odd, "31"), (BLOCK, "32")):
+        glue(f"ch3_p2_mio_{key}", prof[b]["mio"] if b in prof else float("nan"))
+        glue(f"ch3_p2_ls_{key}", prof[b]["long_scoreboard"] if b in prof else float("nan"))
     print(f"prediction, BLOCK = {odd}: {m_odd['lds']} LDS x {m_odd['lds_waves']} wavefront (bank model) per "
           f"{m_odd['ffma']} FFMA = {m_odd['per_ffma']:.0f} wavefronts per FFMA;\n  shared memory bounds it at peak / "
           f"{m_odd['div']:.0f} = {m_odd['bound']:.1f} TFLOP/s, against BLOCK = {BLOCK}'s peak / {m_32['div']:.0f} = "
-          f"{m_32['bound']:.1f}")
+          f"{m_32['bound']:.1f}: {m_odd['bound'] / m_32['bound']:.0%} of it")
+    if all(hit):
+        print(f"measured ({hit[1]['gpu']}, {hit[1]['date']}, one run): BLOCK = {odd} {hit[0]['tflops']:.2f} TFLOP/s, "
+              f"BLOCK = {BLOCK} {hit[1]['tflops']:.2f}: {hit[0]['tflops'] / hit[1]['tflops']:.0%}")
 
 
 # ----------------------------------------------------------------------------------------------- try it
@@ -456,20 +498,25 @@ def sweep_records(size: int = SIZE) -> list:
     return sorted(sweep, key=lambda r: r["params"]["BLOCK"])
 
 
-def sweep_prediction(blocks=(8, 16, 32)) -> list[dict]:
+def sweep_prediction(blocks=(8, 16, 31, 32)) -> list[dict]:
     """Before the sweep's figure: per tile edge, the global bytes the grid requests at 4096^3 and the shared-memory
     bound of the chapter's model on the sweep's GPU, with the loop's instructions and barriers per FFMA (SASS)."""
     sweep = sweep_records()
     peak = peak_of(sweep)
     rows = [block_model(b, peak) for b in blocks]
     print(f"the model, per tile edge, at {SIZE}^3 on the {sweep[0]['gpu'] if sweep else hardware.NO_DATA} "
-          f"(FP32 peak {peak:g} TFLOP/s); per warp and K tile, sm_90 SASS:")
+          f"(FP32 peak {peak:g} TFLOP/s); per warp and iteration of the compiled loop, sm_90 SASS\n"
+          f"(an iteration covers FFMA / BLOCK tiles of K: the compiler unrolls two 8-wide tiles into one at BLOCK = 8):")
     print(f"{'BLOCK':>5s} {'global GB':>9s} {'LDS':>4s} {'LDS.128':>7s} {'FFMA':>4s} {'wavefronts/FFMA':>15s} "
           f"{'shared bound':>12s} {'instr/FFMA':>10s} {'barriers/FFMA':>13s}")
     for m in rows:
         print(f"{m['block']:5d} {m['global_gb']:9.1f} {m['lds']:4d} {m['lds128']:7d} {m['ffma']:4d} "
               f"{m['per_ffma']:15.2f} {m['bound']:7.1f} TF/s {m['instructions'] / m['ffma']:10.2f} "
               f"{m['bars'] / m['ffma']:13.3f}")
+    dates = sorted({r["date"] for r in sweep})
+    glue("ch3_sw_gpu", sweep[0]["gpu"] if sweep else hardware.NO_DATA)
+    glue("ch3_sw_runs", "one run" if len(dates) == 1 else f"{len(dates)} runs")
+    glue("ch3_sw_dates", ", ".join(dates) if dates else "none")
     by = {m["block"]: m for m in rows}
     lo, hi = by[min(blocks)], by[BLOCK]
     glue("ch3_sw_lo", lo["block"]); glue("ch3_sw_lo_gb", lo["global_gb"]); glue("ch3_sw_hi_gb", hi["global_gb"])
@@ -491,16 +538,44 @@ def draw_block_sweep(sweep: list, model: list[dict]):
                color="black", label="shared-memory bound (model)")
     ax.set_xlabel("BLOCK"); ax.set_ylabel(f"TFLOP/s at {SIZE}^3")
     dates = sorted({r["date"] for r in sweep})  # a sweep recorded over several runs names each date
-    ax.set_title(f"{sweep[0]['gpu']} (recorded {', '.join(dates)})", fontsize=9)
+    runs = "one run" if len(dates) == 1 else "several runs"
+    ax.set_title(f"{sweep[0]['gpu']} ({runs}, {', '.join(dates)})", fontsize=9)
     ax.set_ylim(0, 1.4 * max([r["tflops"] for r in sweep] + list(bound.values())))
     ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False, markerscale=0.35)
     fig.tight_layout()
     return ax
 
 
+SWEEP_PROFILE = "sgemm/03_smem_tiling<BLOCK={}>"  # the profiler's key of step 03 at one tile edge
+
+
+def sweep_profile(blocks=(8, 16, 31, 32), quiet: bool = False) -> dict[int, dict[str, float]]:
+    """The profiler's record of step 03 at each tile edge (one launch at 4096 on the H200): long-scoreboard and
+    MIO-throttle stalls (warps per issued instruction), L1 hit rate of the global loads, DRAM bytes read. Prints a
+    row per tile edge; returns {BLOCK: figures}, empty where no record."""
+    rec = profile.load(COUNTERS_GPU)
+    out = {}
+    for b in blocks:
+        m = rec.get(SWEEP_PROFILE.format(b))
+        if not m:
+            continue
+        stalls = dict(profile.stall_reasons(m, top=40))
+        out[b] = {"long_scoreboard": stalls.get("long_scoreboard", 0.0), "mio": stalls.get("mio_throttle", 0.0),
+                  "l1": m["l1tex__t_sector_hit_rate.pct"], "dram_gb": m["dram__bytes_read.sum"] / 1e9,
+                  "ms": m["gpu__time_duration.sum"] / 1e6}
+    if out and not quiet:
+        print(f"Nsight Compute, one launch per tile edge at {SIZE} on the {COUNTERS_GPU}:")
+        print(f"{'BLOCK':>5s} {'time ms':>8s} {'long_scoreboard':>15s} {'mio_throttle':>12s} {'L1 hit':>7s} "
+              f"{'DRAM rd GB':>10s}")
+        for b, f in out.items():
+            print(f"{b:5d} {f['ms']:8.2f} {f['long_scoreboard']:15.1f} {f['mio']:12.1f} {f['l1']:6.1f}% "
+                  f"{f['dram_gb']:10.1f}")
+    return out
+
+
 def block_sweep(model: list[dict]) -> None:
-    """The recorded sweep of BLOCK at 4096 against the model's bound (draw_block_sweep); which records predate the
-    interleaved timing; glues the figures the text after it quotes."""
+    """The recorded sweep of BLOCK at 4096 against the model's bound (draw_block_sweep), then the profiler's
+    figures per tile edge (sweep_profile); glues the figures the text after it quotes."""
     sweep = sweep_records()
     if not sweep:
         print("no recorded sweep of BLOCK yet")
@@ -511,10 +586,16 @@ def block_sweep(model: list[dict]) -> None:
     lo = min(at)
     glue("ch3_sw_lo_tflops", at[lo]["tflops"]); glue("ch3_sw_hi_tflops", at[BLOCK]["tflops"])
     glue("ch3_sw_lo_of_hi", 100 * at[lo]["tflops"] / at[BLOCK]["tflops"])
-    old = sorted({r["date"] for r in sweep if r["date"] < gemmlab.results.INTERLEAVED_SINCE})
-    glue("ch3_sw_old", ", ".join(str(b) for b in sorted(at) if at[b]["date"] < gemmlab.results.INTERLEAVED_SINCE))
-    glue("ch3_sw_old_date", ", ".join(old) if old else "none")
-    print(gemmlab.results.timing_note(sweep))
+    note = gemmlab.results.timing_note(sweep)
+    if note:
+        print(note)
+    prof = sweep_profile()
+    nan = {"long_scoreboard": float("nan"), "mio": float("nan"), "l1": float("nan"), "dram_gb": float("nan")}
+    p_lo, p_hi = prof.get(lo, nan), prof.get(BLOCK, nan)
+    glue("ch3_sw_lo_ls", p_lo["long_scoreboard"]); glue("ch3_sw_hi_ls", p_hi["long_scoreboard"])
+    glue("ch3_sw_lo_mio", p_lo["mio"]); glue("ch3_sw_hi_mio", p_hi["mio"])
+    glue("ch3_sw_lo_l1", p_lo["l1"]); glue("ch3_sw_hi_l1", p_hi["l1"])
+    glue("ch3_sw_lo_dram", p_lo["dram_gb"]); glue("ch3_sw_hi_dram", p_hi["dram_gb"])
 
 
 def explorer(choices=(4, 8, 16, 32, 64), value: int = BLOCK) -> None:

@@ -29,7 +29,7 @@ def report(name: str, size: int = 2048, time: bool = True, **params) -> str:
         launch = step.launch(size, size, size, inst.params)
         blocks, limiter = blocks_per_sm(res.registers, launch.threads, res.shared_bytes + launch.shared_bytes, cc)
         lines.append(f"{res}; {launch.threads} threads per block; "
-                     f"{blocks} block(s) per SM on sm_{cc} ({blocks * launch.threads // 32} warps, limited by {limiter})")
+                     f"{blocks} block(s) per SM on sm_{cc} ({blocks * -(-launch.threads // 32)} warps, limited by {limiter})")
         if step.min_arch <= 75:
             t4 = inst.resources("sm_75")
             fits = t4.shared_bytes + launch.shared_bytes <= T4_SHARED_LIMIT and not t4.spills

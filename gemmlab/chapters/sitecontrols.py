@@ -418,7 +418,7 @@ def smem_tiling_label(block: int, size: int = 4096, gpu: str | None = None) -> l
              f"model at {size}^3: {tiling.intensity(size, size, size, block):g} FLOP per byte requested from "
              f"global memory, {2 / block:g} global loads per FMA",
              f"sm_90 (NVRTC): {res.registers} registers, {blocks} block(s) per SM "
-             f"({blocks * launch.threads // 32} warps, limited by {limiter})"]
+             f"({blocks * -(-launch.threads // 32)} warps, limited by {limiter})"]
     rec = [r for r in _gemm_records(SMEM_STEP, size, gpu) if r["params"]["BLOCK"] == block]
     lines.append(f"recorded at {size}^3: " + (_record_line(rec[0]) if rec else "not in the recorded sweep"))
     return _wrap(*lines)
