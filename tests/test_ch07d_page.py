@@ -66,3 +66,20 @@ def test_one_cublas_range_the_prose_and_the_ladders_band():
 def test_the_profilers_lone_launch_is_converted_to_tflops():
     st = ch7d.stalls("hgemm/10_tma_store")
     assert st is not None and st["tflops"] == pytest.approx(2 * 4096 ** 3 / (st["us"] * 1e-6) / 1e12)
+
+
+def test_both_panels_of_the_persistent_picture_use_the_banded_order(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    one_each, walk = ch7d.persistent_owners(6, 8, 10, group_m=2)
+    assert sorted(one_each.ravel()) == list(range(48))       # step 08: one tile per block
+    assert (walk == one_each % 10).all()                      # step 09's block b walks 08's tiles b, b + 10, ...
+    assert list(one_each[:, 0]) == [0, 1, 16, 17, 32, 33]     # banded: down a band of 2 rows, then across
+    assert one_each[0, 1] == 2
+    axes = ch7d.persistent_picture(6, 8, 10, group_m=2)
+    assert axes[0].get_title().startswith("step 08: one tile per block, banded order")
+    texts = {t.get_text() for t in axes[0].texts}
+    assert "b2" in texts and "b16" in texts
+    plt.close("all")
