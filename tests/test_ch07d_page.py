@@ -83,3 +83,22 @@ def test_both_panels_of_the_persistent_picture_use_the_banded_order(monkeypatch)
     texts = {t.get_text() for t in axes[0].texts}
     assert "b2" in texts and "b16" in texts
     plt.close("all")
+
+
+def test_the_inflight_picture_draws_both_consumers_and_the_other_fills_the_gap():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    alone = ch7d.inflight_two(4, 0, consumers=1)
+    assert ch7d.pipe_idle(alone) > 10                          # one consumer, wait<0>: a gap before each group
+    for pending in (0, 1):
+        groups = ch7d.inflight_two(4, pending)
+        assert [len(g) for g in groups] == [4, 4]
+        spans = sorted(x for g in groups for x in g)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # one pipe: groups never overlap
+        assert ch7d.pipe_idle(groups) < ch7d.pipe_idle(alone)      # the other consumer fills the gap
+    ax = ch7d.draw_inflight_two(4)
+    labels = {t.get_text() for t in ax.texts}
+    assert {"step 10, consumer 1", "step 10, consumer 2", "step 11, consumer 1", "step 11, consumer 2"} <= labels
+    assert len(ax.patches) == 16
+    plt.close("all")

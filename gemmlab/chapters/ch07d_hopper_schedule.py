@@ -270,6 +270,50 @@ def handover_cost(sms: int, n: int = 4096) -> dict:
             "share": share, "cost": (e["end"]["median"] - e["range"]["median"]) / per_k - share}
 
 
+def inflight_two(k_tiles: int, pending: int, issue: float = 1.0, run: float = 4.0, consumers: int = 2) -> list[list]:
+    """Both consumer warp groups sharing one tensor pipe: per consumer, (start, end) of each of its k tiles' groups.
+    A group is issued in `issue` and runs `run` once the pipe is free; with wgmma_wait<0> a consumer issues its next
+    group after its last one ended, with wgmma_wait<1> once the group before its last one ended."""
+    ready, groups, pipe_free = [0.0] * consumers, [[] for _ in range(consumers)], 0.0
+    while any(len(g) < k_tiles for g in groups):
+        c = min((c for c in range(consumers) if len(groups[c]) < k_tiles), key=lambda c: (ready[c], c))
+        start = max(ready[c] + issue, pipe_free)
+        end = pipe_free = start + run
+        before = groups[c][-1][1] if groups[c] else 0.0
+        groups[c].append((start, end))
+        ready[c] = end if pending == 0 else max(ready[c] + issue, before)
+    return groups
+
+
+def pipe_idle(groups: list[list]) -> float:
+    """The tensor pipe's idle share (%) from the first group's start to the last group's end."""
+    spans = sorted(x for g in groups for x in g)
+    busy = sum(e - s for s, e in spans)
+    return 100 * (1 - busy / (spans[-1][1] - spans[0][0]))
+
+
+def draw_inflight_two(k_tiles: int = 4, issue: float = 1.0, run: float = 4.0):
+    """The picture before step 11: both consumer warp groups' k tiles on the one tensor pipe, with wgmma_wait<0>
+    (step 10) and wgmma_wait<1> (step 11); each row's title gives the pipe's idle share. Returns the axes."""
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    colours, y = ("tab:blue", "tab:orange"), 3
+    for pending, label in ((0, "step 10"), (1, "step 11")):
+        groups = inflight_two(k_tiles, pending, issue, run)
+        for c, g in enumerate(groups):
+            for t, (s, e) in enumerate(g):
+                ax.barh(y, e - s, left=s, height=0.6, color=colours[c], alpha=0.8)
+                ax.text((s + e) / 2, y, f"k tile {t}", ha="center", va="center", fontsize=7)
+            ax.text(-0.3, y, f"{label}, consumer {c + 1}", ha="right", va="center", fontsize=8)
+            y -= 1
+        ax.text(g[-1][1] + 0.3, y + 1.5, f"pipe idle {pipe_idle(groups):.0f}%", va="center", fontsize=8)
+    ax.set_yticks([]); ax.set_xticks([]); ax.set_xlim(-12, None)
+    ax.set_xlabel("time (a group's issue takes a quarter of its run, for the picture)")
+    alone = pipe_idle(inflight_two(k_tiles, 0, issue, run, consumers=1))
+    ax.set_title("Both consumers' wgmma groups on the one tensor pipe: while one issues, the other's group runs\n"
+                 f"(one consumer alone with wgmma_wait<0>: pipe idle {alone:.0f}%)", fontsize=8)
+    return ax
+
+
 def stream_k_model() -> int:
     """The stream-K model: each size's waves, the last wave, the k tiles per block that sharing saves and the gain
     if the hand-over cost nothing; glues them and MIN_GAIN; returns the SMs."""
