@@ -102,3 +102,17 @@ def test_the_inflight_picture_draws_both_consumers_and_the_other_fills_the_gap()
     assert {"step 10, consumer 1", "step 10, consumer 2", "step 11, consumer 1", "step 11, consumer 2"} <= labels
     assert len(ax.patches) == 16
     plt.close("all")
+
+
+def test_the_ladders_legend_and_title_quote_the_same_band(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    at = ch7d.records()
+    for ax, n in zip(ch7d.ladder(at), ch7d.SIZES):
+        lo, hi = ch7d.cublas_band(at, n)
+        legend = ax.get_legend().get_texts()[0].get_text()
+        assert "the calls of this run" in legend and "run-to-run" not in legend
+        assert f"{lo:.0f}-{hi:.0f} TFLOP/s" in ax.get_title()
+    plt.close("all")

@@ -457,8 +457,16 @@ def ladder(at: dict) -> None:
     """Steps 08 to 12 from the one run, at 4096 and 8192, in TFLOP/s with cuBLAS's band (its drift over the run)."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
     for ax, n in zip(axes, SIZES):
-        plots.ladder(list(at.values()), STEPS, ax=ax, size=n)
+        lo, hi = cublas_band(at, n)
+        mid = float(np.median([r["baseline_tflops"] for (s, m), r in at.items() if m == n and s in STEPS]))
+        r0 = at[(STEPS[0], n)]
+        plots.ladder(list(at.values()), STEPS, ax=ax, size=n,
+                     title=f"{r0['gpu']}, M = N = K = {n} ({r0.get('date', '')}): cuBLAS {lo:.0f}-{hi:.0f} TFLOP/s "
+                           f"over the calls of this run (median {mid:.0f}, dashed)")
+        label = ax.get_legend().get_texts()[0]
+        label.set_text(label.get_text().replace("run-to-run", "the calls of this run"))
     plt.tight_layout(); plt.show()
+    return axes
 
 
 def early_release() -> str:
