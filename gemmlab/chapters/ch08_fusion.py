@@ -279,11 +279,18 @@ def _draw_panels(step: str, p: dict, n: int) -> None:
         if i < 4:
             ax.text(x0 + 1.25 * n, n / 2, "x" if i in (0, 2) else ("=" if i == 1 else "="), ha="center",
                     va="center", fontsize=12)
+    if panel > 1:  # step 02: block 0's rows of T and E, cut into each thread's THREAD_M x THREAD_N tiles
+        tm, tn, chunk = p["THREAD_M"], p["THREAD_N"], min(p["BLOCK_N"], n)
+        for x0 in (2 * 1.5 * n, 4 * 1.5 * n):
+            for r in range(0, panel, tm):
+                for c in range(0, chunk, tn):
+                    draw_box(ax, x0 + c, r, tn, tm, "none", edgecolor="0.15", lw=0.4)
     ax.text(3 * n * 1.5 - 0.25 * n, n / 2, "", fontsize=1)
     draw_frame(ax, 7.5 * n - 0.5 * n, n * 1.4)
     ax.set_ylim(n * 1.45, -n * 0.25)
     fig.suptitle(f"{step}, M = K = L = N = {n}, PANEL_M = {panel}: {blocks} blocks, one per "
-                 + ("row" if panel == 1 else f"panel of {panel} rows"), fontsize=9)
+                 + ("row" if panel == 1 else f"panel of {panel} rows;\noutlined in block 0's rows of T and E: each "
+                    f"thread's {p['THREAD_M']} x {p['THREAD_N']} tile of a {p['BLOCK_N']}-column chunk"), fontsize=9)
 
 
 def ownership(step: str, n: int | None = None, grid: int | None = None, **params) -> None:
