@@ -66,3 +66,53 @@ def test_one_cublas_range_the_prose_and_the_ladders_band():
 def test_the_profilers_lone_launch_is_converted_to_tflops():
     st = ch7d.stalls("hgemm/10_tma_store")
     assert st is not None and st["tflops"] == pytest.approx(2 * 4096 ** 3 / (st["us"] * 1e-6) / 1e12)
+
+
+def test_both_panels_of_the_persistent_picture_use_the_banded_order(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    one_each, walk = ch7d.persistent_owners(6, 8, 10, group_m=2)
+    assert sorted(one_each.ravel()) == list(range(48))       # step 08: one tile per block
+    assert (walk == one_each % 10).all()                      # step 09's block b walks 08's tiles b, b + 10, ...
+    assert list(one_each[:, 0]) == [0, 1, 16, 17, 32, 33]     # banded: down a band of 2 rows, then across
+    assert one_each[0, 1] == 2
+    axes = ch7d.persistent_picture(6, 8, 10, group_m=2)
+    assert axes[0].get_title().startswith("step 08: one tile per block, banded order")
+    texts = {t.get_text() for t in axes[0].texts}
+    assert "b2" in texts and "b16" in texts
+    plt.close("all")
+
+
+def test_the_inflight_picture_draws_both_consumers_and_the_other_fills_the_gap():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    alone = ch7d.inflight_two(4, 0, consumers=1)
+    assert ch7d.pipe_idle(alone) > 10                          # one consumer, wait<0>: a gap before each group
+    for pending in (0, 1):
+        groups = ch7d.inflight_two(4, pending)
+        assert [len(g) for g in groups] == [4, 4]
+        spans = sorted(x for g in groups for x in g)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # one pipe: groups never overlap
+        assert ch7d.pipe_idle(groups) < ch7d.pipe_idle(alone)      # the other consumer fills the gap
+    ax = ch7d.draw_inflight_two(4)
+    labels = {t.get_text() for t in ax.texts}
+    assert {"step 10, consumer 1", "step 10, consumer 2", "step 11, consumer 1", "step 11, consumer 2"} <= labels
+    assert len(ax.patches) == 16
+    plt.close("all")
+
+
+def test_the_ladders_legend_and_title_quote_the_same_band(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    monkeypatch.setattr(plt, "show", lambda: None)
+    at = ch7d.records()
+    for ax, n in zip(ch7d.ladder(at), ch7d.SIZES):
+        lo, hi = ch7d.cublas_band(at, n)
+        legend = ax.get_legend().get_texts()[0].get_text()
+        assert "the calls of this run" in legend and "run-to-run" not in legend
+        assert f"{lo:.0f}-{hi:.0f} TFLOP/s" in ax.get_title()
+    plt.close("all")

@@ -159,3 +159,22 @@ def test_the_error_helpers_print_what_the_claim_cells_printed():
                                   "shared memory, over 227 KB")
     assert ch8.error_head(e, before=" of shared memory") == str(e).split(": ", 1)[1].split(" of shared memory")[0]
     assert ch8.error_subject(e) == str(e).split(":")[0]
+
+
+def test_step_02s_picture_outlines_block_0s_thread_tiles(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
+    ch8.ownership("fused/01_naive_row")
+    plain = len(shown[0].axes[0].patches)
+    ch8.ownership("fused/02_row_panel")
+    fig, p = shown[1], fusion.get("fused/02_row_panel").resolve({})
+    n, panel = 32, p["PANEL_M"]
+    tiles = (panel // p["THREAD_M"]) * (min(p["BLOCK_N"], n) // p["THREAD_N"])
+    blocks = n // panel
+    # the same boxes as step 01 (3 matrices of block rows, B and C, the frame) plus block 0's thread tiles in T and E
+    assert len(fig.axes[0].patches) - 3 * blocks == plain - 3 * 8 + 2 * tiles
+    assert f"{p['THREAD_M']} x {p['THREAD_N']} tile" in fig._suptitle.get_text()
+    assert plain < len(fig.axes[0].patches)
+    plt.close("all")

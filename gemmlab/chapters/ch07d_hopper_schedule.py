@@ -51,8 +51,12 @@ def records() -> dict:
         lohi = cublas_band(at, n)
         if lohi:
             glue(f"ch7d_cublas{n}_lo", lohi[0]); glue(f"ch7d_cublas{n}_hi", lohi[1])
+            glue(f"ch7d_cublas{n}_drift", 100 * (lohi[1] / lohi[0] - 1))  # cuBLAS's spread over the run, %
         r = at.get((STEPS[-1], n))
         glue(f"ch7d_v12_{n}_us", 2.0 * n ** 3 / (r["tflops"] * 1e12) * 1e6 if r else float("nan"))
+    r9, r8 = at.get((STEPS[1], 8192)), at.get((STEPS[0], 8192))
+    if r9 and r8:  # step 09 at 8192: the model's gain less the run's, in points (set against cuBLAS's drift)
+        glue("ch7d_v9_8192_gap", tile_model(8192, at)["fill_pct"] - 100 * (r9["tflops"] / r8["tflops"] - 1))
     with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
         predictions(at); profile_table(STEPS); step12(at, stream_k_model())
     return at
@@ -127,22 +131,26 @@ def tile_owners(tiles_m: int, tiles_n: int, blocks: int, group_m: int = 0) -> np
     return owners
 
 
+def persistent_owners(tiles_m: int, tiles_n: int, blocks: int, group_m: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Both panels of the picture before step 09, from tile_owners in the same banded order: step 08's block per
+    tile (one block per tile, block t on the t-th tile of the order) and step 09's (blocks walking the order)."""
+    return (tile_owners(tiles_m, tiles_n, tiles_m * tiles_n, group_m), tile_owners(tiles_m, tiles_n, blocks, group_m))
+
+
 def persistent_picture(tiles_m: int = 6, tiles_n: int = 8, blocks: int = 10, group_m: int = 2):
-    """Step 08 (one block per tile) beside step 09 (one block per SM, walking tiles): who computes which tile."""
+    """Step 08 (one block per tile) beside step 09 (one block per SM, walking tiles), both in the banded order of
+    `group_m` rows the kernels use: who computes which tile. Returns the figure's two axes."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
-    one_each = np.arange(tiles_m * tiles_n).reshape(tiles_m, tiles_n)
-    walk = tile_owners(tiles_m, tiles_n, blocks, group_m)
-    order = np.empty_like(walk)
-    for t in range(tiles_m * tiles_n):
-        order[np.unravel_index(t, walk.shape)] = t
-    for ax, owners, title in ((axes[0], one_each, f"step 08: {tiles_m * tiles_n} blocks, one tile each"),
-                              (axes[1], walk, f"step 09: {blocks} blocks (one per SM), each walks its tiles")):
+    one_each, walk = persistent_owners(tiles_m, tiles_n, blocks, group_m)
+    for ax, owners, title in ((axes[0], one_each, f"step 08: one tile per block, banded order ({tiles_m * tiles_n} blocks)"),
+                              (axes[1], walk, f"step 09: {blocks} blocks (one per SM) walk the same order")):
         ax.imshow(owners % 20, cmap="tab20", vmin=0, vmax=19)
         for (i, j), b in np.ndenumerate(owners):
             wave = "" if owners is one_each else f"\nwave {list(zip(*np.nonzero(walk == b))).index((i, j))}"
             ax.text(j, i, f"b{b}{wave}", ha="center", va="center", fontsize=7)
         ax.set_title(title, fontsize=10); ax.set_xticks([]); ax.set_yticks([])
     plt.tight_layout(); plt.show()
+    return axes
 
 
 def tile_model(size: int, at: dict | None = None, sms: int | None = None) -> dict:
@@ -248,6 +256,64 @@ def draw_inflight(k_tiles: int = 5):
     return ax
 
 
+def handover_cost(sms: int, n: int = 4096) -> dict:
+    """What stream-K's hand-over costs a block, in k tiles, from the lab's timeline of one launch at n with every
+    tile of the last wave shared (hgemm-past-cublas): the last round's time over one k tile's time (from the full
+    waves before it), less the block's share of the work. Returns the events, one k tile's µs and the cost."""
+    past = gemmlab.results.experiment("hgemm-past-cublas")
+    shared = {(t["run"], t["n"], t["max_split"]): t for t in past["timeline"]}[("stream-k", n, 4)]
+    e = shared["events"]
+    rounds, k_tiles, tiles = n // BLOCK_M * n // BLOCK_N // sms, n // BLOCK_K, n // BLOCK_M * n // BLOCK_N
+    per_k = e["range"]["median"] / (rounds * k_tiles)
+    share = tiles % sms * k_tiles / sms
+    return {"shared": shared, "events": e, "rounds": rounds, "k_tiles": k_tiles, "tiles": tiles, "per_k": per_k,
+            "share": share, "cost": (e["end"]["median"] - e["range"]["median"]) / per_k - share}
+
+
+def inflight_two(k_tiles: int, pending: int, issue: float = 1.0, run: float = 4.0, consumers: int = 2) -> list[list]:
+    """Both consumer warp groups sharing one tensor pipe: per consumer, (start, end) of each of its k tiles' groups.
+    A group is issued in `issue` and runs `run` once the pipe is free; with wgmma_wait<0> a consumer issues its next
+    group after its last one ended, with wgmma_wait<1> once the group before its last one ended."""
+    ready, groups, pipe_free = [0.0] * consumers, [[] for _ in range(consumers)], 0.0
+    while any(len(g) < k_tiles for g in groups):
+        c = min((c for c in range(consumers) if len(groups[c]) < k_tiles), key=lambda c: (ready[c], c))
+        start = max(ready[c] + issue, pipe_free)
+        end = pipe_free = start + run
+        before = groups[c][-1][1] if groups[c] else 0.0
+        groups[c].append((start, end))
+        ready[c] = end if pending == 0 else max(ready[c] + issue, before)
+    return groups
+
+
+def pipe_idle(groups: list[list]) -> float:
+    """The tensor pipe's idle share (%) from the first group's start to the last group's end."""
+    spans = sorted(x for g in groups for x in g)
+    busy = sum(e - s for s, e in spans)
+    return 100 * (1 - busy / (spans[-1][1] - spans[0][0]))
+
+
+def draw_inflight_two(k_tiles: int = 4, issue: float = 1.0, run: float = 4.0):
+    """The picture before step 11: both consumer warp groups' k tiles on the one tensor pipe, with wgmma_wait<0>
+    (step 10) and wgmma_wait<1> (step 11); each row's title gives the pipe's idle share. Returns the axes."""
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    colours, y = ("tab:blue", "tab:orange"), 3
+    for pending, label in ((0, "step 10"), (1, "step 11")):
+        groups = inflight_two(k_tiles, pending, issue, run)
+        for c, g in enumerate(groups):
+            for t, (s, e) in enumerate(g):
+                ax.barh(y, e - s, left=s, height=0.6, color=colours[c], alpha=0.8)
+                ax.text((s + e) / 2, y, f"k tile {t}", ha="center", va="center", fontsize=7)
+            ax.text(-0.3, y, f"{label}, consumer {c + 1}", ha="right", va="center", fontsize=8)
+            y -= 1
+        ax.text(g[-1][1] + 0.3, y + 1.5, f"pipe idle {pipe_idle(groups):.0f}%", va="center", fontsize=8)
+    ax.set_yticks([]); ax.set_xticks([]); ax.set_xlim(-12, None)
+    ax.set_xlabel("time (a group's issue takes a quarter of its run, for the picture)")
+    alone = pipe_idle(inflight_two(k_tiles, 0, issue, run, consumers=1))
+    ax.set_title("Both consumers' wgmma groups on the one tensor pipe: while one issues, the other's group runs\n"
+                 f"(one consumer alone with wgmma_wait<0>: pipe idle {alone:.0f}%)", fontsize=8)
+    return ax
+
+
 def stream_k_model() -> int:
     """The stream-K model: each size's waves, the last wave, the k tiles per block that sharing saves and the gain
     if the hand-over cost nothing; glues them and MIN_GAIN; returns the SMs."""
@@ -259,6 +325,9 @@ def stream_k_model() -> int:
         glue(f"ch7d_sk_saving_{n}", saving)
         whole = k_tiles * (tiles // sms + 1)  # k tiles of time per SM with whole tiles
         glue(f"ch7d_sk_pred_{n}", 100 * (whole / (whole - saving) - 1))  # predicted gain, %, if sharing were free
+        cost = handover_cost(sms)["cost"]  # the hand-over's cost in k tiles, measured at 4096 (the timeline)
+        glue(f"ch7d_sk_whole_{n}", whole)
+        glue(f"ch7d_sk_net_{n}", 100 * (whole / (whole - (saving - cost)) - 1))  # the net gain, %, cost paid
         print(f"{n}: {tiles} tiles on {sms} SMs, last wave {tiles % sms}: sharing saves {saving:.1f} of {whole} k tiles"
               f" per SM, a gain of {100 * (whole / (whole - saving) - 1):.1f}% if it cost nothing")
     glue("ch7d_sms_h200", sms)
@@ -357,18 +426,16 @@ def step12(at: dict, sms: int) -> None:
         glue(f"ch7d_fixed12_{n}_gain", 100 * (t["step 11"]["median_us"] / t["step 12"]["median_us"] - 1))
         glue(f"ch7d_fixed11_{n}_us", t["step 11"]["median_us"]); glue(f"ch7d_fixed12_{n}_us", t["step 12"]["median_us"])
         glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"])
-    tl = {(t["run"], t["n"], t["max_split"]): t for t in past["timeline"]}
     print(f"\nTimeline of one launch at 4096 with every tile of the last wave shared (the lab's timeline.py, {past['date']}:"
           "\n  globaltimer stamps in the last of 10 launches, at the board's own clock, not the base clock; us from its start):")
     n = 4096
-    shared = tl[("stream-k", n, 4)]
-    e = shared["events"]
+    h = handover_cost(sms, n)
+    shared, e = h["shared"], h["events"]
     print(f"  last round starts {e['range']['median']:.1f}, parts handed over by {e['handed']['median']:.1f}, finishing "
           f"blocks wait and load {shared['wait_us']['median']:.1f}, last block done {e['end']['median']:.1f} (medians)")
-    rounds, k_tiles, tiles = n // BLOCK_M * n // BLOCK_N // sms, n // BLOCK_K, n // BLOCK_M * n // BLOCK_N
-    per_k = e["range"]["median"] / (rounds * k_tiles)  # one k tile's time, from the full waves before the last
-    glue("ch7d_sk_cost_4096", (e["end"]["median"] - e["range"]["median"]) / per_k - tiles % sms * k_tiles / sms)
-    share, last_us = tiles % sms * k_tiles / sms, e["end"]["median"] - e["range"]["median"]
+    rounds, k_tiles, tiles, per_k = h["rounds"], h["k_tiles"], h["tiles"], h["per_k"]
+    glue("ch7d_sk_cost_4096", h["cost"])
+    share, last_us = h["share"], e["end"]["median"] - e["range"]["median"]
     print(f"  one k tile: {e['range']['median']:.1f} us / ({rounds} full waves x {k_tiles} k tiles) = {per_k:.3f} us;"
           f" the last round: {last_us:.1f} us / {per_k:.3f} = {last_us / per_k:.1f} k tiles,\n  of which"
           f" {tiles % sms} x {k_tiles} / {sms} = {share:.1f} are each block's share of the work: the hand-over, wait"
@@ -390,8 +457,16 @@ def ladder(at: dict) -> None:
     """Steps 08 to 12 from the one run, at 4096 and 8192, in TFLOP/s with cuBLAS's band (its drift over the run)."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
     for ax, n in zip(axes, SIZES):
-        plots.ladder(list(at.values()), STEPS, ax=ax, size=n)
+        lo, hi = cublas_band(at, n)
+        mid = float(np.median([r["baseline_tflops"] for (s, m), r in at.items() if m == n and s in STEPS]))
+        r0 = at[(STEPS[0], n)]
+        plots.ladder(list(at.values()), STEPS, ax=ax, size=n,
+                     title=f"{r0['gpu']}, M = N = K = {n} ({r0.get('date', '')}): cuBLAS {lo:.0f}-{hi:.0f} TFLOP/s "
+                           f"over the calls of this run (median {mid:.0f}, dashed)")
+        label = ax.get_legend().get_texts()[0]
+        label.set_text(label.get_text().replace("run-to-run", "the calls of this run"))
     plt.tight_layout(); plt.show()
+    return axes
 
 
 def early_release() -> str:

@@ -279,11 +279,18 @@ def _draw_panels(step: str, p: dict, n: int) -> None:
         if i < 4:
             ax.text(x0 + 1.25 * n, n / 2, "x" if i in (0, 2) else ("=" if i == 1 else "="), ha="center",
                     va="center", fontsize=12)
+    if panel > 1:  # step 02: block 0's rows of T and E, cut into each thread's THREAD_M x THREAD_N tiles
+        tm, tn, chunk = p["THREAD_M"], p["THREAD_N"], min(p["BLOCK_N"], n)
+        for x0 in (2 * 1.5 * n, 4 * 1.5 * n):
+            for r in range(0, panel, tm):
+                for c in range(0, chunk, tn):
+                    draw_box(ax, x0 + c, r, tn, tm, "none", edgecolor="0.15", lw=0.4)
     ax.text(3 * n * 1.5 - 0.25 * n, n / 2, "", fontsize=1)
     draw_frame(ax, 7.5 * n - 0.5 * n, n * 1.4)
     ax.set_ylim(n * 1.45, -n * 0.25)
     fig.suptitle(f"{step}, M = K = L = N = {n}, PANEL_M = {panel}: {blocks} blocks, one per "
-                 + ("row" if panel == 1 else f"panel of {panel} rows"), fontsize=9)
+                 + ("row" if panel == 1 else f"panel of {panel} rows;\noutlined in block 0's rows of T and E: each "
+                    f"thread's {p['THREAD_M']} x {p['THREAD_N']} tile of a {p['BLOCK_N']}-column chunk"), fontsize=9)
 
 
 def ownership(step: str, n: int | None = None, grid: int | None = None, **params) -> None:
@@ -326,7 +333,7 @@ def ownership(step: str, n: int | None = None, grid: int | None = None, **params
                 draw_box(ax, t, 0, 1, 1, colours[g], f"g{g}")
             draw_box(ax, g * k_tiles / split, 1.8, k_tiles / split, 1, colours[g],
                  f"group {g}: threads {threads * g}..{threads * (g + 1) - 1}")
-        ax.text(0, -0.2, f"the {k_tiles} K tiles of {bk} of one {p['BLOCK_M']} x {p['BLOCK_N']} output tile: "
+        ax.text(0, -0.2, f"the {k_tiles} K tiles ({bk} deep) of one {p['BLOCK_M']} x {p['BLOCK_N']} output tile: "
                 "group g sums K tiles g, g + SPLIT_K, ... into a partial tile of its own", fontsize=8, va="bottom")
         ax.text(0, 3.0, f"each thread of a group: a {p['THREAD_M']} x {p['THREAD_N']} piece of the same tile;\n"
                 f"at the end groups 1..{split - 1} write their partial tiles to shared memory, "
@@ -391,6 +398,44 @@ def glue_panels(recs: list[dict], n: int = 512) -> None:
         glue(f"ch8_o{idea}_blocks", o["blocks"]); glue(f"ch8_o{idea}_warps", o["warps_per_sm"])
         glue(f"ch8_o{idea}_idle", o["idle_sms"]); glue(f"ch8_o{idea}_fmas", o["serial_fmas"])
         glue(f"ch8_o{idea}_us", _us(recs, step, n) or float("nan"))
+
+
+def glue_panel_profiles(recs: list[dict], n: int = 512) -> None:
+    """Nsight Compute's one launch of steps 01 and 02 at n on the run's GPU (results/<gpu>.ncu.json, keys
+    "fused/0N_...@n", lab/gaps): ch8_p01_*, ch8_p02_* (kernel µs, warps per active SM, % issue slots used, top stall,
+    L2 hit rate, instructions) and ch8_p_issue_ratio (the issue throughput of 01 over 02: SMs with a block x issue
+    share) beside ch8_p_inst_ratio (02's instructions over 01's) and the time ratios, Nsight's and the run's."""
+    from ..measure import profile
+    prof, got = profile.load(GPU), {}
+    for step in STEPS[:2]:
+        idea, m = step.split("/")[1][:2], prof[f"{step}@{n}"]
+        stall, value = profile.stall_reasons(m, top=1)[0]
+        got[idea] = {"us": m["gpu__time_duration.sum"] / 1e3, "warps": m["sm__warps_active.avg.per_cycle_active"],
+                     "issue": m["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+                     "l2": m["lts__t_sector_hit_rate.pct"], "inst": m["smsp__inst_issued.sum"] / 1e6,
+                     "sms": min(SPEC.sms, m["launch__grid_size"]), "stall": STALL_WORDS.get(stall, stall),
+                     "stall_v": value, "stall_sum": sum(v for _, v in profile.stall_reasons(m, top=99))}
+        for k, v in got[idea].items():
+            glue(f"ch8_p{idea}_{k}", v)
+    a, b = got["01"], got["02"]
+    glue("ch8_p_issue_ratio", a["sms"] * a["issue"] / (b["sms"] * b["issue"]))
+    glue("ch8_p_inst_ratio", b["inst"] / a["inst"])
+    glue("ch8_p_pred_ratio", b["inst"] / a["inst"] * a["sms"] * a["issue"] / (b["sms"] * b["issue"]))
+    glue("ch8_p_ncu_ratio", b["us"] / a["us"])
+    run = [_us(recs, step, n) or float("nan") for step in STEPS[:2]]
+    glue("ch8_p_run_ratio", run[1] / run[0])
+    glue("ch8_p01_vs_run", a["us"] / run[0]); glue("ch8_p02_vs_run", b["us"] / run[1])
+
+
+def glue_grid_prediction(n: int = 512) -> None:
+    """The prediction from steps 01 and 02's grids at n (ch8_q*): multiply-adds per thread, and the floor one
+    scheduler's issue of one FFMA a cycle sets (a lower bound, far below either time)."""
+    for step in STEPS[:2]:
+        o, idea = occupancy_of(step, None, n), step.split("/")[1][:2]
+        glue(f"ch8_q{idea}_blocks", o["blocks"]); glue(f"ch8_q{idea}_warps", o["warps_per_sm"])
+        glue(f"ch8_q{idea}_idle", o["idle_sms"]); glue(f"ch8_q{idea}_fmas", o["serial_fmas"])
+    o1, o2 = occupancy_of(STEPS[0], None, n), occupancy_of(STEPS[1], None, n)
+    glue("ch8_q_fma_ratio", o2["serial_fmas"] / o1["serial_fmas"])
 
 
 def error_head(e: Exception, before: str = "") -> str:
@@ -586,6 +631,8 @@ def glue_gap(n: int = 512) -> None:
     glue("ch8_g_loop", loop)
     glue("ch8_g_floor", phase_floor)
     glue("ch8_g_loop_pct", 100 * phase_floor / loop)
+    kernel = results.experiment("fusion-counters")["ncu"][f"ncu-05-default-{n}"]["kernel_us"]
+    glue("ch8_g_sum", kernel + us["empty packed"])  # Nsight's kernel time plus the floor: not additive (the text)
 
 
 # ------------------------------------------------------------------------------------------------
