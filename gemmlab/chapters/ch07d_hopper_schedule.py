@@ -427,7 +427,7 @@ def step12(at: dict, sms: int) -> None:
         glue(f"ch7d_fixed11_{n}_us", t["step 11"]["median_us"]); glue(f"ch7d_fixed12_{n}_us", t["step 12"]["median_us"])
         glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"])
     print(f"\nTimeline of one launch at 4096 with every tile of the last wave shared (the lab's timeline.py, {past['date']}:"
-          "\n  globaltimer stamps in the last of 10 launches, at the board's own clock, not the base clock; us from its start):")
+          "\n  %globaltimer stamps (the GPU's nanosecond clock, read by each block at each mark) in the last of 10 launches, at the board's own clock, not the base clock; us from its start):")
     n = 4096
     h = handover_cost(sms, n)
     shared, e = h["shared"], h["events"]
