@@ -610,3 +610,15 @@ def claim(blocks=(8, 16, 32)) -> None:
         k = gemmlab.step(STEP, BLOCK=block)
         print(f"BLOCK={block}: {gemmlab.verify(k)}; {tiling.intensity(SIZE, SIZE, SIZE, block):g} FLOP/byte "
               f"({block}x step 02's), {tiling.shared_bytes(block)} bytes of shared memory")
+
+
+def broadcast_wavefronts() -> float:
+    """Wavefronts per broadcast LDS.128 as chapter 3 measured them (the H200's profile of step 03 at 4096): per warp
+    and K tile, BLOCK 32-bit LDS of sB at 1 wavefront each and BLOCK / 4 broadcast LDS.128 of sA take the rest."""
+    m = profile.load(COUNTERS_GPU)[STEP]
+    warp_tiles = (SIZE // BLOCK) ** 2 * (BLOCK * BLOCK // 32) * (SIZE // BLOCK)
+    lds = m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles
+    waves = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles
+    wide = BLOCK // 4
+    narrow = round(lds) - wide
+    return (waves - narrow) / wide

@@ -13,6 +13,9 @@ import gemmlab
 from gemmlab import documents, explore, hardware, nvrtc, profile, sitecontrols, tiling
 from gemmlab import swizzle as sw
 from gemmlab.chapters import plots
+from gemmlab.chapters import ch03_smem_tiling as ch3
+from gemmlab.chapters import ch05_bank_conflicts as ch5
+from gemmlab.runtime import arch  # the CUDA Programming Guide's per-SM limits
 from gemmlab.chapters.glue import glue
 from matplotlib.colors import ListedColormap
 
@@ -75,17 +78,7 @@ def shared_bound(tm: int, tn: int) -> float:
 BROADCAST_A = {"sgemm/03_smem_tiling", "sgemm/04_1d_blocktiling"}  # all 32 lanes of a warp read the same sA float
 
 
-def broadcast_wavefronts() -> float:
-    """Wavefronts per broadcast LDS.128 as chapter 3 measured them (the H200's profile of step 03 at 4096): per warp
-    and K tile, BLOCK 32-bit LDS of sB at 1 wavefront each and BLOCK / 4 broadcast LDS.128 of sA take the rest."""
-    from gemmlab.chapters import ch03_smem_tiling as ch3
-    m = profile.load(ch3.COUNTERS_GPU)[ch3.STEP]
-    warp_tiles = (ch3.SIZE // ch3.BLOCK) ** 2 * (ch3.BLOCK * ch3.BLOCK // 32) * (ch3.SIZE // ch3.BLOCK)
-    lds = m["smsp__inst_executed_op_shared_ld.sum"] / warp_tiles
-    waves = m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / warp_tiles
-    wide = ch3.BLOCK // 4
-    narrow = round(lds) - wide
-    return (waves - narrow) / wide
+broadcast_wavefronts = ch3.broadcast_wavefronts  # chapter 3's measurement, used by this chapter's model
 
 
 def merged_model(step: str, broadcast: float = 1.0) -> dict:
@@ -111,8 +104,7 @@ def bank_model(step: str) -> float:
     count of the source's loads for 06 and 07; nan for 05, whose source reads scalars that nvcc merges."""
     if step in BROADCAST_A:
         return merged_model(step, sw.ideal_wavefronts(32, 16))["wavefronts"]
-    from gemmlab.chapters import ch05_bank_conflicts as ch5
-    per_load = ch5._model_average(step, "load")
+    per_load = ch5.model_average(step, "load")
     return per_load * merged_model(step)["lds"]
 
 
@@ -148,7 +140,6 @@ def predict(records: list) -> None:
     least = min_registers(*thread_tile(inst.name))
     glue("ch4_min_regs", least)
     glue("ch4_model_blocks", explore.blocks_per_sm(least, threads, 0, 90)[0])
-    from gemmlab.runtime import arch   # the CUDA Programming Guide's per-SM limits, compute capability 9.0
     glue("ch4_regs_per_sm", arch.SM_LIMITS[90][0])
 
 
@@ -235,7 +226,6 @@ def step06_predict(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/0
     global load instructions for the same bytes (each thread's share of the tiles, one float or one float4 per
     instruction); the transposed sA no shared load per FFMA, since nvcc already reads step 05's sA as LDS.128 (the
     static SASS counts); and chapter 5's bank model's wavefronts per shared load of step 06 and step 07."""
-    from gemmlab.chapters import ch05_bank_conflicts as ch5
     out = {}
     for s in (before, step):
         p = gemmlab.instance(s).params
@@ -247,7 +237,7 @@ def step06_predict(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/0
                   "lds": ops["LDS"] + ops["LDS.128"], "ffma": ops["FFMA"]}
     g = out[step]["ldg"] / out[before]["ldg"]
     l = out[step]["lds_per_ffma"] / out[before]["lds_per_ffma"]
-    w6, w7 = ch5._model_average("sgemm/06_vectorized", "load"), ch5._model_average("sgemm/07_warptiling", "load")
+    w6, w7 = ch5.model_average("sgemm/06_vectorized", "load"), ch5.model_average("sgemm/07_warptiling", "load")
     glue("ch4_p06_gld", g); glue("ch4_p06_lds", l); glue("ch4_p06_wave", w6); glue("ch4_p07_wave", w7)
     glue("ch4_p06_ldg05", out[before]["ldg"]); glue("ch4_p06_ldg06", out[step]["ldg"])
     print(f"global load instructions per thread and K tile: {out[before]['ldg']:.0f} -> {out[step]['ldg']:.0f}"
@@ -294,16 +284,15 @@ def c_store_touches(step: str) -> int:
 def shared_store_wavefronts(step: str) -> float:
     """Chapter 5's model of one warp's shared-store wavefronts per K tile: step 05 stores one float per
     instruction along the tiles' rows (1 wavefront each); from step 06 on, the model's transposed sA stores and the
-    float4 sB stores (ch5._model_average)."""
+    float4 sB stores (ch5.model_average)."""
     p = gemmlab.instance(step).params
     threads = gemmlab.instance(step).step.launch(SIZE, SIZE, SIZE, p).threads
     floats = (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"]) / threads  # per thread and K tile
     if step == "sgemm/05_2d_blocktiling":
         return floats * 1.0
-    from gemmlab.chapters import ch05_bank_conflicts as ch5
     a_floats = p["BLOCK_M"] * p["BLOCK_K"] / threads
     instructions = a_floats + (floats - a_floats) / 4   # A's floats one by one (transposed), B's as float4s
-    return instructions * ch5._model_average(step, "store")
+    return instructions * ch5.model_average(step, "store")
 
 
 def step06_split(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/06_vectorized") -> None:

@@ -16,6 +16,7 @@ from gemmlab import documents, profile, registry, sitecontrols
 from gemmlab import swizzle as sw
 from gemmlab.chapters.glue import glue
 from gemmlab.chapters import show
+from gemmlab.chapters import ch03_smem_tiling as ch3
 import difflib
 
 STEPS = ["sgemm/05_2d_blocktiling", "sgemm/06_vectorized", "sgemm/07_warptiling"]
@@ -180,7 +181,7 @@ def ncu_table() -> None:
         for kind in ("load", "store"):
             if kind not in h100:
                 continue
-            model = _model_average(step, kind)
+            model = model_average(step, kind)
             print(f"{step:24s} {kind:6s} {model:6.2f} {h100[kind]['per_request']:6.2f} "
                   f"{other.get(kind, {}).get('per_request', float('nan')):6.2f} {h100[kind]['ideal_per_request']:6.2f}")
             v = step[6:8]
@@ -189,12 +190,11 @@ def ncu_table() -> None:
             glue(f"ch5_ncu_{v}_{kind}_conflicts", h100[kind]["conflicts"])
             glue(f"ch5_ncu_{v}_{kind}_ideal", h100[kind]["ideal_per_request"])
     print("H100: results/gpu-lane/ncu/shared-*.csv; H200: results/nvidia-h200.ncu.json; one launch at 4096 each")
-    from gemmlab.chapters import ch04_register_tiling as ch4
-    glue("ch5_ch3_broadcast", ch4.broadcast_wavefronts())   # chapter 3's broadcast LDS.128, measured (H200)
+    glue("ch5_ch3_broadcast", ch3.broadcast_wavefronts())   # chapter 3's broadcast LDS.128, measured (H200)
     glue("ch5_ch3_broadcast_model", sw.ideal_wavefronts(32, 16))
 
 
-def _model_average(step: str, kind: str, layout: str = "plain") -> float:
+def model_average(step: str, kind: str, layout: str = "plain") -> float:
     """The model's wavefronts per instruction over all of a step's shared loads (or stores) of one K tile; step 05's
     scalar loads as the source writes them."""
     if step.endswith("05_2d_blocktiling"):
@@ -289,7 +289,7 @@ def variant_profiles() -> dict:
         reqs, size = model_requests("sA store", layout)
         excess = sum(sw.wavefronts(q, size) - sw.ideal_wavefronts(32, size) for q in reqs) / len(reqs)
         # the model's excess per sA store, times the sA stores (4 of each thread's 5 stores per K tile)
-        rows[layout] = r = {"model": _model_average("sgemm/07_warptiling", "store", layout),
+        rows[layout] = r = {"model": model_average("sgemm/07_warptiling", "store", layout),
                             "model_conflicts": excess * st["instructions"] * 4 / 5 / 1e6,
                             "store": st["per_request"], "conflicts": st["conflicts"] / 1e6,
                             "inst": m["smsp__inst_executed.sum"] / 1e6, "l2": m["lts__t_sector_hit_rate.pct"],

@@ -18,7 +18,7 @@ from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
 from gemmlab.chapters import ch04_register_tiling as ch4
 from gemmlab.chapters import ch05_bank_conflicts as ch5
 from gemmlab.chapters import swizzle as sw
-from gemmlab.chapters import plots
+from gemmlab.chapters import plots, tiling
 from gemmlab.chapters.glue import glue
 from gemmlab.runtime.source import REPO
 from matplotlib.colors import ListedColormap
@@ -400,7 +400,6 @@ def warp_owners(step: str) -> np.ndarray:
     Step 10: lane l owns single rows warp_row + l / LANES_N + i * LANES_M (i < THREAD_M), the same columns, in 1 x 4
     pieces (the header's "Lane l" line), so that a warp's float4 reads of sA[m][k] fall on LANES_M consecutive rows."""
     if not step.endswith("10_cp_async"):
-        from gemmlab.chapters import tiling
         p = gemmlab.instance(step).params
         return tiling.owners(step, p)[:p["WARP_M"], :p["WARP_N"]] % 32
     p = gemmlab.instance(step).params

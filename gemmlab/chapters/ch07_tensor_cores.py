@@ -6,6 +6,7 @@ The chapter's record wrangling, glue() calls, figures and tables, one function p
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 import numpy as np
 
 import gemmlab
@@ -608,7 +609,6 @@ def draw_x4_placement(axes=None):
     .trans) is matrix 0..3, which lanes give its rows' addresses, and the register it lands in (as in the kernel's
     call: ldmatrix_x4(rA[m][0][0], rA[m][0][1], rA[m][1][0], rA[m][1][1], ...) and ldmatrix_x4_trans(rB[n][0][0],
     rB[n][1][0], rB[n + 1][0][0], rB[n + 1][1][0], ...)). Returns the axes."""
-    from matplotlib.patches import Rectangle
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 5))
     colours = plt.get_cmap("Pastel2")

@@ -11,7 +11,7 @@ import numpy as np
 
 import gemmlab
 from gemmlab import hardware, nvrtc, profile
-from gemmlab.chapters import plots
+from gemmlab.chapters import pipeline, plots
 from gemmlab.chapters.glue import glue
 from gemmlab.measure.check import compare, make_inputs
 from gemmlab.measure.results import INTERLEAVED_SINCE
@@ -550,7 +550,6 @@ def predict(step: str, at: dict, peaks: dict, size: int = 8192, stages: int | No
     cp_async with NUM_STAGES - 1 tiles ahead, at the new instruction's ceiling. Barriers cost nothing in the model,
     so double buffering (06) is predicted no faster than 05. Glues ch7b_pred_<NN>; with `stages` (cp_async only) it
     predicts that NUM_STAGES instead of the step's default, quietly (no glue, no print)."""
-    from . import pipeline
     prev, schedule, ceiling = PREDICTED[step]
     r = at.get((prev, size))
     if r is None or not peaks.get(ceiling) or not peaks.get("mma_m16n8k8"):

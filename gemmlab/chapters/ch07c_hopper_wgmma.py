@@ -9,6 +9,8 @@ calls one function per figure or table.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..measure import bench, hardware, profile, results
@@ -16,6 +18,7 @@ from . import pipeline, plots
 from .glue import glue
 import gemmlab
 from ..runtime import nvrtc, registry
+from ..runtime.source import REPO
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
@@ -503,7 +506,6 @@ def l2_evidence() -> str:
 # --- Issue 51/52: the concepts step 08 brings in, each with its picture ----------------------------------------
 
 def _kernel_text(step: str) -> str:
-    from ..runtime.source import REPO
     return (REPO / "kernels" / f"{step}.cu").read_text()
 
 
@@ -512,7 +514,6 @@ def ws_roles(step: str = "hgemm/08_wgmma", gpu: str = GPU) -> dict:
     (__launch_bounds__), what setmaxnreg_dec leaves the producer warp group and setmaxnreg_inc lets the consumers
     claim, the budget 128 x producer + consumer threads x consumer against the SM's register file (one block per
     SM), and the rows of the 128-row tile each consumer owns."""
-    import re
     text = _kernel_text(step)
     threads = int(re.search(r"__launch_bounds__\((\d+),\s*1\)", text).group(1))
     dec = int(re.search(r"setmaxnreg_dec<(\d+)>", text).group(1))
@@ -586,7 +587,6 @@ def draw_warp_specialization(step: str = "hgemm/08_wgmma", stages: int = 4, bloc
 def descriptor_strides(step: str = "hgemm/08_wgmma") -> dict:
     """The LBO and SBO the kernel passes to wgmma_desc_sw128 for A and for B (bytes), read from its source, with
     the constants they name: the 8-row x 128-byte swizzle atom is 1024 bytes; B's 64-column boxes B_BOX_BYTES apart."""
-    import re
     text = _kernel_text(step)
     consts = {"B_BOX_BYTES": 64 * BLOCK_K * 2}
     val = lambda s: int(s) if s.isdigit() else consts[s]  # noqa: E731

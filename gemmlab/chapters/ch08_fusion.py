@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..measure import hardware, results
+from ..measure import hardware, profile, results
 from ..measure import fusion
 from .explore import blocks_per_sm, explorer  # noqa: F401  (explorer: the chapter's live sliders)
 from .glue import glue
@@ -405,7 +405,6 @@ def glue_panel_profiles(recs: list[dict], n: int = 512) -> None:
     "fused/0N_...@n", lab/gaps): ch8_p01_*, ch8_p02_* (kernel µs, warps per active SM, % issue slots used, top stall,
     L2 hit rate, instructions) and ch8_p_issue_ratio (the issue throughput of 01 over 02: SMs with a block x issue
     share) beside ch8_p_inst_ratio (02's instructions over 01's) and the time ratios, Nsight's and the run's."""
-    from ..measure import profile
     prof, got = profile.load(GPU), {}
     for step in STEPS[:2]:
         idea, m = step.split("/")[1][:2], prof[f"{step}@{n}"]
