@@ -28,6 +28,19 @@ __all__ = ["GPU", "BASELINE", "runs", "lane_records", "limits_need", "glue_all",
            "changes_figure"]
 
 
+def medians(us: dict) -> dict:
+    """The median of each call's recorded times (event times, µs)."""
+    return {k: float(np.median(v)) for k, v in us.items()}
+
+
+def direct_graph_table(run: dict, m: dict) -> None:
+    """One run's medians at 512, each call direct and (where timed) replayed from a CUDA graph."""
+    print(f"NVIDIA H200, {run['log']}: median event time over three rounds at 512, us (direct / from a CUDA graph)")
+    for name in (k for k in m if not k.endswith(" graph")):
+        graph = f"{m[name + ' graph']:7.2f}" if name + " graph" in m else "      -"
+        print(f"  {name:28s} {m[name]:7.2f} / {graph}")
+
+
 @functools.lru_cache(maxsize=None)
 def runs() -> dict:
     """The fusion-tma experiment's recorded runs (results/experiments/fusion-tma/results.json)."""
@@ -100,7 +113,7 @@ def limits() -> None:
     k_loops = _k_loops()
     lim, rt = tm.get("limits", {}).get("NVIDIA H200"), tm.get("rate", {}).get("NVIDIA H200")
     if lim and rt:
-        lm = {int(n): {k: float(np.median(v)) for k, v in calls.items()} for n, calls in lim["us"].items()}
+        lm = {int(n): medians(calls) for n, calls in lim["us"].items()}
         print(f"NVIDIA H200, {lim['log']}: median event time over three rounds, us (change against step 08)")
         for n in sorted(lm):
             for name, us in lm[n].items():
@@ -170,7 +183,7 @@ def operand() -> None:
     tm = runs()
     op = tm.get("operand", {}).get("NVIDIA H200")
     if op:
-        om = {int(n): {k: float(np.median(v)) for k, v in calls.items()} for n, calls in op["us"].items()}
+        om = {int(n): medians(calls) for n, calls in op["us"].items()}
         print(f"NVIDIA H200, {op['log']}: median event time over three rounds, us (change against step 08)")
         pct = {}
         for n in sorted(om):
@@ -201,11 +214,8 @@ def handover() -> None:
     tm = runs()
     ho = tm.get("handover", {}).get("NVIDIA H200")
     if ho:
-        hm = {k: float(np.median(v)) for k, v in ho["us"]["512"].items()}
-        print(f"NVIDIA H200, {ho['log']}: median event time over three rounds at 512, us (direct / from a CUDA graph)")
-        for name in (k for k in hm if not k.endswith(" graph")):
-            graph = f"{hm[name + ' graph']:7.2f}" if name + " graph" in hm else "      -"
-            print(f"  {name:28s} {hm[name]:7.2f} / {graph}")
+        hm = medians(ho["us"]["512"])
+        direct_graph_table(ho, hm)
         diff = lambda a, b, g="": hm[a + g] - hm[b + g]  # noqa: E731
         split_tile = tm["ring"]["NVIDIA H200"]["parts"]["as it is"]["split of B"]  # us a K tile, step 07's ring
         glue("ch8_ho_wait", f"{diff('08 no wait', '08'):+.2f}")
@@ -235,11 +245,8 @@ def fp16() -> None:
     tm = runs()
     fp = tm.get("fp16", {}).get("NVIDIA H200")
     if fp:
-        fm = {k: float(np.median(v)) for k, v in fp["us"]["512"].items()}
-        print(f"NVIDIA H200, {fp['log']}: median event time over three rounds at 512, us (direct / from a CUDA graph)")
-        for name in (k for k in fm if not k.endswith(" graph")):
-            graph = f"{fm[name + ' graph']:7.2f}" if name + " graph" in fm else "      -"
-            print(f"  {name:28s} {fm[name]:7.2f} / {graph}")
+        fm = medians(fp["us"]["512"])
+        direct_graph_table(fp, fm)
         for kind, rates in (("TF32", fp["n"]["32"]), ("fp16", fp["fp16"]["32"])):
             print(f"  {kind} wgmmas alone, N = 32: " + ", ".join(f"{r['fma_per_clock']:.0f} FMA/clk/SM with {g} group(s)"
                                                               for g, r in rates.items()))
@@ -250,7 +257,7 @@ def fp16() -> None:
             glue(f"ch8_fp_{key}_graph", f"{fp16_minus_tf32(v, ' graph'):+.1f}")
         glue("ch8_fp_empty", f"{fm['empty kernel']:.1f}")
         glue("ch8_fp_returns", f"{fm['08 returns at once']:.1f}")
-        ho_m = {k: float(np.median(v)) for k, v in tm["handover"]["NVIDIA H200"]["us"]["512"].items()}
+        ho_m = medians(tm["handover"]["NVIDIA H200"]["us"]["512"])
         for key, m in (("", fm), ("_ho", ho_m)):
             glue(f"ch8_fp_torch{key}", f"{m['torch a@b@c']:.1f}")
             glue(f"ch8_fp_08{key}", f"{m['08']:.1f}")
@@ -266,7 +273,7 @@ def ordered() -> None:
     tm = runs()
     od = tm.get("ordered", {}).get("NVIDIA H200")
     if od:
-        om = {n: {k: float(np.median(v)) for k, v in calls.items()} for n, calls in od["us"].items()}
+        om = {n: medians(calls) for n, calls in od["us"].items()}
         print(f"NVIDIA H200, {od['log']}: per K tile of a group at 512 (08's tiles, median over blocks and launches), us")
         for variant, parts in od["parts"].items():
             lag, period = od["stagger"][variant]
@@ -305,7 +312,7 @@ def waits() -> None:
     tm = runs()
     wt = tm.get("waits", {}).get("NVIDIA H200")
     if wt:
-        wm = {k: float(np.median(v)) for k, v in wt["us"]["512"].items()}
+        wm = medians(wt["us"]["512"])
         w = wt["waits"]
         shown = ("a group's K tile, one to the next", "wgmmas done to the loop's top", "wait for a full stage",
                  "copies issued before the consumer came", "producer, one K tile to the next")
@@ -350,7 +357,7 @@ def waits() -> None:
 
     pr = tm.get("producers", {}).get("NVIDIA H200")
     if pr:
-        pm = {n: {k: float(np.median(v)) for k, v in calls.items()} for n, calls in pr["us"].items()}
+        pm = {n: medians(calls) for n, calls in pr["us"].items()}
         two = lambda n, tag, g="": pm[n]["producers " + tag + g] - pm[n]["08 " + tag + g]  # noqa: E731
         print(f"{pr['log']}: a producer warp per operand, change against step 08 (direct / graph), us")
         for n, calls in pm.items():
@@ -369,7 +376,7 @@ def waits() -> None:
 
     ea = tm.get("early", {}).get("NVIDIA H200")
     if ea:
-        em = {k: float(np.median(v)) for k, v in ea["us"]["512"].items()}
+        em = medians(ea["us"]["512"])
         moved = em["early n32 k3 s12"] - em["08 n32 k3 s12"]
         print(f"{ea['log']}: the next stage awaited while the wgmmas run, at 512: K tile {ea['stagger']['early'][1]:.3f} us "
               f"(step 08: {ea['stagger']['08'][1]:.3f}); wgmmas done {ea['parts']['early']['wgmmas done']:.3f} us "
@@ -384,7 +391,7 @@ def waits() -> None:
 
     wd = tm.get("wide", {}).get("NVIDIA H200")
     if wd:
-        dm = {k: float(np.median(v)) for k, v in wd["us"]["512"].items()}
+        dm = medians(wd["us"]["512"])
         wide_saved = lambda what="", g="": (dm[f"phase 1 K512 n32 k3 s12{what}{g}"]  # noqa: E731
                                             - dm[f"phase 1 K256 n64 k2 s8{what}{g}"])
         print(f"{wd['log']}: phase 1 alone, us (direct / graph)")
@@ -407,7 +414,7 @@ def presplit() -> None:
     tm = runs()
     ps = tm.get("presplit", {}).get("NVIDIA H200")
     if ps:
-        pm = {int(n): {k: float(np.median(v)) for k, v in calls.items()} for n, calls in ps["us"].items()}
+        pm = {int(n): medians(calls) for n, calls in ps["us"].items()}
         print(f"NVIDIA H200, {ps['log']}: median event time over three rounds, us (direct / from a CUDA graph)")
         for n, calls in pm.items():
             print(f"  N = {n}")
@@ -449,7 +456,7 @@ def readsplit() -> None:
                   "issue": "producer's issue", "fetch": "producer, one K tile to the next",
                   "loop": "K loops, first full stage to last wgmmas"}
     if rs:
-        rw, rc = rs["waits"], {k: float(np.median(v)) for k, v in rs["us"]["512"].items()}
+        rw, rc = rs["waits"], medians(rs["us"]["512"])
         own = lambda v: rs["parts"][f"{v} phase 2"]["tile, in all"]  # noqa: E731  (median)
         p2 = lambda v, key: rw[v][RS_FIGURES[key]][3]  # noqa: E731  (phase 2, mean over blocks, launches, K tiles)
         rows = [("a group's own work on a K tile (median)", own),
@@ -489,7 +496,7 @@ def overlap() -> None:
     glue("ch8_ring_split_after", f"{tm['ring'][GPU]['parts']['as it is']['split of B']:.2f}")
     ov = tm.get("overlap", {}).get("NVIDIA H200")
     if ov:
-        ovm = {int(n): {k: float(np.median(v)) for k, v in calls.items()} for n, calls in ov["us"].items()}
+        ovm = {int(n): medians(calls) for n, calls in ov["us"].items()}
         print(f"NVIDIA H200, {ov['log']}: median event time over three rounds, us")
         print(f"{'N':>5s} {'tiles':11s} {'08':>8s} {'overlap':>8s} {'change':>7s} {'08 no split':>12s} {'overlap no split':>17s}"
               f" {'no fence':>9s}")

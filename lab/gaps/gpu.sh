@@ -67,16 +67,9 @@ recs = benchmark([make_step('sgemm/03_smem_tiling', BLOCK=b) for b in (8, 16, 31
 print(table(recs))"
 fi
 
-SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables"
-SECTIONS+=" --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats"
-METRICS="l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum"
-METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
-METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,lts__t_sectors_srcunit_tex_op_read.sum"
-METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
-METRICS+=",smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum"
-METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
-METRICS+=",smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
-METRICS+=",smsp__inst_executed_op_global_ld.sum,smsp__inst_executed.sum,smsp__inst_issued.sum"
+source lab/ncu-metrics.sh  # the sections and metrics the profile records read
+SECTIONS+=" --section SchedulerStats"
+METRICS+=",smsp__inst_executed.sum,smsp__inst_issued.sum"
 METRICS+=",sm__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum"
 
 # PART=ch7 bash lab/gaps/gpu.sh OUT: chapter 7's part only (hgemm/01-03 at 2048 and 4096), a second call

@@ -8,15 +8,7 @@ mkdir -p "$out"; work=$(mktemp -d)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 command -v ncu > /dev/null || export PATH=$PATH:/usr/local/cuda/bin
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$work/gpu.txt" 2>&1
-SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section LaunchStats --section Occupancy"
-METRICS="l1tex__t_sector_hit_rate.pct,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum"
-METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
-METRICS+=",l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,lts__t_sectors_srcunit_tex_op_read.sum"
-METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
-METRICS+=",smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum"
-METRICS+=",l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
-METRICS+=",smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
-METRICS+=",smsp__inst_executed_op_global_ld.sum"
+source lab/ncu-metrics.sh  # the sections and metrics the profile records read
 for s in sgemm/01_naive sgemm/02_coalesced sgemm/03_smem_tiling sgemm/04_1d_blocktiling sgemm/05_2d_blocktiling \
          sgemm/06_vectorized sgemm/07_warptiling; do
   name=$(basename $s)
