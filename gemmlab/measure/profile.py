@@ -55,13 +55,23 @@ def raw_csv_rows(text: str) -> list[dict[str, str]]:
     return [dict(zip(rows[0], row)) for row in rows[2:]]
 
 
+# A live run prints base units (nsecond, byte, cycle/second); a report read back with `ncu -i` scales them for
+# reading (ms, Gbyte, Ghz). The records keep base units: nanoseconds, bytes, hertz.
+TO_BASE = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9,
+           "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+           "hz": 1, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9, "cycle/second": 1, "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
+
+
 def parse_raw_csv(text: str) -> dict[str, float]:
-    """The metrics of the last profiled kernel in a raw-page CSV: the warp stalls and KEEP's, as numbers."""
+    """The metrics of the last profiled kernel in a raw-page CSV: the warp stalls and KEEP's, as numbers in base
+    units (the CSV's second row names each column's unit)."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    units = dict(zip(*list(csv.reader(io.StringIO("\n".join(lines[:2])))))) if len(lines) > 1 else {}
     out = {}
     for name, value in raw_csv_rows(text)[-1].items():
         number = _number(value)
         if number is not None and (STALL.match(name) or name in KEEP):
-            out[name] = number
+            out[name] = number * TO_BASE.get(units.get(name, ""), 1)
     return out
 
 

@@ -93,11 +93,74 @@ for v in step padded swizzled; do  # lab/run.py's 'step' is step 07 itself; key 
 done
 prof ncu-fused01-512 "fused/01_naive_row@512" fused_naive_row "python3 -m gemmlab run fused/01_naive_row --size 512"
 prof ncu-fused02-512 "fused/02_row_panel@512" fused_row_panel "python3 -m gemmlab run fused/02_row_panel --size 512"
-else  # PART=ch7: chapter 7's first tensor-core steps at 2048 (A and B fit in L2) and 4096 (they do not)
+elif [[ $PART == ch7 ]]; then  # chapter 7's first tensor-core steps at 2048 (A and B fit in L2) and 4096 (they do not)
 for s in 01_mma_tiling 02_vectorized_copy 03_swizzled; do
   for n in 2048 4096; do
     prof "ncu-h$s-$n" "hgemm/$s@$n" "hgemm_${s#0?_}" "python3 -m gemmlab run hgemm/$s --size $n"
   done
+done
+elif [[ $PART == tiles ]]; then  # PART=tiles: the gaps of chapters 4, 7 and 7b (session 35), one call
+METRICS+=",sm__cycles_elapsed.avg.per_second"  # the SM clock of each profiled launch
+# ch4: steps 04 and 05 at the tile of the step before them, beside their own defaults, one process (tile vs idea)
+run bench-ch4 200 python3 -c "
+from gemmlab.measure.bench import benchmark, make_step, table
+recs = benchmark([make_step('sgemm/03_smem_tiling'),
+                  make_step('sgemm/04_1d_blocktiling', BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, THREAD_M=8),
+                  make_step('sgemm/04_1d_blocktiling'),
+                  make_step('sgemm/05_2d_blocktiling', BLOCK_M=64, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8),
+                  make_step('sgemm/05_2d_blocktiling')], sizes=[4096])
+print(table(recs))"
+# ch7: the fp16-accumulate variant and step 01 in one run, then a profile of the variant
+run bench-ch7-f16 150 python3 -c "
+from gemmlab.chapters import tensorcores as tc
+from gemmlab.measure.bench import benchmark, make_step, table
+print(table(benchmark([tc.f16_accumulate(), make_step('hgemm/01_mma_tiling')], sizes=[4096, 8192])))"
+prof ncu-f16-4096 "demo/01_f16_accumulate@4096" hgemm_f16_accumulate "python3 lab/gaps/launch.py f16_accumulate 4096 1"
+# 7b: steps 04 to 07 at 8192 on one GPU (the H100's records hold 04 and 07 only): which stall grew from 04 to 05
+for s in 04_register_prefetch 05_tuned_tiles 06_double_buffer 07_cp_async; do
+  prof "ncu-h$s-8192" "hgemm/$s@8192" "hgemm_" "python3 -m gemmlab run hgemm/$s --size 8192"
+done
+elif [[ $PART == places ]]; then  # PART=places: where warps wait, per instruction, and launch-to-launch spread
+METRICS+=",sm__cycles_elapsed.avg.per_second"
+# srcprof NAME KEY KERNEL CMD: one launch profiled with the source counters too; the raw page saved under KEY,
+# the per-instruction page (stall samples, instructions executed per SASS line) as $work/src-NAME.csv.gz
+srcprof() {
+  local name=$1 key=$2 kernel=$3 cmd=$4
+  KEYS+=("$key")
+  run "$name" 90 bash -c "ncu --clock-control none $SECTIONS --section SourceCounters --metrics $METRICS \
+    -k regex:'$kernel' --launch-count 1 -o '$work/$name' $cmd \
+    && ncu -i '$work/$name.ncu-rep' --csv --page raw > '$work/$name.csv' \
+    && ncu -i '$work/$name.ncu-rep' --csv --page source --print-source sass | gzip > '$work/src-$name.csv.gz' \
+    && python3 '$work/save.py' '$gpu' '$key' '$work/$name.csv'; rc=\$?; gzip -f '$work/$name.csv'; exit \$rc"
+}
+# launches NAME WHAT SIZE SKIP COUNT KERNEL NCU_FLAGS: launches SKIP+1 .. SKIP+COUNT of KERNEL (a regex) in one
+# process (lab/gaps/launch.py), the time and SM clock of each
+launches() {
+  run "$1" 60 bash -c "ncu --clock-control none $7 -k regex:'$6' --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,lts__t_sector_hit_rate.pct \
+    --launch-skip $4 --launch-count $5 --csv --page raw python3 lab/gaps/launch.py '$2' $3 $(( $4 + $5 )) > '$work/$1.csv'"
+  LAUNCHES+=("$work/$1.csv")
+}
+LAUNCHES=()
+srcprof s12-4096 "sgemm/12_tf32x3" sgemm_tf32x3 "python3 -m gemmlab run sgemm/12_tf32x3 --size 4096"
+srcprof hopper03-4096 "hopper/03_tma_ring<source>" hopper_ "python3 -m gemmlab run hopper/03_tma_ring --size 4096"
+srcprof h08-4096 "hgemm/08_wgmma<source>" hgemm_ "python3 -m gemmlab run hgemm/08_wgmma --size 4096"
+srcprof f06-4096 "fused/06_wgmma_tf32x3" fused_ "python3 -m gemmlab run fused/06_wgmma_tf32x3 --size 4096"
+srcprof f06-512 "fused/06_wgmma_tf32x3@512" fused_ "python3 -m gemmlab run fused/06_wgmma_tf32x3 --size 512"
+# ch4: steps 04 and 05 at the tile of the step before them (PART=tiles timed them), one launch each
+prof ncu-04-tile03 "sgemm/04_1d_blocktiling<BLOCK_M=32,BLOCK_N=32,BLOCK_K=32>" sgemm_1d_blocktiling \
+  "python3 -m gemmlab run sgemm/04_1d_blocktiling --param BLOCK_M=32 --param BLOCK_N=32 --param BLOCK_K=32"
+prof ncu-05-tile04 "sgemm/05_2d_blocktiling<BLOCK_M=64,BLOCK_N=64>" sgemm_2d_blocktiling \
+  "python3 -m gemmlab run sgemm/05_2d_blocktiling --param BLOCK_M=64 --param BLOCK_N=64"
+# ch8: step 05's kernel alone at 512, warm (L2 not flushed), launches 11-20 of one process
+launches warm-f05-512 fused/05_tf32x3 512 10 10 fused_tf32x3 "--cache-control none"
+# ch5: eight launches of step 07 and each variant, L2 flushed as in the recorded profiles: the spread
+for v in step padded swizzled; do
+  launches "spread-07-$v" "ch5-variants/$v@sgemm/07_warptiling" 4096 2 8 sgemm_warptiling ""
+done
+# 7c, 7d: the first launch of a fresh process, as the recorded profiles took it: its time and SM clock
+for s in hopper/01_wgmma hopper/02_tma hopper/03_tma_ring hgemm/08_wgmma hgemm/09_persistent hgemm/10_tma_store \
+         hgemm/11_mma_in_flight hgemm/12_stream_k; do
+  launches "first-${s//\//-}" "$s" 4096 0 1 "hopper_|hgemm_" ""
 done
 fi
 
@@ -105,8 +168,16 @@ cp results/nvidia-h200.json results/nvidia-h200.ncu.json "$out/" 2>/dev/null
 copy_records
 {
   echo
-  report "ch3 benchmark at 4096 (one process)" "bench-ch3.log" "TFLOP/s|%|^step"
+  report "benchmarks (one process each)" "bench-*.log" "TFLOP/s|%|^step"
   echo "== Nsight Compute, one launch each (results/<gpu>.ncu.json)"
   timeout 60 python3 "$work/summary.py" "$gpu" "${KEYS[@]}" 2>&1
+  if (( ${#LAUNCHES[@]} )); then
+    echo "== launch by launch (lab/gaps/launches.py): time and SM clock of each profiled launch"
+    timeout 60 python3 lab/gaps/launches.py "${LAUNCHES[@]}" 2>&1
+  fi
+  if [[ ${PART:-main} == places ]]; then
+    echo "== per instruction (lab/gaps/places.py)"
+    timeout 120 python3 lab/gaps/places.py "$work"/src-*.csv.gz 2>&1 | head -150
+  fi
 } >> "$summary"
 finish gaps.tar.gz
