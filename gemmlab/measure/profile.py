@@ -62,17 +62,25 @@ TO_BASE = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms
            "hz": 1, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9, "cycle/second": 1, "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
 
 
-def parse_raw_csv(text: str) -> dict[str, float]:
-    """The metrics of the last profiled kernel in a raw-page CSV: the warp stalls and KEEP's, as numbers in base
+def launches(text: str) -> list[dict[str, float]]:
+    """Every profiled kernel of a raw-page CSV, in launch order: the warp stalls and KEEP's, as numbers in base
     units (the CSV's second row names each column's unit)."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     units = dict(zip(*list(csv.reader(io.StringIO("\n".join(lines[:2])))))) if len(lines) > 1 else {}
-    out = {}
-    for name, value in raw_csv_rows(text)[-1].items():
-        number = _number(value)
-        if number is not None and (STALL.match(name) or name in KEEP):
-            out[name] = number * TO_BASE.get(units.get(name, ""), 1)
+    out = []
+    for row in raw_csv_rows(text):
+        kept = {}
+        for name, value in row.items():
+            number = _number(value)
+            if number is not None and (STALL.match(name) or name in KEEP):
+                kept[name] = number * TO_BASE.get(units.get(name, ""), 1)
+        out.append(kept)
     return out
+
+
+def parse_raw_csv(text: str) -> dict[str, float]:
+    """The metrics of the last profiled kernel in a raw-page CSV (launches)."""
+    return launches(text)[-1]
 
 
 def stall_reasons(metrics: dict[str, float], top: int = 5) -> list[tuple[str, float]]:

@@ -14,18 +14,21 @@ from gemmlab.measure import profile
 def launches(path) -> list[dict]:
     """[{'us': kernel time, 'mhz': SM clock, 'l2': L2 hit %}] per profiled launch, in launch order."""
     text = (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)).read()
-    number = lambda v: float(v.replace(",", "")) if v not in ("", "n/a") else float("nan")  # noqa: E731
-    return [{"us": number(r["gpu__time_duration.sum"]) / 1e3, "mhz": number(r["sm__cycles_elapsed.avg.per_second"]) / 1e6,
-             "l2": number(r["lts__t_sector_hit_rate.pct"])} for r in profile.raw_csv_rows(text)]
+    nan = float("nan")
+    return [{"us": m.get("gpu__time_duration.sum", nan) / 1e3, "mhz": m.get("sm__cycles_elapsed.avg.per_second", nan) / 1e6,
+             "l2": m.get("lts__t_sector_hit_rate.pct", nan)} for m in profile.launches(text)]
 
 
 def line(path) -> str:
     rows = launches(path)
     us = [r["us"] for r in rows]
-    spread = f", spread {min(us):.1f}-{max(us):.1f} ({(max(us) - min(us)) / statistics.median(us):.1%})" if len(us) > 1 else ""
-    return (f"{Path(path).name.split('.')[0]}: {len(rows)} launches, median {statistics.median(us):.1f} us{spread};"
-            f" SM clock {', '.join(f'{r['mhz']:.0f}' for r in rows)} MHz; L2 hit {', '.join(f'{r['l2']:.1f}' for r in rows)}"
-            f"; times {', '.join(f'{u:.1f}' for u in us)}")
+    clocks = ", ".join(f"{r['mhz']:.0f}" for r in rows)
+    hits = ", ".join(f"{r['l2']:.1f}" for r in rows)
+    times = ", ".join(f"{u:.1f}" for u in us)
+    mid = statistics.median(us)
+    spread = f", spread {min(us):.1f}-{max(us):.1f} ({(max(us) - min(us)) / mid:.1%})" if len(us) > 1 else ""
+    return (f"{Path(path).name.split('.')[0]}: {len(rows)} launches, median {mid:.1f} us{spread}; SM clock {clocks} MHz;"
+            f" L2 hit {hits}; times {times}")
 
 
 if __name__ == "__main__":
