@@ -178,3 +178,18 @@ def test_step_02s_picture_outlines_block_0s_thread_tiles(monkeypatch):
     assert f"{p['THREAD_M']} x {p['THREAD_N']} tile" in fig._suptitle.get_text()
     assert plain < len(fig.axes[0].patches)
     plt.close("all")
+
+
+def test_the_warm_launches_split_step_05s_call_at_512():
+    """The warm launches (lab/gaps, L2 unflushed) read back in base units, and the sentences' relations hold: warm
+    time within a few % of Nsight's flushed one, the call less the kernel under the launch floor, the sum over."""
+    w = ch8.warm_launches()
+    assert len(w) == 10 and all(21 < r["us"] < 22.5 and 1700 < r["mhz"] < 2000 and r["l2"] > 95 for r in w)
+    recs = ch8.lane_run()
+    ch8.glue_warm(recs); ch8.glue_counters("fused/05_tf32x3")
+    v = glue.VALUES
+    call = fusion.lookup(recs, "fused/05_tf32x3", 512)["median_s"] * 1e6
+    assert v["ch8_w_rest"] == pytest.approx(call - v["ch8_w_us"])
+    assert v["ch8_w_lo"] <= v["ch8_w_us"] <= v["ch8_w_hi"]
+    assert abs(v["ch8_w_us"] / v["ch8_c05_kernel"] - 1) < 0.03  # "flushed or warm, the same"
+    assert 0 < v["ch8_w_rest"] < ch8.launch_floor_us() and v["ch8_w_over"] > 0  # "under the floor ... still overshoots"

@@ -10,6 +10,7 @@ tests/test_ch08_fusion.py holds to the kernels' own loops.
 """
 from __future__ import annotations
 
+import gzip
 import statistics
 from typing import Sequence
 
@@ -23,6 +24,7 @@ from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
 from .plots import COLOURS, roofline as draw
 from ..runtime import variants
+from ..runtime.source import REPO
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -32,7 +34,7 @@ __all__ = ["GPU", "SPEC", "STEPS", "fusion", "lane_run", "run_label", "glue_run"
            "warp_origin", "panel_rows", "ownership", "occupancy", "glue_tf32x3_bound", "plot_run",
            "speedup_table", "glue_measure", "glue_step04", "glue_counters", "one_tf32_source", "glue_gap",
            "sweep_table", "glue_sweep", "twin", "explorer", "tf32_tflops", "occupancy_of", "glue_panels", "error_head",
-           "error_subject"]
+           "error_subject", "warm_launches", "glue_warm"]
 
 STEPS = ("fused/01_naive_row", "fused/02_row_panel", "fused/03_two_phase", "fused/04_split_k", "fused/05_tf32x3")
 EAGER = ("torch a@b@c", "cupy a@b@c")          # a @ b @ c: two cuBLAS launches (fusion.BASELINES)
@@ -423,7 +425,6 @@ def glue_panel_profiles(recs: list[dict], n: int = 512) -> None:
     glue("ch8_p_ncu_ratio", b["us"] / a["us"])
     run = [_us(recs, step, n) or float("nan") for step in STEPS[:2]]
     glue("ch8_p_run_ratio", run[1] / run[0])
-    glue("ch8_p01_vs_run", a["us"] / run[0]); glue("ch8_p02_vs_run", b["us"] / run[1])
 
 
 def glue_grid_prediction(n: int = 512) -> None:
@@ -630,8 +631,30 @@ def glue_gap(n: int = 512) -> None:
     glue("ch8_g_loop", loop)
     glue("ch8_g_floor", phase_floor)
     glue("ch8_g_loop_pct", 100 * phase_floor / loop)
-    kernel = results.experiment("fusion-counters")["ncu"][f"ncu-05-default-{n}"]["kernel_us"]
-    glue("ch8_g_sum", kernel + us["empty packed"])  # Nsight's kernel time plus the floor: not additive (the text)
+
+
+WARM = REPO / "results" / "experiments" / "gaps-places" / "launches" / "warm-f05-512.csv.gz"
+
+
+def warm_launches(path=WARM) -> list[dict[str, float]]:
+    """Step 05's launches 11-20 at 512 in one process under Nsight Compute with the L2 left warm (lab/gaps, PART=places,
+    --cache-control none, clock not locked), one dict per launch: us, mhz (SM clock), l2 (% hit)."""
+    with gzip.open(path, "rt") as f:
+        pages = profile.launches(f.read())
+    return [{"us": m["gpu__time_duration.sum"] / 1e3, "mhz": m["sm__cycles_elapsed.avg.per_second"] / 1e6,
+             "l2": m["lts__t_sector_hit_rate.pct"]} for m in pages]
+
+
+def glue_warm(recs: list[dict], n: int = 512) -> None:
+    """The run's call of step 05 at n split into the warm kernel time (warm_launches) and the rest, beside the launch
+    floor (ch8_w_*): the sum kernel + floor against the call, and what it overshoots by."""
+    w = warm_launches()
+    us = statistics.median(r["us"] for r in w)
+    call, floor = _us(recs, "fused/05_tf32x3", n) or float("nan"), launch_floor_us(n)
+    glue("ch8_w_n", len(w)); glue("ch8_w_us", us)
+    glue("ch8_w_lo", min(r["us"] for r in w)); glue("ch8_w_hi", max(r["us"] for r in w))
+    glue("ch8_w_mhz", statistics.median(r["mhz"] for r in w)); glue("ch8_w_l2", statistics.median(r["l2"] for r in w))
+    glue("ch8_w_rest", call - us); glue("ch8_w_sum", us + floor); glue("ch8_w_over", us + floor - call)
 
 
 # ------------------------------------------------------------------------------------------------
