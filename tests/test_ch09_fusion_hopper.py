@@ -259,3 +259,50 @@ def test_tables_and_sentences_come_from_the_run(run, capsys):
 def test_listing_folds_the_whole_kernel():
     html = ch9.listing("fused/07_tma_tf32x3", "fused/06_wgmma_tf32x3")._repr_html_()
     assert html.startswith("<details><summary>") and '<div class="gemmlab-listing"><p' in html
+
+
+def test_the_source_page_reader_sums_the_mix_and_the_samples(tmp_path):
+    """opcode_mix drops predicates and modifiers; stall_shares are shares of all samples; barrier_share_at finds the
+    barrier samples on one opcode (a synthetic page in the source page's format)."""
+    import gzip
+
+    head = ['"Address"', '"Source"', '"Warp Stall Sampling (All Samples)"', '"Instructions Executed"',
+            '"stall_barrier"', '"stall_wait"', '"stall_barrier (Not Issued)"']
+    rows = [["0x0", "  @!P0 LDS.U.128 R4, [R2]", "4", "10", "0", "4", "0"],
+            ["0x10", "HGMMA.64x32x8.F32.TF32 R24, gdesc[UR8], R24", "2", "5", "0", "2", "0"],
+            ["0x20", "@P0   EXIT", "6", "1,000", "6", "0", "6"]]
+    text = '"Kernel Name","k"\n' + ",".join(head) + "\n" + "\n".join(",".join(f'"{v}"' for v in r) for r in rows)
+    path = tmp_path / "src.csv.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    got = ch9.source_rows(path)
+    assert [r["Address"] for r in got] == ["0x0", "0x10", "0x20"]
+    assert ch9.opcode_mix(got) == {"LDS": 10, "HGMMA": 5, "EXIT": 1000}
+    assert ch9.stall_shares(got) == pytest.approx({"barrier": 0.5, "wait": 0.5})
+    assert ch9.barrier_share_at(got, "EXIT") == 1.0 and ch9.barrier_share_at(got, "LDS") == 0.0
+
+
+def test_the_split_per_k_tile_follows_the_kernel_and_the_profile():
+    """split_per_ktile's counts are the kernel's loops (three wgmmas per k slice, the split of A's 16 and B's 8 values
+    per warp); the recorded profile at 4096 executes FADD, LOP3 and STS per HGMMA within 10% of them (FADD and STS within 3%)."""
+    text = kernel_path("fused/06_wgmma_tf32x3.cu").read_text()
+    assert text.count("WgmmaTf32<BLOCK_N>::mma(") == 3 and "for (int i = 0; i < BLOCK_N / 4; ++i)" in text
+    assert "(__float_as_uint(x) + 0x1000u) & 0xffffe000u" in kernel_path("common.cuh").read_text()  # add, mask
+    pred = ch9.split_per_ktile(32)
+    assert pred["HGMMA"] == 12 and pred["splits"] == 24 and pred["FADD"] == 40 and pred["STS"] == 16
+    mix = ch9.opcode_mix(ch9.source_rows(ch9.PLACES / "src-f06-4096.csv.gz"))
+    for op in ("FADD", "LOP3", "STS"):
+        assert mix[op] / mix["HGMMA"] == pytest.approx(pred[op] / pred["HGMMA"], rel=0.03 if op != "LOP3" else 0.1)
+
+
+def test_step_06_at_4096_is_not_bound_by_its_tensor_cores(run):
+    """The sentences of the 4096 gap: the tensor pipe busy about its floor's share, far below the issue share; the
+    instructions besides HGMMA several times the predicted split; cuBLAS's baseline on the FMA pipe."""
+    ch9.glue_profile06(run)
+    v = glue.VALUES
+    assert abs(v["ch9_f06_tensor"] - v["ch9_f06_tensor_pct"]) < 3 and v["ch9_f06_tensor"] < 0.6 * v["ch9_f06_issue"]
+    assert abs(v["ch9_f06_issue"] - v["ch9_f06_issue_pct"]) < 3
+    assert v["ch9_f06_meas_per_mma"] > 2 * v["ch9_f06_pred_per_mma"] and v["ch9_f06_mix_hgmma"] < 5
+    assert v["ch9_f06_warps"] == pytest.approx(16, abs=0.1)  # four warps per scheduler
+    assert v["ch9_f06_s_wait"] > v["ch9_f06_s_short_sb"] > v["ch9_f06_s_selected"] > v["ch9_f06_s_barrier"]
+    assert v["ch9_f06_cublas_ms"] < v["ch9_f06_run_ms"] and 50 < v["ch9_f06_cublas_pct"] < 100
+    assert v["ch9_f06s_barrier"] > v["ch9_f06s_wait"] > v["ch9_f06s_long_sb"] and v["ch9_f06s_exit"] > 30

@@ -11,12 +11,14 @@ The pictures are drawn from Python twins of the kernels' own index arithmetic (`
 """
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
+import re
 import statistics
 from typing import Sequence
 
-from ..measure import results
+from ..measure import profile, results
 from ..measure import fusion
 from . import ch08_fusion as ch8
 from .explore import explorer  # noqa: F401  (the chapter's live sliders)
@@ -24,6 +26,7 @@ from .glue import glue
 from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
 from .fusion_report import kernel_time_ratios
+from ..runtime.source import REPO
 from . import show
 import matplotlib.pyplot as plt
 
@@ -32,7 +35,8 @@ __all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_r
            "consumer_ktiles", "ring_slot", "reads_owed", "warpgroups", "ring", "tile_flags", "top_stalls",
            "timeline_07", "phases_07", "row_panel_wait", "barrier_and_panel", "small_verdict", "stall_after_trywait",
            "glue_evidence06", "glue_evidence07", "glue_evidence08", "tile_shape", "glue_tiles", "stages_spread",
-           "glue_stages", "fastest_at", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict", "listing", "twin", "explorer"]
+           "glue_stages", "fastest_at", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict",
+           "source_rows", "opcode_mix", "stall_shares", "barrier_share_at", "split_per_ktile", "glue_profile06", "listing", "twin", "explorer"]
 
 RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
 STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
@@ -382,6 +386,103 @@ def _source_page(step: str = "fused/08_tile_flags") -> tuple[list[str], list[lis
         lines = [ln for ln in f if ln.startswith('"')]
     rows = list(csv.reader(lines[1:]))
     return rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+
+
+PLACES = REPO / "results" / "experiments" / "gaps-places"  # lab/gaps PART=places (H200, 2026-11-29): source pages
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def source_rows(path) -> list[dict[str, str]]:
+    """The per-SASS-instruction rows of an Nsight Compute source page (`--page source --print-source sass --csv`,
+    gzipped; the format lab/gaps/places.py reads), in address order: 'Source', 'Instructions Executed', stall_*."""
+    with gzip.open(path, "rt") as f:
+        table = list(csv.reader(ln for ln in f if ln.startswith('"')))
+    start = next(i for i, r in enumerate(table) if r and r[0] == "Address")
+    return [dict(zip(table[start], r)) for r in table[start + 1:] if len(r) == len(table[start])]
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", "")) if text not in ("", "-") else 0.0
+
+
+def _opcode(source: str) -> str:
+    """'@!P0 LDS.U.128 R4, [R2]' -> 'LDS' (the predicate and the modifiers dropped)."""
+    words = re.sub(r"^\s*@!?U?P\w+\s+", "", source).split()
+    return words[0].split(".")[0] if words else "?"
+
+
+def opcode_mix(rows: list[dict[str, str]]) -> collections.Counter:
+    """Warp instructions executed per opcode (HGMMA, FADD, LDS, ...), summed over the kernel's SASS."""
+    mix: collections.Counter = collections.Counter()
+    for r in rows:
+        mix[_opcode(r["Source"])] += _num(r["Instructions Executed"])
+    return mix
+
+
+def stall_shares(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Each stall reason's share of all warp-state samples (selected included, as the source page counts them)."""
+    total = sum(_num(r[SAMPLES]) for r in rows) or 1.0
+    cols = [h for h in rows[0] if h.startswith("stall_") and "Not Issued" not in h]
+    return {h[6:]: sum(_num(r[h]) for r in rows) / total for h in cols}
+
+
+def barrier_share_at(rows: list[dict[str, str]], opcode: str) -> float:
+    """The share of the `barrier` samples that sit on instructions of `opcode` (e.g. EXIT: warps done, waiting at
+    the block's last barrier for the others)."""
+    bar = [(_num(r["stall_barrier"]), _opcode(r["Source"])) for r in rows]
+    return sum(v for v, op in bar if op == opcode) / (sum(v for v, _ in bar) or 1.0)
+
+
+def split_per_ktile(block_n: int = 32, tile_k: int = 32) -> dict[str, int]:
+    """What one warp of step 06 issues per K tile, from the kernel's text (kernels/fused/06_wgmma_tf32x3.cu): three
+    wgmmas per 8-wide k slice; the A fragments (4 x ldmatrix.x4, 4 values each) and its share of B (BLOCK_N / 4
+    values: one LDS, two STS each) split, three instructions per value (tf32_round's add and mask, the FADD of
+    x - big); the chunk's add into acc (BLOCK_N / 2 FADDs)."""
+    a_vals, b_vals, acc = tile_k // 8 * 4, block_n // 4, block_n // 2
+    splits = a_vals + b_vals
+    return {"HGMMA": 3 * tile_k // 8, "FADD": splits + acc, "LOP3": splits, "VIADD": splits, "STS": 2 * b_vals,
+            "LDS": b_vals, "LDSM": tile_k // 8, "splits": splits}
+
+
+def glue_profile06(recs: list[dict], n: int = 4096, small: int = 512) -> None:
+    """Step 06's profile at n and at small (results/<gpu>.ncu.json "fused/06_wgmma_tf32x3[@512]", and the source
+    pages src-f06-*.csv.gz, lab/gaps, one launch each): ch9_f06_* (predicted per-K-tile ratios to HGMMA, the
+    measured mix, issue and tensor-pipe shares, the stalls, the bounds from the tensor rate and the issue rate)."""
+    m = profile.load(GPU)["fused/06_wgmma_tf32x3"]
+    rows = source_rows(PLACES / "src-f06-4096.csv.gz")
+    mix, all_inst = opcode_mix(rows), sum(opcode_mix(rows).values())
+    pred = split_per_ktile(fusion.get("fused/06_wgmma_tf32x3").resolve({})["BLOCK_N"])
+    for op in ("FADD", "STS", "LOP3"):
+        glue(f"ch9_f06_pred_{op.lower()}", pred[op] / pred["HGMMA"]); glue(f"ch9_f06_meas_{op.lower()}", mix[op] / mix["HGMMA"])
+    glue("ch9_f06_pred_per_mma", (sum(pred[k] for k in pred if k not in ("splits", "HGMMA"))) / pred["HGMMA"])
+    glue("ch9_f06_meas_per_mma", (all_inst - mix["HGMMA"]) / mix["HGMMA"])
+    for op in ("HGMMA", "IMAD", "FADD", "LDS", "VIADD", "LOP3", "STS"):
+        glue(f"ch9_f06_mix_{op.lower()}", 100 * mix[op] / all_inst)
+    glue("ch9_f06_inst_m", m["smsp__inst_executed.sum"] / 1e6)
+    ms, hz = m["gpu__time_duration.sum"] / 1e6, m["sm__cycles_elapsed.avg.per_second"]
+    glue("ch9_f06_ms", ms); glue("ch9_f06_mhz", hz / 1e6)
+    glue("ch9_f06_issue", m["smsp__issue_active.avg.pct_of_peak_sustained_active"])
+    glue("ch9_f06_warps", m["sm__warps_active.avg.per_cycle_active"])
+    glue("ch9_f06_tensor", m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"])
+    tensor_ms = 3 * fusion.flops(n) / (TF32_TFLOPS * 1e12) * 1e3
+    glue("ch9_f06_tensor_ms", tensor_ms); glue("ch9_f06_tensor_pct", 100 * tensor_ms / ms)
+    issue_ms = m["smsp__inst_executed.sum"] / (4 * SPEC.sms * hz) * 1e3  # one instruction per scheduler per cycle
+    glue("ch9_f06_issue_ms", issue_ms); glue("ch9_f06_issue_pct", 100 * issue_ms / ms)
+    st = stall_shares(rows)
+    for k in ("wait", "short_sb", "selected", "barrier"):
+        glue(f"ch9_f06_s_{k}", 100 * st[k])
+    sh = profile.shared_per_request(m)["store"]
+    glue("ch9_f06_sts_conf_m", sh["conflicts"] / 1e6); glue("ch9_f06_sts_per", sh["per_request"])
+    r06 = row(recs, "fused/06_wgmma_tf32x3", n) or {"us": float("nan"), "eager_us": float("nan"),
+                                                     "cublas_tflops": float("nan")}
+    glue("ch9_f06_run_ms", r06["us"] / 1e3); glue("ch9_f06_cublas_ms", r06["eager_us"] / 1e3)
+    glue("ch9_f06_cublas_pct", 100 * r06["cublas_tflops"] / SPEC.fp32_tflops)  # cuBLAS fp32, TF32 off: the FMA pipe
+    glue("ch9_fp32_peak", SPEC.fp32_tflops)
+    rows512 = source_rows(PLACES / f"src-f06-{small}.csv.gz")
+    st = stall_shares(rows512)
+    for k in ("barrier", "wait", "long_sb"):
+        glue(f"ch9_f06s_{k}", 100 * st[k])
+    glue("ch9_f06s_exit", 100 * barrier_share_at(rows512, "EXIT"))
 
 
 def stall_after_trywait(stall: str = "long_sb", before: int = 4) -> float:
