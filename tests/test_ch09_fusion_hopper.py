@@ -306,3 +306,13 @@ def test_step_06_at_4096_is_not_bound_by_its_tensor_cores(run):
     assert v["ch9_f06_s_wait"] > v["ch9_f06_s_short_sb"] > v["ch9_f06_s_selected"] > v["ch9_f06_s_barrier"]
     assert v["ch9_f06_cublas_ms"] < v["ch9_f06_run_ms"] and 50 < v["ch9_f06_cublas_pct"] < 100
     assert v["ch9_f06s_barrier"] > v["ch9_f06s_wait"] > v["ch9_f06s_long_sb"] and v["ch9_f06s_exit"] > 30
+
+
+def test_the_predicted_wgmma_count_is_the_profiles():
+    """pred_hgmma_06 (tiles x K tiles x four warps x 12) is the HGMMA count the source page executed at 4096, and the
+    predicted issue time of the split stays under the tensor floor (the sentence 'the tensor cores would set the time')."""
+    mix = ch9.opcode_mix(ch9.source_rows(ch9.PLACES / "src-f06-4096.csv.gz"))
+    assert ch9.pred_hgmma_06(4096) == mix["HGMMA"]
+    ch9.glue_profile06(ch9.one_run())
+    assert glue.VALUES["ch9_f06_pred_issue_ms"] < glue.VALUES["ch9_f06_tensor_ms"]
+    assert glue.VALUES["ch9_f06_wps"] == pytest.approx(4, abs=0.05)

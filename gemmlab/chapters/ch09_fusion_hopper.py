@@ -36,7 +36,7 @@ __all__ = ["GPU", "RUN_DATE", "STEPS", "fusion", "one_run", "run_label", "glue_r
            "timeline_07", "phases_07", "row_panel_wait", "barrier_and_panel", "small_verdict", "stall_after_trywait",
            "glue_evidence06", "glue_evidence07", "glue_evidence08", "tile_shape", "glue_tiles", "stages_spread",
            "glue_stages", "fastest_at", "compiled_for", "matches_float64", "alu_share_05", "copies_saving_06", "glue_verdict",
-           "source_rows", "opcode_mix", "stall_shares", "barrier_share_at", "split_per_ktile", "glue_profile06", "listing", "twin", "explorer"]
+           "source_rows", "opcode_mix", "stall_shares", "barrier_share_at", "split_per_ktile", "pred_hgmma_06", "glue_profile06", "listing", "twin", "explorer"]
 
 RUN_DATE, RUN_KIND = "2026-11-29", "benchmark"  # the one H200 run of every fused step with its baselines
 STEPS = ("fused/06_wgmma_tf32x3", "fused/07_tma_tf32x3", "fused/08_tile_flags")
@@ -444,6 +444,12 @@ def split_per_ktile(block_n: int = 32, tile_k: int = 32) -> dict[str, int]:
             "LDS": b_vals, "LDSM": tile_k // 8, "splits": splits}
 
 
+def pred_hgmma_06(n: int, block_n: int = 32, tile_k: int = 32) -> int:
+    """Warp-level HGMMAs step 06 executes for both products at n: per 64 x BLOCK_N tile, per K tile, four warps
+    issue split_per_ktile's HGMMAs."""
+    return 2 * ch8.cdiv(n, 64) * ch8.cdiv(n, block_n) * ch8.cdiv(n, tile_k) * 4 * split_per_ktile(block_n, tile_k)["HGMMA"]
+
+
 def glue_profile06(recs: list[dict], n: int = 4096, small: int = 512) -> None:
     """Step 06's profile at n and at small (results/<gpu>.ncu.json "fused/06_wgmma_tf32x3[@512]", and the source
     pages src-f06-*.csv.gz, lab/gaps, one launch each): ch9_f06_* (predicted per-K-tile ratios to HGMMA, the
@@ -451,18 +457,24 @@ def glue_profile06(recs: list[dict], n: int = 4096, small: int = 512) -> None:
     m = profile.load(GPU)["fused/06_wgmma_tf32x3"]
     rows = source_rows(PLACES / "src-f06-4096.csv.gz")
     mix, all_inst = opcode_mix(rows), sum(opcode_mix(rows).values())
-    pred = split_per_ktile(fusion.get("fused/06_wgmma_tf32x3").resolve({})["BLOCK_N"])
+    block_n = fusion.get("fused/06_wgmma_tf32x3").resolve({})["BLOCK_N"]
+    pred = split_per_ktile(block_n)
     for op in ("FADD", "STS", "LOP3"):
         glue(f"ch9_f06_pred_{op.lower()}", pred[op] / pred["HGMMA"]); glue(f"ch9_f06_meas_{op.lower()}", mix[op] / mix["HGMMA"])
-    glue("ch9_f06_pred_per_mma", (sum(pred[k] for k in pred if k not in ("splits", "HGMMA"))) / pred["HGMMA"])
+    per_mma = sum(pred[k] for k in pred if k not in ("splits", "HGMMA")) / pred["HGMMA"]
+    glue("ch9_f06_pred_per_mma", per_mma)
+    ms, hz = m["gpu__time_duration.sum"] / 1e6, m["sm__cycles_elapsed.avg.per_second"]
+    hgmma = pred_hgmma_06(n, block_n)  # warp-level HGMMAs of both products
+    glue("ch9_f06_pred_hgmma_m", hgmma / 1e6); glue("ch9_f06_meas_hgmma_m", mix["HGMMA"] / 1e6)
+    glue("ch9_f06_pred_issue_ms", hgmma * (1 + per_mma) / (4 * SPEC.sms * SPEC.boost_mhz * 1e6) * 1e3)
     glue("ch9_f06_meas_per_mma", (all_inst - mix["HGMMA"]) / mix["HGMMA"])
     for op in ("HGMMA", "IMAD", "FADD", "LDS", "VIADD", "LOP3", "STS"):
         glue(f"ch9_f06_mix_{op.lower()}", 100 * mix[op] / all_inst)
     glue("ch9_f06_inst_m", m["smsp__inst_executed.sum"] / 1e6)
-    ms, hz = m["gpu__time_duration.sum"] / 1e6, m["sm__cycles_elapsed.avg.per_second"]
     glue("ch9_f06_ms", ms); glue("ch9_f06_mhz", hz / 1e6)
     glue("ch9_f06_issue", m["smsp__issue_active.avg.pct_of_peak_sustained_active"])
     glue("ch9_f06_warps", m["sm__warps_active.avg.per_cycle_active"])
+    glue("ch9_f06_wps", m["sm__warps_active.avg.per_cycle_active"] / 4)  # per scheduler (four per SM)
     glue("ch9_f06_tensor", m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"])
     tensor_ms = 3 * fusion.flops(n) / (TF32_TFLOPS * 1e12) * 1e3
     glue("ch9_f06_tensor_ms", tensor_ms); glue("ch9_f06_tensor_pct", 100 * tensor_ms / ms)
