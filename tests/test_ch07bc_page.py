@@ -148,3 +148,25 @@ def test_7c_cublas_drift_and_stall_tables_show_what_the_prose_quotes():
     assert "(from 03)" in ch7c.gap_table() and "profiled" in ch7c.gap_table()
     p = ch7c.serial_prediction()
     assert p["sms"] == 132 and p["dram_gbps"] > 0 and p["peak_tflops"] > 900
+
+
+def test_profiles_of_steps_04_to_07_come_from_one_h200_run_and_hold_the_regression():
+    rows = ch7b.profile_steps()
+    assert list(rows) == ["04", "05", "06", "07"]
+    r4, r5, r6, r7 = (rows[v] for v in ("04", "05", "06", "07"))
+    assert r5["ms"] > r4["ms"] and r7["ms"] < r6["ms"] < r5["ms"]  # the regression 04 -> 05 reproduces
+    assert r5["inst"] < r4["inst"] and r5["short_scoreboard"] > 1.9 * r4["short_scoreboard"]
+    assert (r4["blocks"], r4["threads"], r5["blocks"], r5["threads"]) == (2, 128, 1, 256)  # 8 warps per SM in both
+    assert r4["ldsm"] == r5["ldsm"]  # the same 64 x 64 warp tile: as many ldmatrix per mma
+    assert r7["hmma"] * 2 == r6["hmma"] == 8192 ** 3 / (16 * 8 * 8) / 1e6 and r6["hmma"] == 8 * r6["ldsm"]
+    assert abs(r7["inst"] - r6["inst"]) < 0.02 * r6["inst"]  # half the HMMA, not fewer instructions
+
+
+def test_source_page_reader_sums_step12s_executed_mix():
+    assert ch7b.sass_opcode("@!P0 LDS.U.128 R4, [R2]") == "LDS" and ch7b.sass_opcode("  HMMA.1688.F32.TF32 R1") == "HMMA"
+    mix = ch7b.executed_mix()
+    total = sum(mix.values())
+    assert mix["HMMA"] == 3 * 4096 ** 3 / (16 * 8 * 8)  # three TF32 mma per product, every multiply-add once
+    assert [op for op, _ in mix.most_common(3)] == ["HMMA", "FADD", "LDS"] and 0.19 < mix["HMMA"] / total < 0.21
+    x = ch7b.tf32_executed({"feed_per_hmma": 2.17})
+    assert 1.9 < x["feed_per_hmma"] < 2.1 and 45 < x["tensor"] < 55

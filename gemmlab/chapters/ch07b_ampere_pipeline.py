@@ -5,6 +5,11 @@ The chapter's record wrangling, glue() calls, figures and tables, one function p
 """
 from __future__ import annotations
 
+import collections
+import csv
+import gzip
+import re
+
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 import numpy as np
@@ -15,6 +20,7 @@ from gemmlab.chapters import pipeline, plots
 from gemmlab.chapters.glue import glue
 from gemmlab.measure.check import compare, make_inputs
 from gemmlab.measure.results import INTERLEAVED_SINCE
+from gemmlab.runtime.source import REPO
 
 NAMES = ["hgemm/01_mma_tiling", "hgemm/02_vectorized_copy", "hgemm/03_swizzled", "hgemm/04_register_prefetch",
          "hgemm/05_tuned_tiles", "hgemm/06_double_buffer", "hgemm/07_cp_async"]
@@ -86,6 +92,67 @@ def top_stall(name: str, key: str) -> None:
           + ", ".join(f"{r} {v:.2f}" for r, v in reasons))
     glue(f"ch7b_{key}_stall", reasons[0][0]); glue(f"ch7b_{key}_stall_v", reasons[0][1])
     glue(f"ch7b_{key}_stall2", reasons[1][0]); glue(f"ch7b_{key}_tensor", tensor)
+
+
+PROFILE_GPU = "NVIDIA H200"  # the GPU whose profiler record holds steps 04 to 07 (one run, 2026-11-29)
+PROFILED = {"04": "hgemm/04_register_prefetch", "05": "hgemm/05_tuned_tiles", "06": "hgemm/06_double_buffer",
+            "07": "hgemm/07_cp_async"}
+STALL_COLUMNS = ["short_scoreboard", "wait", "barrier", "mio_throttle", "math_pipe_throttle"]
+MMA_MACS = {"hgemm/07_cp_async": 16 * 8 * 16}  # multiply-adds per HMMA: m16n8k16 in step 07, m16n8k8 before
+
+
+def hmma_executed(name: str, size: int) -> float:
+    """Warp-level HMMA instructions a step executes on a size^3 product: every multiply-add once, MMA_M x MMA_N x
+    MMA_K of them per instruction (the mma shapes of the steps, not a counter)."""
+    return size ** 3 / MMA_MACS.get(name, 16 * 8 * 8)
+
+
+def profile_steps(size: int = 8192) -> dict:
+    """Steps 04 to 07 as one profiler run saw them (results/nvidia-h200.ncu.json, one launch each at `size`): kernel
+    time, warp instructions executed (HMMA among them, from the mma shape), issue-active share, warps and blocks
+    per SM, tensor-pipe share and the stalls per issued instruction the prose discusses; glues each figure."""
+    data = profile.load(PROFILE_GPU)
+    rows = {}
+    for v, name in PROFILED.items():
+        m = data.get(f"{name}@{size}")
+        if not m:
+            continue
+        stalls = dict(profile.stall_reasons(m, top=40))
+        rows[v] = {"ms": m["gpu__time_duration.sum"] / 1e6, "inst": m["smsp__inst_executed.sum"] / 1e6,
+                   "hmma": hmma_executed(name, size) / 1e6, "ldsm": m["smsp__inst_executed_op_ldsm.sum"] / 1e6,
+                   "issue": m["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+                   "warps": m["sm__warps_active.avg.per_cycle_active"],
+                   "blocks": min(m[f"launch__occupancy_limit_{w}"] for w in ("blocks", "registers", "shared_mem", "warps")),
+                   "threads": m["launch__block_size"],
+                   "tensor": m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"],
+                   "dram_mb": m["dram__bytes_read.sum"] / 1e6,
+                   **{s: stalls.get(s, 0.0) for s in STALL_COLUMNS}}
+    if not rows:
+        print(f"no recorded profile of steps 04 to 07 at {size} on the {PROFILE_GPU}")
+        return rows
+    print(f"Nsight Compute, one launch each at {size} on the {PROFILE_GPU} (results/nvidia-h200.ncu.json, one run):")
+    head = ["ms", "inst M", "HMMA M", "LDSM M", "issue%", "warps", "blocks", "tensor%", "DRAM MB"] + [
+        {"short_scoreboard": "short_sb", "math_pipe_throttle": "math_thr", "mio_throttle": "mio_thr"}.get(s, s)
+        for s in STALL_COLUMNS]
+    print("step " + "".join(f"{h:>9s}" for h in head) + "   (stalls: per issued instruction)")
+    for v, r in rows.items():
+        cells = [f"{r['ms']:.3f}", f"{r['inst']:.0f}", f"{r['hmma']:.0f}", f"{r['ldsm']:.0f}", f"{r['issue']:.1f}",
+                 f"{r['warps']:.1f}", f"{r['blocks']:.0f}x{r['threads'] // 32:.0f}", f"{r['tensor']:.1f}",
+                 f"{r['dram_mb']:.0f}"] + [f"{r[s]:.2f}" for s in STALL_COLUMNS]
+        print(f"{v:5s}" + "".join(f"{c:>9s}" for c in cells))
+    glue("ch7b_prof_gpu", PROFILE_GPU)
+    for v, r in rows.items():
+        for k in ("ms", "inst", "hmma", "issue", "tensor", "dram_mb", *STALL_COLUMNS):
+            glue(f"ch7b_p{v}_{k}", r[k])
+        glue(f"ch7b_p{v}_other", r["inst"] - r["hmma"])
+    if {"04", "05", "06", "07"} <= rows.keys():
+        r4, r5, r6, r7 = rows["04"], rows["05"], rows["06"], rows["07"]
+        glue("ch7b_p05_inst_cut_pct", 100 * (1 - r5["inst"] / r4["inst"]))
+        glue("ch7b_p07_gain_pct", 100 * (r6["ms"] / r7["ms"] - 1))
+        glue("ch7b_p07_other_more", r7["inst"] - r7["hmma"] - (r6["inst"] - r6["hmma"]))
+        # tensor-pipe time: the share of the kernel's cycles the pipe is busy, times the kernel's time
+        glue("ch7b_p06_tensor_ms", r6["tensor"] / 100 * r6["ms"]); glue("ch7b_p07_tensor_ms", r7["tensor"] / 100 * r7["ms"])
+    return rows
 
 
 def sass_order(names=("hgemm/03_swizzled", "hgemm/04_register_prefetch")) -> None:
@@ -345,8 +412,8 @@ TF32_OPS = ["HMMA", "LDS", "LOP3", "FADD"]  # the mma, its 32-bit fragment loads
 def tf32_gap(at: dict, size: int = 4096) -> dict:
     """Step 12's measured rate over the FFMA probe's (the fusion-tf32x3 probe run) against the predicted ratio, and
     the static SASS of step 12 at its default tiles (compile-only, sm_80 and sm_90): how many instructions the
-    kernel holds per HMMA. Whole-kernel counts (loop, prologue, epilogue), not executed ones: step 12 has no
-    recorded profile. Glues what the prose quotes."""
+    kernel holds per HMMA. Whole-kernel counts (loop, prologue, epilogue); then the executed mix of one profiled
+    launch (tf32_executed, the H200's source page) beside them. Glues what the prose quotes."""
     peaks = gemmlab.results.experiment("fusion-tf32x3")["peaks"]
     ffma, tf32_mma = peaks["ffma"]["tflops"], peaks["mma_m16n8k8_tf32"]["tflops"]
     out = {"predicted": tf32_mma / ffma / 3}
@@ -358,7 +425,7 @@ def tf32_gap(at: dict, size: int = 4096) -> dict:
         glue("ch7b_sg12_over_ffma", out["measured"]); glue("ch7b_sg12_tflops", r["tflops"])
     inst = gemmlab.instance("sgemm/12_tf32x3")
     print(f"static SASS of step 12 ({', '.join(f'{k} {v}' for k, v in inst.params.items())}; compile-only, "
-          "whole kernel, not executed counts: no profile of step 12 is recorded):")
+          "whole kernel, instructions in the code, not executed counts):")
     for arch in ("sm_80", "sm_90"):
         sass = inst.sass(arch)
         c = nvrtc.count_instructions(sass, TF32_OPS)
@@ -368,6 +435,62 @@ def tf32_gap(at: dict, size: int = 4096) -> dict:
         out[arch] = c | {"feed_per_hmma": feed}
         if arch == "sm_90":
             glue("ch7b_sg12_feed_per_hmma", feed)
+    out["executed"] = tf32_executed(out["sm_90"])
+    # the prediction scaled by the share of cycles the profiled kernel keeps the tensor pipe busy
+    glue("ch7b_x12_pred_at_tensor", out["predicted"] * out["executed"]["tensor"] / 100)
+    return out
+
+
+SOURCE_PAGE_S12 = "results/experiments/gaps-places/src-s12-4096.csv.gz"  # sgemm/12 at 4096, one H200 run
+
+
+def source_rows(path) -> list[dict]:
+    """The per-instruction rows (Address, Source, Instructions Executed, stall columns, ...) of one Nsight Compute
+    source page (`ncu --page source --print-source sass --csv`, gzipped): quoted lines from the 'Address' header on."""
+    with gzip.open(REPO / path, "rt") as f:
+        table = list(csv.reader(line for line in f if line.startswith('"')))
+    start = next(i for i, r in enumerate(table) if r and r[0] == "Address")
+    header = table[start]
+    return [dict(zip(header, r)) for r in table[start + 1:] if len(r) == len(header)]
+
+
+def sass_opcode(source: str) -> str:
+    """The opcode family of one SASS line, without predicate or modifiers: '@!P0 LDS.U.128 R4, [R2]' -> 'LDS'."""
+    words = re.sub(r"^\s*@!?U?P\w+\s+", "", source).split()
+    return words[0].split(".")[0] if words else "?"
+
+
+def executed_mix(path: str = SOURCE_PAGE_S12) -> collections.Counter:
+    """Warp instructions executed per opcode family, summed over a source page's 'Instructions Executed' column."""
+    mix: collections.Counter = collections.Counter()
+    for r in source_rows(path):
+        text = r["Instructions Executed"].replace(",", "")
+        mix[sass_opcode(r["Source"])] += float(text) if text not in ("", "-") else 0.0
+    return mix
+
+
+def tf32_executed(static: dict | None = None, path: str = SOURCE_PAGE_S12) -> dict:
+    """Step 12's executed instruction mix (the H200's source page at 4096, one launch) beside the static counts of
+    tf32_gap (`static`: its sm_90 entry): the share of each opcode, LDS + LOP3 + FADD per HMMA executed against
+    static, and the tensor-pipe share of the same profile. Glues what the prose quotes."""
+    mix = executed_mix(path)
+    total = sum(mix.values())
+    feed = sum(mix[op] for op in TF32_OPS[1:]) / mix["HMMA"]
+    m = profile.load(PROFILE_GPU).get("sgemm/12_tf32x3", {})
+    out = {"total": total, "mix": mix, "feed_per_hmma": feed,
+           "tensor": m.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", float("nan"))}
+    print(f"executed by step 12 at 4096 on the {PROFILE_GPU} (Nsight Compute's source page, one launch): "
+          f"{total / 1e6:.0f}M warp instructions")
+    print("  " + ", ".join(f"{op} {n / total:.1%}" for op, n in mix.most_common(8)))
+    line = f"  LDS + LOP3 + FADD per HMMA: {feed:.2f} executed"
+    if static:
+        line += f", {static['feed_per_hmma']:.2f} in the static sm_90 SASS"
+    print(line + f"; tensor pipe busy {out['tensor']:.1f}% of the kernel's cycles")
+    glue("ch7b_x12_hmma_pct", 100 * mix["HMMA"] / total); glue("ch7b_x12_feed_exec", feed)
+    glue("ch7b_x12_feed_pct", 100 * sum(mix[op] for op in TF32_OPS[1:]) / total)
+    glue("ch7b_x12_tensor", out["tensor"]); glue("ch7b_prof_gpu", PROFILE_GPU)
+    for op in ("FADD", "LDS", "LOP3", "VIADD", "IMAD"):
+        glue(f"ch7b_x12_{op.lower()}_pct", 100 * mix[op] / total)
     return out
 
 
