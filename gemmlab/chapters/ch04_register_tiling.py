@@ -377,13 +377,13 @@ def _tile_bytes(params: dict) -> int:
     return (params["BLOCK_M"] + params["BLOCK_N"]) * params["BLOCK_K"] * 4
 
 
-def tile_against_idea() -> dict[str, dict]:
+def tile_rows() -> dict[str, dict]:
     """Steps 04 and 05, each at the tile of the step before and at its own, with step 03 (TILE_CONFIGS): time and
     TFLOP/s from one H200 process (tile_run), the gain over the step compared with in that run, and from the H200
     profiles (one launch each) the registers, the blocks per SM they allow (explore.blocks_per_sm) with the warps
     the profiler found active, the FMA pipe's busy time, the stalls per issued instruction (long_scoreboard,
     barrier, the top reason besides 'selected'), shared wavefronts per load, global loads per FFMA, DRAM bytes
-    read. Prints the table, glues each figure as ch4_ti_<label>_<what>, returns the rows by label."""
+    read. Glues each figure as ch4_ti_<label>_<what>; returns the rows by label."""
     recs = tile_run()
     ncu = profile.load(COUNTERS_GPU)
     rows: dict[str, dict] = {}
@@ -422,6 +422,14 @@ def tile_against_idea() -> dict[str, dict]:
     glue("ch4_ti_gpu", recs[0]["gpu"]); glue("ch4_ti_date", recs[0]["date"])
     lo, hi = min(r["cublas"] for r in rows.values()), max(r["cublas"] for r in rows.values())
     glue("ch4_ti_cublas_lo", lo); glue("ch4_ti_cublas_hi", hi)
+    return rows
+
+
+def tile_against_idea() -> None:
+    """The table of tile_rows: each configuration's tile, threads, time, gain in the run, and its profile."""
+    rows = tile_rows()
+    recs = tile_run()
+    lo, hi = min(r["cublas"] for r in rows.values()), max(r["cublas"] for r in rows.values())
     print(f"{recs[0]['gpu']}, {recs[0]['date']}, one process at {SIZE} (results/experiments/{TILE_RUN}), cuBLAS at "
           f"{lo:.1f}-{hi:.1f} TFLOP/s beside each; profiles: one launch each (results/nvidia-h200.ncu.json)")
     print(f"{'':20s} {'tile':>11s} {'threads':>7s} {'TFLOP/s':>7s} {'ms':>6s} {'gain':>11s} | {'regs':>4s} "
@@ -440,7 +448,6 @@ def tile_against_idea() -> dict[str, dict]:
           "from the GPU's registers x warps per block (in brackets the profiler's active warps); FMA: pipe busy; "
           "long_sb, barrier, top stall ('selected' left out): warps stalled per issued instruction; wf/LDS: shared "
           "wavefronts per load; LDG: global load instructions; DRAM GB: bytes read")
-    return rows
 
 
 def sass_excerpt(step: str = "sgemm/07_warptiling", lines: int = 16, arch: str = "sm_90") -> None:
