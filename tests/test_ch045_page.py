@@ -108,3 +108,31 @@ def test_variant_profiles_set_the_model_beside_the_h200_record(capsys):
     assert rows["padded"]["model_conflicts"] == rows["swizzled"]["model_conflicts"] == 0
     assert all(rows[v]["conflicts"] < rows["plain"]["conflicts"] / 10 for v in ("padded", "swizzled"))
     assert "| swizzled | 1.60 |" in capsys.readouterr().out
+
+
+def test_tile_against_idea_reads_one_h200_run_and_its_profiles(capsys):
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    from gemmlab.chapters.glue import VALUES
+    assert ch4.tile_against_idea() is None          # the table; the figures come from tile_rows
+    out = capsys.readouterr().out
+    rows = ch4.tile_rows()
+    assert list(rows) == ["03", "04s", "04", "05s", "05"]
+    tflops = {k: round(r["tflops"], 2) for k, r in rows.items()}
+    assert tflops == {"03": 8.82, "04s": 6.05, "04": 16.38, "05s": 26.30, "05": 21.25}  # records.json, one process
+    assert rows["04s"]["params"] == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "THREAD_M": 8}  # step 03's tile
+    assert rows["05s"]["params"]["BLOCK_M"] == rows["04"]["params"]["BLOCK_M"] == 64                # step 04's tile
+    # gains within the run: the idea alone at the small tile loses to step 03; step 05 gains more at 04's tile
+    assert rows["04s"]["x"] == pytest.approx(6.05 / 8.82, abs=0.01) and rows["04s"]["x"] < 1
+    assert rows["05s"]["x"] > rows["05"]["x"] > 1
+    # blocks per SM from the GPU's registers agree with the warps the profiler found active
+    assert [(r["threads"], r["registers"], r["blocks"]) for r in rows.values()] == \
+        [(1024, 32, 2), (128, 81, 5), (512, 54, 2), (64, 168, 6), (256, 166, 1)]
+    assert all(abs(r["warps"] - r["warps_measured"]) < 1 for r in rows.values())
+    # the profiles: global loads not hidden at the small tile; shared loads more conflicted at 05's smaller tile
+    assert rows["04s"]["stall"] == "long_scoreboard" and rows["04s"]["long_scoreboard"] > 2 * rows["04"]["long_scoreboard"]
+    assert rows["04s"]["gld"] == pytest.approx(rows["03"]["gld"]) == pytest.approx(2 * rows["04"]["gld"])
+    assert rows["04s"]["lds_waves"] == pytest.approx(rows["04"]["lds_waves"], rel=1e-3)   # same thread tile, same loads
+    assert rows["05s"]["stall"] == "not_selected" and rows["05s"]["per_lds"] == pytest.approx(6.0, abs=0.01)
+    assert rows["05"]["per_lds"] == pytest.approx(5.0)
+    assert VALUES["ch4_ti_05s_tflops"] == rows["05s"]["tflops"] and VALUES["ch4_ti_gpu"] == "NVIDIA H200"
+    assert out.startswith("NVIDIA H200, 2026-11-29, one process at 4096") and "step 05 at 04's tile" in out

@@ -347,6 +347,109 @@ def registers(arch: str = "sm_90") -> None:
           f"{nvrtc.version()}, {arch}, another compiler release")
 
 
+TILE_RUN = "gaps-tiles"  # results/experiments/<TILE_RUN>/records.json: one H200 process at 4096, tile against idea
+TILE_CONFIGS = [  # (label, step, template parameters that differ from the step's defaults, step compared with)
+    ("03", "sgemm/03_smem_tiling", {}, None),
+    ("04s", "sgemm/04_1d_blocktiling", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, "03"),  # at step 03's tile
+    ("04", "sgemm/04_1d_blocktiling", {}, "03"),
+    ("05s", "sgemm/05_2d_blocktiling", {"BLOCK_M": 64, "BLOCK_N": 64}, "04"),                # at step 04's tile
+    ("05", "sgemm/05_2d_blocktiling", {}, "04"),
+]
+
+
+def tile_run() -> list[dict]:
+    """The records of the tile-against-idea run (results/experiments/gaps-tiles/records.json): each configuration
+    of TILE_CONFIGS timed at 4096 in one process on an H200, beside cuBLAS (kept out of results/nvidia-h200.json, where
+    its step-03 record would replace the one chapter 3's sweep was timed with)."""
+    path = gemmlab.source.REPO / "results" / "experiments" / TILE_RUN / "records.json"
+    return gemmlab.results.read_json(path)
+
+
+def _profile_key(step: str, changed: dict) -> str:
+    """The profiler record's key of `step` with `changed` template parameters: 'step<K=V,...>', or the step alone."""
+    return f"{step}<{','.join(f'{k}={v}' for k, v in changed.items())}>" if changed else step
+
+
+def _tile_bytes(params: dict) -> int:
+    """Static shared memory of a step's two tiles (fp32): step 03's BLOCK x BLOCK twice, else sA and sB."""
+    if "BLOCK" in params:
+        return 2 * params["BLOCK"] ** 2 * 4
+    return (params["BLOCK_M"] + params["BLOCK_N"]) * params["BLOCK_K"] * 4
+
+
+def tile_rows() -> dict[str, dict]:
+    """Steps 04 and 05, each at the tile of the step before and at its own, with step 03 (TILE_CONFIGS): time and
+    TFLOP/s from one H200 process (tile_run), the gain over the step compared with in that run, and from the H200
+    profiles (one launch each) the registers, the blocks per SM they allow (explore.blocks_per_sm) with the warps
+    the profiler found active, the FMA pipe's busy time, the stalls per issued instruction (long_scoreboard,
+    barrier, the top reason besides 'selected'), shared wavefronts per load, global loads per FFMA, DRAM bytes
+    read. Glues each figure as ch4_ti_<label>_<what>; returns the rows by label."""
+    recs = tile_run()
+    ncu = profile.load(COUNTERS_GPU)
+    rows: dict[str, dict] = {}
+    for label, step, changed, before in TILE_CONFIGS:
+        inst = gemmlab.instance(step, **changed)
+        rec = next((r for r in recs if r["step"] == step and r["params"] == inst.params and r["m"] == SIZE), None)
+        m = ncu.get(_profile_key(step, changed))
+        if rec is None or m is None:
+            raise gemmlab.results.RecordsError(f"{step} {inst.params}: no record in results/experiments/{TILE_RUN} "
+                                               f"or no profile in {COUNTERS_GPU}'s; run lab/gaps/gpu.sh PART=tiles")
+        p = inst.params
+        threads = inst.step.launch(SIZE, SIZE, SIZE, p).threads
+        regs = int(m["launch__registers_per_thread"])
+        blocks = explore.blocks_per_sm(regs, threads, _tile_bytes(p), 90)[0]
+        ffma = m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] / 32   # warp-wide FFMA instructions
+        stalls = [kv for kv in profile.stall_reasons(m, top=100) if kv[0] != "selected"]
+        row = {"step": step, "params": p, "threads": threads, "tflops": rec["tflops"], "ms": 1e3 * rec["median_s"],
+               "cublas": rec["baseline_tflops"], "registers": regs, "blocks": blocks, "warps": blocks * threads // 32,
+               "warps_measured": m["sm__warps_active.avg.pct_of_peak_sustained_active"] / 100 * 64,
+               "fma": m["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
+               "long_scoreboard": m["smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"],
+               "barrier": m["smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"],
+               "mio_throttle": m["smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"],
+               "stall": stalls[0][0], "stall_v": stalls[0][1],
+               "per_lds": profile.shared_per_request(m)["load"]["per_request"],
+               "lds_waves": m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] / ffma,
+               "gld": m["smsp__inst_executed_op_global_ld.sum"] / ffma,
+               "dram_gb": m["dram__bytes_read.sum"] / 1e9}
+        row["x"] = row["tflops"] / rows[before]["tflops"] if before else 1.0
+        row["before"] = before
+        rows[label] = row
+        for key in ("tflops", "ms", "x", "registers", "blocks", "warps", "warps_measured", "fma", "long_scoreboard",
+                    "barrier", "mio_throttle", "stall", "stall_v", "per_lds", "lds_waves", "gld", "dram_gb", "threads"):
+            glue(f"ch4_ti_{label}_{key}", row[key])
+    glue("ch4_ti_05s_of_05", rows["05s"]["tflops"] / rows["05"]["tflops"])
+    glue("ch4_ti_gpu", recs[0]["gpu"]); glue("ch4_ti_date", recs[0]["date"])
+    lo, hi = min(r["cublas"] for r in rows.values()), max(r["cublas"] for r in rows.values())
+    glue("ch4_ti_cublas_lo", lo); glue("ch4_ti_cublas_hi", hi)
+    return rows
+
+
+def tile_against_idea() -> None:
+    """The table of tile_rows: each configuration's tile, threads, time, gain in the run, and its profile."""
+    rows = tile_rows()
+    recs = tile_run()
+    lo, hi = min(r["cublas"] for r in rows.values()), max(r["cublas"] for r in rows.values())
+    print(f"{recs[0]['gpu']}, {recs[0]['date']}, one process at {SIZE} (results/experiments/{TILE_RUN}), cuBLAS at "
+          f"{lo:.1f}-{hi:.1f} TFLOP/s beside each; profiles: one launch each (results/nvidia-h200.ncu.json)")
+    print(f"{'':20s} {'tile':>11s} {'threads':>7s} {'TFLOP/s':>7s} {'ms':>6s} {'gain':>11s} | {'regs':>4s} "
+          f"{'warps/SM':>9s} {'FMA':>5s} {'long_sb':>7s} {'barrier':>7s}  {'top stall':21s} {'wf/LDS':>6s} "
+          f"{'LDG/FFMA':>8s} {'DRAM GB':>7s}")
+    for label, step, changed, before in TILE_CONFIGS:
+        r, p = rows[label], rows[label]["params"]
+        tile = f"{p['BLOCK']}x{p['BLOCK']}x{p['BLOCK']}" if "BLOCK" in p else f"{p['BLOCK_M']}x{p['BLOCK_N']}x{p['BLOCK_K']}"
+        name = f"step {_num(step)}" + (f" at {before}'s tile" if changed else "")
+        gain = f"x {r['x']:.2f} of {before}" if before else ""
+        print(f"{name:20s} {tile:>11s} {r['threads']:7d} {r['tflops']:7.2f} {r['ms']:6.2f} {gain:>11s} | "
+              f"{r['registers']:4d} {r['warps']:3d} ({r['warps_measured']:4.1f}) {r['fma']:4.1f}% "
+              f"{r['long_scoreboard']:7.2f} {r['barrier']:7.2f}  {r['stall'] + ' ' + format(r['stall_v'], '.2f'):21s} "
+              f"{r['per_lds']:6.2f} {r['gld']:8.3f} {r['dram_gb']:7.2f}")
+    print("tile: BLOCK_M x BLOCK_N x BLOCK_K; gain: TFLOP/s against the step named, same run; warps/SM: blocks per SM "
+          "from the GPU's registers x warps per block (in brackets the profiler's active warps); FMA: pipe busy; "
+          "long_sb, barrier, top stall ('selected' left out): warps stalled per issued instruction; wf/LDS: shared "
+          "wavefronts per load; LDG: global load instructions; DRAM GB: bytes read")
+
+
 def sass_excerpt(step: str = "sgemm/07_warptiling", lines: int = 16, arch: str = "sm_90") -> None:
     """The first lines of a step's inner loop on `arch`, from its first 128-bit shared load on."""
     sass = gemmlab.instance(step).sass(arch).splitlines()
