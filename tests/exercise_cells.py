@@ -40,12 +40,14 @@ def main(argv=None):
     old = a.replace or a.name
     mine = [i for i, c in enumerate(nb.cells) if "checked-exercise" in c.metadata.get("tags", [])
             and (f"({old}" in c.source or f'"{old}"' in c.source)]
-    counts = [c.get("execution_count") or 0 for c in nb.cells if c.cell_type == "code"]
-    n = max(counts, default=0)
+    # Replaced code cells keep their execution counts; new ones count on from the notebook's highest.
+    n = max((c.get("execution_count") or 0 for c in nb.cells if c.cell_type == "code"), default=0)
+    kept = [nb.cells[i].get("execution_count") for i in mine if nb.cells[i].cell_type == "code"]
+    counts = kept if len(kept) == 2 and all(kept) else [n + 1, n + 2]
     cells = [nbformat.v4.new_markdown_cell(md), nbformat.v4.new_code_cell(code), nbformat.v4.new_code_cell(hint)]
-    cells[1].execution_count, cells[2].execution_count = n + 1, n + 2
-    cells[1].outputs = [_output(verdict, n + 1)]
-    cells[2].outputs = [_output(first, n + 2)]
+    cells[1].execution_count, cells[2].execution_count = counts
+    cells[1].outputs = [_output(verdict, counts[0])]
+    cells[2].outputs = [_output(first, counts[1])]
     for c in cells:
         c.metadata["tags"] = list(tags)
     if mine:

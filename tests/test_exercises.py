@@ -1,5 +1,8 @@
 """The checked exercises (gemmlab.exercises): each fails as shipped, its solution passes, and a plausible wrong
 answer fails for the chapter's reason (the property), not only for a wrong result. CPU emulator, no GPU."""
+from pathlib import Path
+
+import nbformat
 import pytest
 
 from gemmlab import exercises
@@ -8,6 +11,7 @@ from gemmlab.__main__ import main
 from gemmlab.errors import ConfigError
 
 NAMES = exercises.names()
+BOOK = Path(__file__).resolve().parents[1] / "book"
 
 
 def test_one_exercise_per_core_chapter():
@@ -105,6 +109,29 @@ def test_template_fails_and_solution_passes(name):
         assert solved.passed or all("NVRTC" in i.detail for i in solved.unchecked), str(solved)
     else:
         assert solved.passed, str(solved)
+
+
+def _notebook(ex) -> Path:
+    """The exercise's chapter: "7b" is book/07b_*.ipynb."""
+    (path,) = BOOK.glob(f"{int(ex.chapter):02d}{ex.chapter_id.lstrip('0123456789')}_*.ipynb")
+    return path
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_cells_are_the_exercises_and_the_code_cell_holds_only_the_gap(name):
+    """The chapter's cells are what notebook_cells writes (tests/exercise_cells.py), at the notebook's end; the code
+    cell is the gap as shipped in a check() call, no import or comment, at most 10 lines (issue 52): `exercises`
+    comes with the set-up cell."""
+    ex = exercises.get(name)
+    cells = nbformat.read(_notebook(ex), as_version=4).cells
+    assert "from gemmlab import exercises" in cells[0].source, "the set-up cell imports exercises"
+    mine = [i for i, c in enumerate(cells) if "checked-exercise" in c.metadata.get("tags", [])
+            and (f"({name}," in c.source or f'"{name}"' in c.source)]
+    assert [cells[i].source for i in mine] == list(exercises.notebook_cells(name)), \
+        f"run: python tests/exercise_cells.py {_notebook(ex).relative_to(BOOK.parent)} {name}"
+    assert all("checked-exercise" in c.metadata.get("tags", []) for c in cells[mine[0]:]), "exercise cells come last"
+    code = cells[mine[1]].source.split("\n")
+    assert code[0] == f'exercises.check("{name}", r"""' and code[-1] == '""")' and len(code) <= 10, code
 
 
 def test_solution_lives_apart_from_the_template():

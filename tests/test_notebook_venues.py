@@ -249,6 +249,19 @@ def test_core_chapter_has_the_course_shape(path):
         assert j >= i, f"{path.name}: {b} (cell {j}) comes before {a} (cell {i})"
 
 
+def test_core_chapters_show_no_code_cell_over_10_lines():
+    """Issue 52: only the code a learner would type stays in view. A code cell the site shows (not tagged
+    remove-input or remove-cell) holds at most 10 lines; what is longer belongs in the chapter's module."""
+    long = {}
+    for path in _core_chapters():
+        for i, cell in enumerate(_cells(path)):
+            hidden = {"remove-input", "remove-cell"} & set(cell.metadata.get("tags", []))
+            lines = len(cell.source.rstrip("\n").split("\n"))
+            if cell.cell_type == "code" and not hidden and lines > 10:
+                long.setdefault(path.stem, []).append(f"cell {i}: {lines} lines")
+    assert not long, f"visible code cells over 10 lines: {long}"
+
+
 def test_step_diffs_follow_the_registry():
     """A chapter's diff of a step is against the step the registry says it extends (show.previous_step), so the
     book and the registry tell one story of which idea each step adds."""

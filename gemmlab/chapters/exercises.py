@@ -1508,20 +1508,17 @@ def ready(value, launch, parts):
 ''',
 }
 _PY_TASKS = {  # what a Python exercise's notebook cell says the check does (ch1's text is the default)
-    "ch5/deep_tile_swizzle": "Write the function in the cell below and run it; the check places step 07's sA tile "
-                             "through it at BLOCK_K = 8, 16 and 32 and counts the wavefronts of the transposed stores "
-                             "and of the compute loop's float4 reads with the chapter's model; then it splices it "
-                             "into step 07 at BLOCK_K = 16 and counts them again in the emulator.",
-    "ch7b/ring_wait": "Write the function in the cell below and run it; the check runs the ring's waits for 2 to 6 "
-                      "stages and 1 to 3 x NUM_STAGES + 1 k tiles, and says where a tile is read too early or a wait "
-                      "stalls on a newer tile; then it runs step 07 with your count in the emulator, at 3 and 4 "
-                      "stages, against float64.",
-    "ch7d/stream_k_pieces": "Write the function in the cell below and run it; the check deals out 1 to 9 tiles to 1 to "
-                            "12 blocks, checks that every k tile is done once, by the block whose range holds it, and "
-                            "times the waits between blocks.",
-    "ch9/monotone_flag": "Write the function in the cell below and run it; the check plays the releases of each tile "
-                         "launch after launch, through the counter's wrap at 2^32, with a bounded poll: a condition "
-                         "that never comes true is a FAIL, not a hang.",
+    "ch5/deep_tile_swizzle": "The check places step 07's sA tile through it at BLOCK_K = 8, 16 and 32 and counts "
+                             "the wavefronts of the transposed stores and of the compute loop's float4 reads with the "
+                             "chapter's model; then it splices it into step 07 at BLOCK_K = 16 and counts them again in "
+                             "the emulator.",
+    "ch7b/ring_wait": "The check runs the ring's waits for 2 to 6 stages and 1 to 3 x NUM_STAGES + 1 k tiles, and says "
+                      "where a tile is read too early or a wait stalls on a newer tile; then it runs step 07 with your "
+                      "count in the emulator, at 3 and 4 stages, against float64.",
+    "ch7d/stream_k_pieces": "The check deals out 1 to 9 tiles to 1 to 12 blocks, checks that every k tile is done "
+                            "once, by the block whose range holds it, and times the waits between blocks.",
+    "ch9/monotone_flag": "The check plays the releases of each tile launch after launch, through the counter's wrap at "
+                         "2^32, with a bounded poll: a condition that never comes true is a FAIL, not a hang.",
 }
 _PY_TASKS = {name: f"{text} `exercises.show(\"{name}\")` prints the whole task (the function's docstring "
               "says what it gets and returns)." for name, text in _PY_TASKS.items()}
@@ -2234,15 +2231,16 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
     edit, or the Python function) and the hint cell; each tagged `checked-exercise`."""
     ex = get(name)
     if ex.python:
-        what = _PY_TASKS.get(name, "Write the function in the cell below and run it; the check tries it on every "
-                             "GPU of the course's table and on a made-up GPU that is in no table, and says what is wrong.")
+        what = ("Replace the failing function in the cell below with yours and run the cell. "
+                + _PY_TASKS.get(name, "The check tries it on every GPU of the course's table and on a made-up GPU "
+                                "that is in no table, and says what is wrong."))
         gap = gap_of(template(name))[1]
     else:
         kind = ("a variation of step `{}`: what it asks is not in the chapter's listing, so the listing pasted in "
                 "fails".format(ex.step) if ex.variation else "step `{}` with a gap where this idea goes".format(ex.step))
-        what = (f"The exercise is {kind}. Write your code between the quotes in the cell below and run the cell. The "
-                "check runs your kernel against float64 on several shapes (on the GPU, or in the CPU emulator without "
-                f"one), then measures what this chapter is about and says what is wrong. "
+        what = (f"The exercise is {kind}. Replace the failing code between the quotes below with yours, then run the "
+                "cell. The check runs your kernel against float64 on several shapes (on the GPU, or in the CPU "
+                "emulator without one), then measures what this chapter is about and says what is wrong. "
                 f"`exercises.show(\"{name}\")` lists the whole kernel with the gap and the task marked.")
         gap = gap_of(template(name))[1]
     md = (f"**Checked exercise ({name}, about {ex.minutes} min).** {ex.summary[0].upper()}{ex.summary[1:]}. {what} "
@@ -2250,6 +2248,6 @@ def notebook_cells(name: str) -> "tuple[str, str, str]":
           f"the course's solution. On the command line: `python -m gemmlab exercise start {name}`, then "
           f"`python -m gemmlab exercise check {name}` (add `--hint` for the next hint). After a pass: {ex.after}")
     body = textwrap.dedent(gap).strip("\n")
-    code = (f"from gemmlab import exercises\n\n# Your code for the gap of {name} (as shipped, it fails): edit it and "
-            f"run the cell.\nexercises.check(\"{name}\", r\"\"\"\n{textwrap.indent(body, '    ')}\n\"\"\")")
+    # Only what the reader edits: `exercises` comes with the set-up cell (as `show` does), what to do is in `md`.
+    code = f"exercises.check(\"{name}\", r\"\"\"\n{textwrap.indent(body, '    ')}\n\"\"\")"
     return md, code, f"exercises.hint(\"{name}\")  # run again for the next hint"

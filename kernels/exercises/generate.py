@@ -464,13 +464,11 @@ make("ch6/register_prefetch", "sgemm/08_register_prefetch", "prefetch two tiles 
      order: correct, and nothing overlaps the loads.
      """,
      """
-     for (int t = 0; t < num_tiles; ++t) {
+     for (int t = 0; t < num_tiles; ++t) {  // 07's order: nothing overlaps the loads
          compute_tile(0);
          __syncthreads();
-         if (t + 1 < num_tiles) {
-             load_tiles(r0, (t + 1) * BLOCK_K);  // the loads wait here for global memory: nothing overlaps them
-             store_tiles(r0, 0);
-         }
+         if (t + 1 < num_tiles) load_tiles(r0, (t + 1) * BLOCK_K);  // waits for global memory
+         if (t + 1 < num_tiles) store_tiles(r0, 0);
          __syncthreads();
      }
      """, listing=CH6_LOOP)
