@@ -46,6 +46,8 @@ def records() -> dict:
     glue("ch7d_gpu", next(iter(at.values()))["gpu"] if at else hardware.NO_DATA)
     clk = ch7c.board_clock()
     glue("ch7d_clk_lo", clk["mhz_lo"]); glue("ch7d_clk_hi", clk["mhz_hi"]); glue("ch7d_clk_watts", clk["watts"])
+    glue("ch7d_clk_mhz", clk["mhz"])
+    glue_profiled_clock()
     glue("ch7d_run_date", ch7c.RUN_DATE)
     for n in SIZES:  # the ladder's band: the cuBLAS calls timed beside this chapter's steps (one range, one source)
         lohi = cublas_band(at, n)
@@ -60,6 +62,31 @@ def records() -> dict:
     with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
         predictions(at); profile_table(STEPS); step12(at, stream_k_model())
     return at
+
+
+def profiled_clock(steps=STEPS) -> dict:
+    """The SM clock of the profiled launch (the first of a fresh process at 4096), from chapter 7c's repeat of the
+    protocol in another process (ch7c.first_launches): per step, MHz, its time (µs) beside this chapter's profiler's
+    time, % above the board's sustained clock; and over `steps`, the lowest and highest MHz and their spread (%)."""
+    first = {f["step"]: f for f in ch7c.first_launches(steps)}
+    mhz = [f["mhz"] for f in first.values()]
+    return {"steps": first, "mhz_lo": min(mhz, default=float("nan")), "mhz_hi": max(mhz, default=float("nan")),
+            "spread_pct": 100 * (max(mhz) / min(mhz) - 1) if mhz else float("nan")}
+
+
+def glue_profiled_clock() -> None:
+    """profiled_clock's figures for step 08 and over steps 08-12; where step 08's barrier samples sit (chapter 7c's
+    source page), quoted before step 11."""
+    pc = profiled_clock()
+    v8 = pc["steps"].get(STEPS[0])
+    if v8:
+        glue("ch7d_first_v8_mhz", v8["mhz"]); glue("ch7d_first_v8_over", v8["over_board_pct"])
+        glue("ch7d_first_v8_us", v8["us"])
+        glue("ch7d_first_lo", pc["mhz_lo"]); glue("ch7d_first_hi", pc["mhz_hi"])
+        glue("ch7d_first_spread", pc["spread_pct"]); glue("ch7d_places_date", ch7c.PLACES_DATE)
+    p = ch7c.barrier_places(STEPS[0])
+    if p:
+        glue("ch7d_v8_src_depbar_pct", p["depbar_pct"])
 
 
 def cublas_band(at: dict, size: int) -> tuple[float, float] | None:
