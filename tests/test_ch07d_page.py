@@ -126,3 +126,9 @@ def test_profiled_clock_is_the_repeats_first_launch_clock_above_the_sustained_cl
     v8 = pc["steps"]["hgemm/08_wgmma"]
     assert round(v8["mhz"]) == 1683 and round(v8["us"], 1) == 198.1 and 13 < v8["over_board_pct"] < 14
     assert abs(v8["us"] / v8["profiled_us"] - 1) < 0.01  # the repeat times the profile's launch within 1%
+
+
+def test_profile_table_prints_each_launchs_repeat_clock(capsys):
+    ch7d.profile_table(["hgemm/08_wgmma", "hgemm/11_mma_in_flight"])
+    out = capsys.readouterr().out
+    assert "its MHz" in out and " 1683 " in out and " 1623 " in out

@@ -117,15 +117,18 @@ def profile_table(steps) -> None:
     """The profiler's view of `steps` at 4096: one launch each, time, tensor pipe busy and the top stalls (warps
     stalled per issued instruction); glues each step's time (and the rate it implies), busy share and top stalls.
     A lone launch is the first of its process (python -m gemmlab run STEP under ncu), after the GPU idled while the
-    process started: its clock was not recorded; the run's loop holds the board at its power limit."""
-    print(f"Nsight Compute at 4096, {GPU}, one launch, clock not locked:\n{'':26s} time (us)  TFLOP/s  tensor pipe busy"
-          "  top stalls per issued instruction")
+    process started; its MHz: the SM clock of that launch in a repeat of the protocol in another process
+    (profiled_clock), above the clock the run's loop holds at the board's power limit."""
+    print(f"Nsight Compute at 4096, {GPU}, one launch, clock not locked (its MHz: a repeat's, {ch7c.PLACES_DATE}):\n"
+          f"{'':26s} time (us)  TFLOP/s  its MHz  tensor pipe busy  top stalls per issued instruction")
+    clock = profiled_clock(steps)["steps"]
     for step in steps:
         st = stalls(step)
         if st is None:
             print(f"  {step:24s} recorded data missing")
             continue
-        print(f"  {step:24s} {st['us']:8.1f} {st['tflops']:8.0f}  {st['tensor']:15.1f}%   "
+        mhz = f"{clock[step]['mhz']:7.0f}" if step in clock else "      -"
+        print(f"  {step:24s} {st['us']:8.1f} {st['tflops']:8.0f}  {mhz}  {st['tensor']:15.1f}%   "
               + ", ".join(f"{k} {v:.2f}" for k, v in st["stalls"]))
         k = _key(step)
         glue(f"ch7d_n{k}_us", st["us"]); glue(f"ch7d_n{k}_tensor", st["tensor"]); glue(f"ch7d_n{k}_tflops", st["tflops"])
