@@ -4,7 +4,8 @@ The steps: hopper/01_wgmma (wgmma from tiles the threads copy), hopper/02_tma (T
 hopper/03_tma_ring (a ring of full/empty mbarriers), then hgemm/08_wgmma (a producer warp group and setmaxnreg).
 Every timing the chapter quotes comes from one run (results/nvidia-h200.json, RUN_DATE, selected by one_run); the
 profiler's counters from results/nvidia-h200.ncu.json; the board's clock and power from a lab run on the same GPU
-model (POWER_RUN); the L2 counters of the tile order from an H100 experiment (l2_evidence says so). The notebook
+model (POWER_RUN); where the barrier stall sits and the profiled launches' SM clock from a repeat of the profiles'
+protocol (PLACES: source pages, first launches); the L2 counters of the tile order from an H100 experiment (l2_evidence says so). The notebook
 calls one function per figure or table.
 """
 from __future__ import annotations
