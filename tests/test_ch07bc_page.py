@@ -170,3 +170,44 @@ def test_source_page_reader_sums_step12s_executed_mix():
     assert [op for op, _ in mix.most_common(3)] == ["HMMA", "FADD", "LDS"] and 0.19 < mix["HMMA"] / total < 0.21
     x = ch7b.tf32_executed({"feed_per_hmma": 2.17})
     assert 1.9 < x["feed_per_hmma"] < 2.1 and 45 < x["tensor"] < 55
+
+
+_PAGE = '''"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","stall_barrier","stall_wait"
+"0x0","      BAR.SYNC.DEFER_BLOCKING 0x0","1","0","1"
+"0x10","      LDC R1, c[0x0][0x28]","3","2","1"
+"0x20","      HGMMA.64x256x16.F32 R24, gdesc[UR8].tnspB, R24, gsb0","4","0","4"
+"0x30","      WARPGROUP.DEPBAR.LE gsb0, 0x0","10","8","2"
+"0x40","      WARPGROUP.DEPBAR.LE gsb0, 0x0","2","0","2"
+'''
+
+
+def test_barrier_places_files_barrier_samples_under_the_wait_they_belong_to():
+    rows = ch7c.source_page(_PAGE)
+    assert [ch7c.wait_before(rows, i) for i in range(3)] == ["BAR.SYNC", "BAR.SYNC", "BAR.SYNC"]
+    assert ch7c.wait_before(rows, 3) == "WARPGROUP.DEPBAR"
+    p = ch7c.barrier_places("hopper/03_tma_ring", text=_PAGE)
+    assert p["samples"] == 20 and p["barrier_pct"] == pytest.approx(50)  # 10 of 20 samples are barrier
+    assert p["depbar_pct"] == pytest.approx(80) and p["barsync_pct"] == pytest.approx(20)
+    assert p["depbar_sites"] == 1 and p["depbar_sass"] == "WARPGROUP.DEPBAR.LE gsb0, 0x0"
+
+
+def test_recorded_source_pages_put_the_barrier_stall_on_the_wgmma_wait():
+    p03, p08 = ch7c.barrier_places("hopper/03_tma_ring"), ch7c.barrier_places("hgemm/08_wgmma")
+    assert p03["depbar_pct"] > 99 and p03["depbar_sites"] == 1 and 42 < p03["depbar_of_all_pct"] < 44
+    assert p08["depbar_pct"] > 99 and p08["depbar_sites"] == 2 and 58 < p08["barrier_pct"] < 60  # two consumers
+    for p in (p03, p08):  # the repeat profile's overall stall is the one run's
+        assert p["barsync_pct"] < 1 and p["barrier_repeat"] == pytest.approx(p["barrier_one_run"], rel=0.01)
+    table = ch7c.barrier_places_table(("hopper/03_tma_ring", "hgemm/08_wgmma"))
+    assert "99.6%" in table and "(2 sites)" in table and "WARPGROUP.DEPBAR.LE gsb0, 0x0" in table
+
+
+def test_first_launches_clock_against_the_sustained_clock():
+    first = ch7c.first_launches()
+    assert [f["step"] for f in first] == list(ch7c.FIRST_STEPS)
+    assert [round(f["mhz"]) for f in first] == [1752, 1748, 1691, 1683, 1655, 1633, 1623, 1629]
+    assert [round(f["us"], 1) for f in first] == [743.2, 408.5, 212.6, 198.1, 193.8, 173.9, 174.9, 175.6]
+    for f in first:  # the repeat times the profiled launches within 2%, at a clock above the sustained one
+        assert abs(f["us"] / f["profiled_us"] - 1) < 0.02 and f["bench_us"] > f["us"]
+        assert f["over_board_pct"] == pytest.approx(100 * (f["mhz"] / ch7c.board_clock()["mhz"] - 1))
+    assert "its MHz" in ch7c.gap_table() and " 1683 " in ch7c.gap_table()

@@ -116,3 +116,19 @@ def test_the_ladders_legend_and_title_quote_the_same_band(monkeypatch):
         assert "the calls of this run" in legend and "run-to-run" not in legend
         assert f"{lo:.0f}-{hi:.0f} TFLOP/s" in ax.get_title()
     plt.close("all")
+
+
+def test_profiled_clock_is_the_repeats_first_launch_clock_above_the_sustained_clock():
+    pc = ch7d.profiled_clock()
+    assert list(pc["steps"]) == ch7d.STEPS
+    assert (round(pc["mhz_lo"]), round(pc["mhz_hi"])) == (1623, 1683)
+    assert pc["spread_pct"] == pytest.approx(100 * (pc["mhz_hi"] / pc["mhz_lo"] - 1))
+    v8 = pc["steps"]["hgemm/08_wgmma"]
+    assert round(v8["mhz"]) == 1683 and round(v8["us"], 1) == 198.1 and 13 < v8["over_board_pct"] < 14
+    assert abs(v8["us"] / v8["profiled_us"] - 1) < 0.01  # the repeat times the profile's launch within 1%
+
+
+def test_profile_table_prints_each_launchs_repeat_clock(capsys):
+    ch7d.profile_table(["hgemm/08_wgmma", "hgemm/11_mma_in_flight"])
+    out = capsys.readouterr().out
+    assert "its MHz" in out and " 1683 " in out and " 1623 " in out

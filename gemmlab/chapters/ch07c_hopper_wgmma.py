@@ -4,11 +4,15 @@ The steps: hopper/01_wgmma (wgmma from tiles the threads copy), hopper/02_tma (T
 hopper/03_tma_ring (a ring of full/empty mbarriers), then hgemm/08_wgmma (a producer warp group and setmaxnreg).
 Every timing the chapter quotes comes from one run (results/nvidia-h200.json, RUN_DATE, selected by one_run); the
 profiler's counters from results/nvidia-h200.ncu.json; the board's clock and power from a lab run on the same GPU
-model (POWER_RUN); the L2 counters of the tile order from an H100 experiment (l2_evidence says so). The notebook
+model (POWER_RUN); where the barrier stall sits and the profiled launches' SM clock from a repeat of the profiles'
+protocol (PLACES: source pages, first launches); the L2 counters of the tile order from an H100 experiment (l2_evidence says so). The notebook
 calls one function per figure or table.
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import re
 
 import numpy as np
@@ -319,21 +323,23 @@ def gap_table() -> str:
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
              f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz, derived: "
              f"{spec.fp16_tensor_tflops:.0f} TFLOP/s / ({spec.sms} SMs x {TENSOR_FLOPS_PER_CLOCK} FLOP per SM per clock)",
-             f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s} {'profiled':>9s}  top stall"]
+             f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s} {'profiled':>9s} {'its MHz':>7s}  top stall"]
+    mhz = {f["step"]: f"{f['mhz']:7.0f}" for f in first_launches(STEPS)}
     for step, model in models.items():
         g = explain_gap(step, model)
         if g:
             lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:18.0f} {g['peak_at_clock']:7.0f} x "
-                         f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} {g['profiled']:9.0f}  {g['stall']}")
+                         f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} {g['profiled']:9.0f} {mhz.get(step, '      -')}  {g['stall']}")
     g = explain_gap("hgemm/08_wgmma", 0.0)
     if g and p08:  # step 08's prediction starts from step 03's record, so it is at the board's clock already
         lines.append(f"{'hgemm/08_wgmma':19s} {'-':>5s} {str(round(p08['tflops'])) + ' (from 03)':>18s} "
                      f"{g['peak_at_clock']:7.0f} x {g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} "
-                     f"{g['profiled']:9.0f}  {g['stall']}")
+                     f"{g['profiled']:9.0f} {mhz.get('hgemm/08_wgmma', '      -')}  {g['stall']}")
         lines.append("(from 03: step 08 has no model of its own; its prediction is step 03's record divided by step 03's "
                      "tensor-pipe busy share, at most the peak at the clock, not a model scaled to the clock)\n"
                      "measured: the benchmark's median; profiled: the one launch Nsight Compute timed, whose busy "
-                     "share the table uses (its clock is not recorded)")
+                     "share the table uses; its MHz: the SM clock of the same protocol's launch (the first of a fresh process) "
+                     f"repeated in another process ({PLACES_DATE})")
     return "\n".join(lines)
 
 
@@ -466,6 +472,7 @@ def glue_all() -> None:
     if p:
         models.update({"h03": ("hopper/03_tma_ring", p["tflops_03"]), "v08": ("hgemm/08_wgmma", p["tflops_03"])})
     glue_more()
+    glue_places()
     for key, (step, model) in models.items():
         g = explain_gap(step, model)
         if g:
@@ -750,3 +757,134 @@ def glue_more() -> None:
     r11, r10 = profiled("hgemm/11_mma_in_flight"), profiled("hgemm/10_tma_store")
     if r11 and r10:
         glue("ch7c_v10_tensor_pct", r10["tensor_pct"]); glue("ch7c_v11_tensor_pct", r11["tensor_pct"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Where the barrier stall sits, and the profiled launch's clock: a repeat of the profiles' protocol (H200,
+# PLACES_DATE, lab/gaps/gpu.sh PART=places) in another process than the one run's profiles
+
+PLACES = "gaps-places"  # results/experiments/gaps-places: source pages (src-*.csv.gz) and launches/first-*.csv.gz
+PLACES_DATE = "2026-11-29"
+SOURCE_PAGES = {"hopper/03_tma_ring": "src-hopper03-4096.csv.gz", "hgemm/08_wgmma": "src-h08-4096.csv.gz"}
+FIRST_STEPS = ("hopper/01_wgmma", "hopper/02_tma", "hopper/03_tma_ring", "hgemm/08_wgmma", "hgemm/09_persistent",
+               "hgemm/10_tma_store", "hgemm/11_mma_in_flight", "hgemm/12_stream_k")
+WAITS = ("BAR.SYNC", "BAR.ARV", "BAR.RED", "SYNCS", "WARPGROUP.DEPBAR", "WARPSYNC", "DEPBAR")
+
+
+def source_page(text: str) -> list[dict]:
+    """The per-instruction rows of Nsight Compute's source page (`ncu --page source --print-source sass --csv`), in
+    address order: 'Source' (the SASS line) and each column as text (stall samples by reason: stall_<reason>)."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    table = list(csv.reader(io.StringIO("\n".join(lines))))
+    start = next(i for i, r in enumerate(table) if r and r[0] == "Address")
+    header = table[start]
+    return [dict(zip(header, r)) for r in table[start + 1:] if len(r) == len(header)]
+
+
+def _samples(text: str) -> float:
+    return float(text.replace(",", "")) if text not in ("", "-") else 0.0
+
+
+def wait_before(rows: list[dict], i: int, reach: int = 16) -> str:
+    """The barrier or wait instruction a stall at row i belongs to: the nearest at or before it (a warp stalled at
+    BAR.SYNC is sampled on the instruction after it; one stalled at WARPGROUP.DEPBAR on the DEPBAR itself), as
+    its opcode family ('WARPGROUP.DEPBAR', 'BAR.SYNC', ...), or 'other'."""
+    for j in range(i, max(-1, i - reach), -1):
+        src = rows[j]["Source"]
+        for w in WAITS:
+            if w in src:
+                return w
+    return "other"
+
+
+def barrier_places(step: str, text: str | None = None) -> dict | None:
+    """Where `step`'s `barrier` stall samples sit (its source page at 4096, SOURCE_PAGES; or `text`): the share of
+    all samples that are `barrier`, and of those the share on WARPGROUP.DEPBAR (wgmma.wait_group in SASS), after
+    BAR.SYNC (__syncthreads) and elsewhere; the DEPBAR instructions holding them; and the overall `barrier` stall
+    (warps per issued instruction) of the one run's profile beside the repeat's, to show the repeat matches it."""
+    if text is None:
+        path = results.EXPERIMENTS / PLACES / SOURCE_PAGES[step]
+        if not path.exists():
+            return None
+        text = gzip.open(path, "rt").read()
+    rows = source_page(text)
+    total = sum(_samples(r["Warp Stall Sampling (All Samples)"]) for r in rows) or 1.0
+    by_wait: dict[str, float] = {}
+    sites = {}
+    for i, r in enumerate(rows):
+        v = _samples(r.get("stall_barrier", "0"))
+        if v:
+            w = wait_before(rows, i)
+            by_wait[w] = by_wait.get(w, 0.0) + v
+            if w == "WARPGROUP.DEPBAR":
+                sites[i] = v
+    bar = sum(by_wait.values()) or 1.0
+    prof = profile.load(GPU)
+    one, rep = (stall_values(k).get("barrier") if k in prof else None for k in (step, f"{step}<source>"))
+    big = [i for i, v in sites.items() if v >= 0.01 * bar]
+    return {"step": step, "samples": total, "barrier_pct": 100 * bar / total if by_wait else 0.0,
+            "depbar_pct": 100 * by_wait.get("WARPGROUP.DEPBAR", 0.0) / bar,
+            "barsync_pct": 100 * by_wait.get("BAR.SYNC", 0.0) / bar,
+            "depbar_of_all_pct": 100 * by_wait.get("WARPGROUP.DEPBAR", 0.0) / total,
+            "depbar_sites": len(big), "depbar_sass": rows[big[0]]["Source"].strip() if big else "",
+            "barrier_one_run": one, "barrier_repeat": rep}
+
+
+def barrier_places_table(steps=("hopper/03_tma_ring",)) -> str:
+    """One line per step: barrier_places as the chapter prints it."""
+    lines = [f"where the barrier samples sit (Nsight Compute's source page, {GPU}, 4096, one launch; a repeat "
+             f"profile, {PLACES_DATE})",
+             f"{'step':19s} {'barrier stall: one run | repeat':>31s} {'barrier, % of samples':>22s} "
+             f"{'on WARPGROUP.DEPBAR':>20s} {'after BAR.SYNC':>15s}"]
+    for s in steps:
+        p = barrier_places(s)
+        if p is None:
+            lines.append(f"{s:19s} recorded data missing")
+            continue
+        one = f"{p['barrier_one_run']:.2f}" if p["barrier_one_run"] is not None else "-"
+        rep = f"{p['barrier_repeat']:.2f}" if p["barrier_repeat"] is not None else "-"
+        lines.append(f"{s:19s} {one + ' | ' + rep:>31s} {p['barrier_pct']:21.1f}% "
+                     f"{p['depbar_pct']:6.1f}% ({p['depbar_sites']} site{'s' if p['depbar_sites'] != 1 else ''}) "
+                     f"{p['barsync_pct']:14.1f}%")
+    lines.append("barrier stall: warps per issued instruction; the DEPBAR sites: "
+                 + "; ".join(f"{s}: {p['depbar_sass']}" for s in steps if (p := barrier_places(s)) and p["depbar_sass"]))
+    return "\n".join(lines)
+
+
+def first_launches(steps=FIRST_STEPS) -> list[dict]:
+    """The first launch of a fresh process at 4096 (the profiles' protocol, repeated in another process,
+    PLACES_DATE): its SM clock (MHz) and time (µs), beside the one run's profiled launch and benchmark median (µs)
+    and the clock the board holds under sustained load (board_clock): `over_board_pct`, how much faster the clock."""
+    clk = board_clock()
+    prof = profile.load(GPU)
+    out = []
+    for s in steps:
+        path = results.EXPERIMENTS / PLACES / "launches" / f"first-{s.replace('/', '-')}.csv.gz"
+        if not path.exists():
+            continue
+        launch = profile.launches(gzip.open(path, "rt").read())[0]
+        rec = one_run([s], sizes=(4096,))
+        mhz = launch["sm__cycles_elapsed.avg.per_second"] / 1e6
+        prof_ns = (prof.get(s) or {}).get("gpu__time_duration.sum")
+        out.append({"step": s, "mhz": mhz, "us": launch["gpu__time_duration.sum"] / 1e3,
+                    "profiled_us": prof_ns / 1e3 if prof_ns else None,
+                    "bench_us": 2 * 4096 ** 3 / (rec[0]["tflops"] * 1e12) * 1e6 if rec else None,
+                    "over_board_pct": 100 * (mhz / clk["mhz"] - 1), "board_mhz": clk["mhz"]})
+    return out
+
+
+def glue_places() -> None:
+    """The barrier's places (steps 03 and 08) and the first launches' clocks (steps 01-03 and 08, this chapter's)."""
+    for key, step in (("h03", "hopper/03_tma_ring"), ("v08", "hgemm/08_wgmma")):
+        p = barrier_places(step)
+        if p:
+            for k in ("barrier_pct", "depbar_pct", "barsync_pct", "depbar_of_all_pct", "depbar_sites",
+                      "barrier_repeat"):
+                glue(f"ch7c_{key}_src_{k}", p[k])
+    first = [f for f in first_launches() if f["step"] in STEPS]
+    if first:
+        glue("ch7c_first_mhz_lo", min(f["mhz"] for f in first)); glue("ch7c_first_mhz_hi", max(f["mhz"] for f in first))
+        glue("ch7c_first_over_lo", min(f["over_board_pct"] for f in first))
+        glue("ch7c_first_over_hi", max(f["over_board_pct"] for f in first))
+        glue("ch7c_first_time_diff", max(abs(f["us"] / f["profiled_us"] - 1) * 100 for f in first if f["profiled_us"]))
+        glue("ch7c_places_date", PLACES_DATE)

@@ -46,6 +46,8 @@ def records() -> dict:
     glue("ch7d_gpu", next(iter(at.values()))["gpu"] if at else hardware.NO_DATA)
     clk = ch7c.board_clock()
     glue("ch7d_clk_lo", clk["mhz_lo"]); glue("ch7d_clk_hi", clk["mhz_hi"]); glue("ch7d_clk_watts", clk["watts"])
+    glue("ch7d_clk_mhz", clk["mhz"])
+    glue_profiled_clock()
     glue("ch7d_run_date", ch7c.RUN_DATE)
     for n in SIZES:  # the ladder's band: the cuBLAS calls timed beside this chapter's steps (one range, one source)
         lohi = cublas_band(at, n)
@@ -60,6 +62,31 @@ def records() -> dict:
     with contextlib.redirect_stdout(io.StringIO()):  # the models and profiles the prose quotes before their tables
         predictions(at); profile_table(STEPS); step12(at, stream_k_model())
     return at
+
+
+def profiled_clock(steps=STEPS) -> dict:
+    """The SM clock of the profiled launch (the first of a fresh process at 4096), from chapter 7c's repeat of the
+    protocol in another process (ch7c.first_launches): per step, MHz, its time (µs) beside this chapter's profiler's
+    time, % above the board's sustained clock; and over `steps`, the lowest and highest MHz and their spread (%)."""
+    first = {f["step"]: f for f in ch7c.first_launches(steps)}
+    mhz = [f["mhz"] for f in first.values()]
+    return {"steps": first, "mhz_lo": min(mhz, default=float("nan")), "mhz_hi": max(mhz, default=float("nan")),
+            "spread_pct": 100 * (max(mhz) / min(mhz) - 1) if mhz else float("nan")}
+
+
+def glue_profiled_clock() -> None:
+    """profiled_clock's figures for step 08 and over steps 08-12; where step 08's barrier samples sit (chapter 7c's
+    source page), quoted before step 11."""
+    pc = profiled_clock()
+    v8 = pc["steps"].get(STEPS[0])
+    if v8:
+        glue("ch7d_first_v8_mhz", v8["mhz"]); glue("ch7d_first_v8_over", v8["over_board_pct"])
+        glue("ch7d_first_v8_us", v8["us"])
+        glue("ch7d_first_lo", pc["mhz_lo"]); glue("ch7d_first_hi", pc["mhz_hi"])
+        glue("ch7d_first_spread", pc["spread_pct"]); glue("ch7d_places_date", ch7c.PLACES_DATE)
+    p = ch7c.barrier_places(STEPS[0])
+    if p:
+        glue("ch7d_v8_src_depbar_pct", p["depbar_pct"])
 
 
 def cublas_band(at: dict, size: int) -> tuple[float, float] | None:
@@ -90,15 +117,18 @@ def profile_table(steps) -> None:
     """The profiler's view of `steps` at 4096: one launch each, time, tensor pipe busy and the top stalls (warps
     stalled per issued instruction); glues each step's time (and the rate it implies), busy share and top stalls.
     A lone launch is the first of its process (python -m gemmlab run STEP under ncu), after the GPU idled while the
-    process started: its clock was not recorded; the run's loop holds the board at its power limit."""
-    print(f"Nsight Compute at 4096, {GPU}, one launch, clock not locked:\n{'':26s} time (us)  TFLOP/s  tensor pipe busy"
-          "  top stalls per issued instruction")
+    process started; its MHz: the SM clock of that launch in a repeat of the protocol in another process
+    (profiled_clock), above the clock the run's loop holds at the board's power limit."""
+    print(f"Nsight Compute at 4096, {GPU}, one launch, clock not locked (its MHz: a repeat's, {ch7c.PLACES_DATE}):\n"
+          f"{'':26s} time (us)  TFLOP/s  its MHz  tensor pipe busy  top stalls per issued instruction")
+    clock = profiled_clock(steps)["steps"]
     for step in steps:
         st = stalls(step)
         if st is None:
             print(f"  {step:24s} recorded data missing")
             continue
-        print(f"  {step:24s} {st['us']:8.1f} {st['tflops']:8.0f}  {st['tensor']:15.1f}%   "
+        mhz = f"{clock[step]['mhz']:7.0f}" if step in clock else "      -"
+        print(f"  {step:24s} {st['us']:8.1f} {st['tflops']:8.0f}  {mhz}  {st['tensor']:15.1f}%   "
               + ", ".join(f"{k} {v:.2f}" for k, v in st["stalls"]))
         k = _key(step)
         glue(f"ch7d_n{k}_us", st["us"]); glue(f"ch7d_n{k}_tensor", st["tensor"]); glue(f"ch7d_n{k}_tflops", st["tflops"])
