@@ -120,7 +120,7 @@ prof ncu-f16-4096 "demo/01_f16_accumulate@4096" hgemm_f16_accumulate "python3 la
 for s in 04_register_prefetch 05_tuned_tiles 06_double_buffer 07_cp_async; do
   prof "ncu-h$s-8192" "hgemm/$s@8192" "hgemm_" "python3 -m gemmlab run hgemm/$s --size 8192"
 done
-elif [[ $PART == places ]]; then  # PART=places: where warps wait, per instruction, and launch-to-launch spread
+elif [[ $PART == places || $PART == more ]]; then  # PART=places: where warps wait, per instruction, and launch-to-launch spread
 METRICS+=",sm__cycles_elapsed.avg.per_second"
 # srcprof NAME KEY KERNEL CMD: one launch profiled with the source counters too; the raw page saved under KEY,
 # the per-instruction page (stall samples, instructions executed per SASS line) as $work/src-NAME.csv.gz
@@ -141,6 +141,11 @@ launches() {
   LAUNCHES+=("$work/$1.csv")
 }
 LAUNCHES=()
+if [[ $PART == more ]]; then  # PART=more: the source pages of hopper/02 and hgemm/09, 11 (chapters 7c, 7d)
+for s in hopper/02_tma hgemm/09_persistent hgemm/11_mma_in_flight; do
+  srcprof "${s//\//-}-4096" "$s<source>" "hopper_|hgemm_" "python3 -m gemmlab run $s --size 4096"
+done
+else
 srcprof s12-4096 "sgemm/12_tf32x3" sgemm_tf32x3 "python3 -m gemmlab run sgemm/12_tf32x3 --size 4096"
 srcprof hopper03-4096 "hopper/03_tma_ring<source>" hopper_ "python3 -m gemmlab run hopper/03_tma_ring --size 4096"
 srcprof h08-4096 "hgemm/08_wgmma<source>" hgemm_ "python3 -m gemmlab run hgemm/08_wgmma --size 4096"
@@ -163,6 +168,7 @@ for s in hopper/01_wgmma hopper/02_tma hopper/03_tma_ring hgemm/08_wgmma hgemm/0
   launches "first-${s//\//-}" "$s" 4096 0 1 "hopper_|hgemm_" ""
 done
 fi
+fi
 
 cp results/nvidia-h200.json results/nvidia-h200.ncu.json "$out/" 2>/dev/null
 copy_records
@@ -175,7 +181,7 @@ copy_records
     echo "== launch by launch (lab/gaps/launches.py): time and SM clock of each profiled launch"
     timeout 60 python3 lab/gaps/launches.py "${LAUNCHES[@]}" 2>&1
   fi
-  if [[ ${PART:-main} == places ]]; then
+  if [[ ${PART:-main} == places || ${PART:-main} == more ]]; then
     echo "== per instruction (lab/gaps/places.py)"
     timeout 120 python3 lab/gaps/places.py "$work"/src-*.csv.gz 2>&1 | head -150
   fi
