@@ -108,3 +108,16 @@ def test_variant_profiles_set_the_model_beside_the_h200_record(capsys):
     assert rows["padded"]["model_conflicts"] == rows["swizzled"]["model_conflicts"] == 0
     assert all(rows[v]["conflicts"] < rows["plain"]["conflicts"] / 10 for v in ("padded", "swizzled"))
     assert "| swizzled | 1.60 |" in capsys.readouterr().out
+
+
+def test_launch_spread_reads_eight_launches_of_each_layout(capsys):
+    rows = ch5.spread_rows()
+    assert set(rows) == {"plain", "padded", "swizzled"}
+    assert all(len(r["us"]) == len(r["l2"]) == len(r["mhz"]) == 8 for r in rows.values())
+    assert [round(rows[v]["median"], 1) for v in ("plain", "padded", "swizzled")] == [5441.9, 5433.6, 5395.1]
+    assert all(1970 < f < 1980 for r in rows.values() for f in r["mhz"])  # the same SM clock in every launch
+    out = ch5.launch_spread()
+    # the swizzle's gain is larger than any kernel's launch-to-launch spread, the padding's is not
+    assert out["swizzled"]["gain"] > max(r["spread"] for r in out.values()) > out["padded"]["gain"]
+    assert min(out["plain"]["l2"]) < min(out["swizzled"]["l2"]) < max(out["plain"]["l2"])  # L2 hit: noise
+    assert "| swizzled | 8 | 5,395.1 | 0.2 | 0.87 | 68.0-71.6 |" in capsys.readouterr().out
