@@ -136,3 +136,16 @@ def test_tile_against_idea_reads_one_h200_run_and_its_profiles(capsys):
     assert rows["05"]["per_lds"] == pytest.approx(5.0)
     assert VALUES["ch4_ti_05s_tflops"] == rows["05s"]["tflops"] and VALUES["ch4_ti_gpu"] == "NVIDIA H200"
     assert out.startswith("NVIDIA H200, 2026-11-29, one process at 4096") and "step 05 at 04's tile" in out
+
+
+def test_launch_spread_reads_eight_launches_of_each_layout(capsys):
+    rows = ch5.spread_rows()
+    assert set(rows) == {"plain", "padded", "swizzled"}
+    assert all(len(r["us"]) == len(r["l2"]) == len(r["mhz"]) == 8 for r in rows.values())
+    assert [round(rows[v]["median"], 1) for v in ("plain", "padded", "swizzled")] == [5441.9, 5433.6, 5395.1]
+    assert all(1970 < f < 1980 for r in rows.values() for f in r["mhz"])  # the same SM clock in every launch
+    out = ch5.launch_spread()
+    # the swizzle's gain is larger than any kernel's launch-to-launch spread, the padding's is not
+    assert out["swizzled"]["gain"] > max(r["spread"] for r in out.values()) > out["padded"]["gain"]
+    assert min(out["plain"]["l2"]) < min(out["swizzled"]["l2"]) < max(out["plain"]["l2"])  # L2 hit: noise
+    assert "| swizzled | 8 | 5,395.1 | 0.2 | 0.87 | 68.0-71.6 |" in capsys.readouterr().out

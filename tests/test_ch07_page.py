@@ -86,3 +86,17 @@ def test_h200_profiles_give_the_stalls_and_l2_hits_the_gaps_quote():
     assert h1["l2_hit"] > h1b["l2_hit"] and h1["stalls"][0][0] == "long_scoreboard"
     assert h3["stalls"][0][0] == "long_scoreboard" and round(h3["ldsm"]) == 4 and round(h1["ldsm"]) == 24
     assert ch.h200_profile(ch.STEPS[1], 4096)["stalls"][0][0] == "short_scoreboard"
+
+
+def test_f16_speed_puts_one_h200_run_and_its_profiles_beside_the_prediction(capsys):
+    rows = ch7.f16_speed()
+    out = capsys.readouterr().out
+    # the one run that timed both (not results.one_gpu's pick, which has more H100 rows), at both sizes
+    timed = [line for line in out.splitlines() if line.startswith(("demo/01_f16_accumulate ", "hgemm/01_mma_tiling "))
+             and "recorded" in line]
+    assert len(timed) == 4 and all("NVIDIA H200 (recorded, 2026-11-29)" in line for line in timed)
+    assert out.index("predicted:") < out.index("TFLOP/s") < out.index("measured:")  # prediction first
+    assert rows["f16"]["predicted"] > rows["f32"]["predicted"]  # from NVRTC's sm_90 registers (release-dependent)
+    assert (rows["f32"]["blocks"], rows["f16"]["blocks"]) == (2, 3)  # the GPU's build: 130 registers, 3 blocks
+    assert rows["f16"]["warps"] > rows["f32"]["warps"] and rows["f16"]["issue"] > rows["f32"]["issue"]
+    assert rows["f16"]["long"] == pytest.approx(rows["f32"]["long"], rel=0.01)  # each warp waits as long

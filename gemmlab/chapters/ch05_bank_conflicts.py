@@ -6,6 +6,7 @@ The chapter's record wrangling, glue() calls, figures and tables, one function e
 """
 from __future__ import annotations
 
+import gzip
 import re
 
 import matplotlib.pyplot as plt
@@ -308,6 +309,61 @@ def variant_profiles() -> dict:
         glue(f"ch5_p_{layout}_shared_cut", 100 * (base["shared"] - r["shared"]) / base["shared"])
     glue("ch5_p_residual", base["conflicts"] - base["model_conflicts"])
     glue("ch5_p_inst_diff", max(abs(r["inst"] - base["inst"]) for r in rows.values()))
+    return rows
+
+
+SPREAD_RUN = "gaps-places/launches"  # lab/gaps/gpu.sh PART=places: launches 3-10 of each kernel, L2 flushed
+SPREAD_FILES = {"plain": "spread-07-step", "padded": "spread-07-padded", "swizzled": "spread-07-swizzled"}
+
+
+def spread_rows(folder=None) -> dict[str, dict]:
+    """Per layout, its profiled launches (results/experiments/gaps-places/launches/spread-07-*.csv.gz, read with
+    profile.launches): kernel times (us), SM clocks (MHz), L2 hit rates (%), their median and spread (highest minus
+    lowest time, % of the median)."""
+    folder = folder or gemmlab.source.REPO / "results" / "experiments" / SPREAD_RUN
+    rows = {}
+    for layout, name in SPREAD_FILES.items():
+        with gzip.open(folder / f"{name}.csv.gz", "rt") as f:
+            runs = profile.launches(f.read())
+        t = [r["gpu__time_duration.sum"] / 1e3 for r in runs]
+        rows[layout] = {"us": t, "median": float(np.median(t)), "spread": 100 * (max(t) - min(t)) / np.median(t),
+                        "mhz": [r["sm__cycles_elapsed.avg.per_second"] / 1e6 for r in runs],
+                        "l2": [r["lts__t_sector_hit_rate.pct"] for r in runs]}
+    return rows
+
+
+def launch_spread() -> dict[str, dict]:
+    """Eight profiled launches of step 07 and each variant at 4096 (spread_rows): a table of medians, spreads, gains
+    over step 07, L2 hit and SM clock ranges; glued with each variant's registers and barrier stall from its one-launch
+    profile, and the timing run's step 07 and swizzled times at 4096 (results/experiments/ch5-variants), whose
+    protocol differs."""
+    rows = spread_rows()
+    base = rows["plain"]["median"]
+    print(f"{COUNTERS_GPU}, Nsight Compute, launches 3 to 10 of one process each at {SIZE}, L2 flushed before each:")
+    print("| layout | launches | median (us) | spread (%) | faster than step 07 (%) | L2 hit % (lowest-highest) "
+          "| SM clock (MHz) |")
+    print("|---|---|---|---|---|---|---|")
+    for layout, r in rows.items():
+        r["gain"] = 100 * (base / r["median"] - 1)
+        print(f"| {layout} | {len(r['us'])} | {r['median']:,.1f} | {r['spread']:.1f} | {r['gain']:.2f} "
+              f"| {min(r['l2']):.1f}-{max(r['l2']):.1f} | {min(r['mhz']):,.0f}-{max(r['mhz']):,.0f} |")
+        for name in ("median", "spread", "gain"):
+            glue(f"ch5_s_{layout}_{name}", r[name])
+        glue(f"ch5_s_{layout}_l2_lo", min(r["l2"])); glue(f"ch5_s_{layout}_l2_hi", max(r["l2"]))
+    glue("ch5_s_n", len(rows["plain"]["us"]))
+    glue("ch5_s_widest", max(r["spread"] for r in rows.values()))
+    l2 = [x for r in rows.values() for x in r["l2"]]
+    mhz = [x for r in rows.values() for x in r["mhz"]]
+    glue("ch5_s_l2_lo", min(l2)); glue("ch5_s_l2_hi", max(l2))
+    glue("ch5_s_mhz_lo", min(mhz)); glue("ch5_s_mhz_hi", max(mhz))
+    rec = profile.load(COUNTERS_GPU)
+    for layout, key in VARIANT_KEYS.items():
+        glue(f"ch5_s_{layout}_regs", int(rec[key]["launch__registers_per_thread"]))
+        glue(f"ch5_s_{layout}_barrier", rec[key]["smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"])
+    timed = cublas_runs((gemmlab.source.REPO / "results" / "experiments" / VARIANTS_RUN / "bench.log").read_text())
+    for name, layout in (("step", "plain"), ("swizzled", "swizzled")):
+        tf = timed[(name, SIZE)]["tflops"]
+        glue(f"ch5_s_{layout}_timed_us", 2 * SIZE**3 / (sum(tf) / len(tf)) / 1e6)
     return rows
 
 

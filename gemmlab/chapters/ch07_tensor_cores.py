@@ -562,23 +562,48 @@ def sass_counts() -> None:
                   f"registers {s['registers']}")
 
 
-def f16_speed() -> None:
-    """The fp16-accumulate variant against step 01 (live on a GPU, recorded otherwise), with the registers and
-    blocks per SM that NVRTC's sm_90 build gives each."""
-    speed = gemmlab.benchmark([tc.f16_accumulate(), STEPS[0]], sizes=[4096, 8192], verbose=False)
-    if any(r["step"] == tc.F16_ACCUMULATE.name for r in speed):
-        print(gemmlab.bench.table(speed))
-    else:
-        print("No recorded timing of the fp16-accumulate variant yet (a GPU run of this chapter records one).")
-    for label, inst in (("fp32 accumulators (step 01)", gemmlab.instance(STEPS[0])),
-                        ("fp16 accumulators", tc.f16_accumulate(backend="cpu"))):
+F16_GPU = "NVIDIA H200"  # one run (2026-11-29) timed the variant beside step 01 at 4096 and 8192, and profiled both
+
+
+def f16_speed() -> dict:
+    """The fp16-accumulate variant against step 01: the blocks per SM predicted from the registers of NVRTC's sm_90
+    build, then one run's timing of both (live on a GPU, else the H200's run, named: results.one_gpu would pick
+    older rows of another GPU), then the H200's profile of each at 4096 beside the prediction; all glued.
+    Returns {"f32" | "f16": the profile's row (h200_profile) with the predicted warps per SM}."""
+    rows = {}
+    for key, name, inst in (("f32", STEPS[0], gemmlab.instance(STEPS[0])),
+                            ("f16", tc.F16_ACCUMULATE.name, tc.f16_accumulate(backend="cpu"))):
         res = inst.resources("sm_90")
         threads = inst.step.launch(4096, 4096, 4096, inst.params).threads
         blocks, limiter = explore.blocks_per_sm(res.registers, threads, res.shared_bytes, 90)
-        key = "f16" if "fp16" in label else "f32"
         glue(f"ch7_{key}_regs", res.registers); glue(f"ch7_{key}_blocks", blocks)
-        print(f"{label:28s} sm_90: {res.registers} registers x {threads} threads: {blocks} blocks = "
+        print(f"predicted: {name:24s} sm_90: {res.registers} registers x {threads} threads: {blocks} blocks = "
               f"{blocks * threads // 32} warps per SM (limited by {limiter})")
+        rows[key] = dict(h200_profile(name, 4096) or {}, predicted=blocks * threads // 32)
+    speed = gemmlab.benchmark([tc.f16_accumulate(), STEPS[0]], sizes=[4096, 8192], verbose=False, gpu=F16_GPU)
+    at = {(r["step"], r["m"]): r for r in speed}
+    if any(r["step"] == tc.F16_ACCUMULATE.name for r in speed):
+        print(gemmlab.bench.table(speed))
+        glue("ch7_f16_gpu", speed[0]["gpu"])
+    for n in (4096, 8192):
+        if (tc.F16_ACCUMULATE.name, n) in at and (STEPS[0], n) in at:
+            glue(f"ch7_f16_speedup_{n}", at[(tc.F16_ACCUMULATE.name, n)]["tflops"] / at[(STEPS[0], n)]["tflops"])
+    print(f"\nmeasured: Nsight Compute, one launch of each at 4096 on the {F16_GPU} (results/nvidia-h200.ncu.json):")
+    print(f"{'step':24s} {'registers':>9s} {'blocks':>6s} {'warps/SM (predicted)':>21s} {'issue':>6s} "
+          f"{'long sb':>7s} {'L2 hit':>6s}  top stalls")
+    for key, name in (("f32", STEPS[0]), ("f16", tc.F16_ACCUMULATE.name)):
+        h = rows[key]
+        if "warps" not in h:
+            print(f"{name:24s} not recorded"); continue
+        h["long"] = dict(profile.stall_reasons(profile.load(H200)[f"{name}@4096"], top=99)).get("long_scoreboard", 0.0)
+        for what in ("regs", "blocks", "warps", "issue", "long", "l2_hit"):
+            glue(f"ch7_{key}_gpu_{what}", h[what])
+        print(f"{name:24s} {h['regs']:9.0f} {h['blocks']:6.0f} {h['warps']:13.1f} ({h['predicted']:2d})    "
+              f"{h['issue']:5.1f}% {h['long']:7.2f} {h['l2_hit']:5.1f}%  "
+              + ", ".join(f"{why} {x:.2f}" for why, x in h["stalls"]))
+    if "issue" in rows["f16"] and "issue" in rows["f32"]:
+        glue("ch7_f16_issue_ratio", rows["f16"]["issue"] / rows["f32"]["issue"])
+    return rows
 
 
 def claim() -> None:
