@@ -135,6 +135,17 @@ def test_waves_round_up(capsys):
     assert "1056 at once, 63 waves" in out and "160 at once, 410 waves" in out
 
 
+def test_waves_name_the_last_wave_and_the_occupancy(capsys):
+    """The last wave holds what the full ones leave (65536 - 62 x 1056 = 64 blocks); 8 blocks of 8 warps fill an
+    H100's 64 warp slots (occupancy 100%); the prose's glue names the GPUs that deal the grid out alike."""
+    from gemmlab.chapters.glue import VALUES
+    ch1.waves()
+    out = capsys.readouterr().out
+    assert "8 blocks per SM (64 warps, occupancy 100%), 1056 at once, 63 waves, the last 64 of 1056" in out
+    assert "the last 96 of 160" in out   # T4: 65536 - 409 x 160
+    assert VALUES["ch1_wave_gpu"] == "H100 SXM5 and H200 SXM" and VALUES["ch1_wave_last"] == "64"
+
+
 def test_the_fp32_peak_follows_from_the_sm(capsys):
     """4 sub-partitions x 32 FP32 lanes: an H100 SM completes 4 warp FFMAs a cycle, and SMs x lanes x 2 x clock is
     its spec sheet's peak (a T4: 16 lanes per sub-partition)."""

@@ -91,11 +91,21 @@ def waves(m: int = SIZE, n: int = SIZE, block=(32, 8)) -> None:
     reference GPU deals them out in when threads per SM are the only limit (a last, partial wave counts as one)."""
     threads = block[0] * block[1]
     blocks = (n // block[0]) * (m // block[1])
-    print(f"{blocks} blocks of {threads} threads = {blocks * threads // 32} warps")
+    print(f"{blocks} blocks of {threads} threads = {blocks * threads // WARP} warps")
+    fill = {}   # (waves, last, slots) -> the GPUs that deal the grid out so
     for row in hardware.spec_table():
         resident = row["max_threads_per_sm"] // threads     # blocks per SM if threads are the only limit
-        print(f"{row['name']}: at most {resident} blocks per SM, {row['sms'] * resident} at once, "
-              f"{-(-blocks // (row['sms'] * resident))} waves")
+        slots = row["sms"] * resident
+        n_waves = -(-blocks // slots)                # a last, partial wave counts as one
+        last = blocks - (n_waves - 1) * slots         # the blocks of that last wave
+        warps = resident * threads // WARP
+        occupancy = warps / (row["max_threads_per_sm"] // WARP)
+        print(f"{row['name']}: at most {resident} blocks per SM ({warps} warps, occupancy {occupancy:.0%}), "
+              f"{slots} at once, {n_waves} waves, the last {last} of {slots}")
+        fill.setdefault((n_waves, last, slots), []).append(row["name"])
+    (n_waves, last, slots), gpus = list(fill.items())[-1]   # the table's last GPU and those that deal alike
+    glue("ch1_wave_gpu", " and ".join(gpus)); glue("ch1_waves", f"{n_waves}")
+    glue("ch1_wave_last", f"{last}"); glue("ch1_wave_slots", f"{slots}")
 
 
 def wave_of(blocks: int, sms: int, per_sm: int = 1) -> list[list[int]]:
@@ -211,12 +221,14 @@ def probes(spec=None) -> None:
     ffma, mma = peaks.get("ffma"), peaks.get("mma_m16n8k16")
     if not (ffma and mma):
         glue("ch1_probe_ffma", "n/a"); glue("ch1_probe_ffma_pct", "n/a"); glue("ch1_probe_mma", "n/a")
+        glue("ch1_probe_mma_pct", "n/a")
         return
     print(f"probes ({peaks['gpu']}, {peaks['source']}, {peaks['date']}): FFMA alone {ffma['tflops']:.1f} TFLOP/s, "
           f"fp16 mma.sync alone {mma['tflops']:.1f} TFLOP/s")
     glue("ch1_probe_ffma", f"{ffma['tflops']:.1f}")
     glue("ch1_probe_ffma_pct", f"{ffma['tflops'] / spec.fp32_tflops:.0%}")
     glue("ch1_probe_mma", f"{mma['tflops']:.1f}")
+    glue("ch1_probe_mma_pct", f"{mma['tflops'] / spec.fp16_tensor_tflops:.0%}")
 
 
 def roofline_points(copy: dict, blas: dict, gpu: str) -> list[tuple[str, float, float]]:
