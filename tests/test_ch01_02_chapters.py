@@ -169,6 +169,21 @@ def test_line_model_bounds_step_01_and_the_speedup(capsys):
     ch2.predict_lines(gpu="NVIDIA H100 80GB HBM3")
     out = capsys.readouterr().out
     assert "step 01 <= 0.51 TFLOP/s" in out and "up to 16.5x faster" in out
+    assert "step 02 <= 8.36 TFLOP/s" in out                      # 64 FLOP / 2 lines x 132 SMs x 1980 MHz
+
+
+def test_step_02_is_placed_against_its_line_ceiling_and_the_seed_note_multiplies_out():
+    """Step 02's TFLOP/s over the line model's ceiling on its records' GPU (6.0 of 8.36 on an H100: 72%); the seed's
+    0.39% and 2% give 5.1x, and 0.39% x its stated 8 is 3.1% (glued for the note under the table)."""
+    recs = [{"step": s, "m": 4096, "n": 4096, "k": 4096, "tflops": t, "pct_of_baseline": 100 * t / 50,
+             "baseline_tflops": 50.0, "baseline": "cupy", "gpu": "NVIDIA H100 80GB HBM3", "source": "recorded",
+             "date": "2026-01-01", "params": {}, "dtype": "float32", "median_s": 1.0}
+            for s, t in zip(ch2.STEPS, (0.5, 6.0))]
+    ch2.timings(recs)
+    assert VALUES["ch2_v2_of_line_bound"] == "72%"
+    ch2.seed_table(recs)
+    assert (VALUES["ch2_seed_v2_over_v1"], VALUES["ch2_seed_v1_times_gain"]) == ("5.1x", "3.1%")
+
 
 
 def test_waves_picture_deals_ten_blocks_to_four_sms_in_three_waves():

@@ -55,6 +55,8 @@ def timings(records: list) -> None:
         glue(f"ch2_{key}_tflops", f"{rec['tflops']:.2f}" if have else "n/a")
         glue(f"ch2_{key}_pct", f"{rec['pct_of_baseline']:.1f}%" if have else "n/a")
     glue("ch2_cublas_tflops", f"{v2['baseline_tflops']:.2f}" if have else "n/a")
+    bound = line_bound("coalesced", v2["gpu"]) if have else float("nan")   # the line model's ceiling, its GPU
+    glue("ch2_v2_of_line_bound", f"{v2['tflops'] / bound:.0%}" if bound == bound else "n/a")
     print(gemmlab.bench.table(records) if records else hardware.NO_DATA)
 
 
@@ -119,7 +121,7 @@ def access_picture(block=BLOCK) -> None:
 
 
 def sector_sweep() -> None:
-    """Bytes moved per multiply-add by the A and B loads for every block shape (coalescing.draw_sector_sweep)."""
+    """Bytes moved per FFMA by the A and B loads for every block shape (coalescing.draw_sector_sweep)."""
     coalescing.draw_sector_sweep()
     plt.show()
 
@@ -149,12 +151,12 @@ def predicted_gain(block=BLOCK) -> float:
 
 
 def predict(block=BLOCK) -> None:
-    """The prediction before the measurement: sectors and bytes per multiply-add, and the speed-up they imply."""
+    """The prediction before the measurement: sectors and bytes per FFMA, and the speed-up they imply."""
     for mp in coalescing.MAPPINGS:
         glue(f"ch2_{mp}_kstep", f"{coalescing.sectors_per_k_step(mp, block):g}")
         glue(f"ch2_{mp}_bpf", f"{coalescing.bytes_per_fma(mp, block):g}")
         print(f"{coalescing.STEP_OF[mp]:20s} {coalescing.sectors_per_k_step(mp, block):3g} sectors per k step, "
-              f"{coalescing.bytes_per_fma(mp, block):3g} bytes per multiply-add")
+              f"{coalescing.bytes_per_fma(mp, block):3g} bytes per FFMA")
     glue("ch2_predicted", predicted_gain(block))
     print(f"prediction, if time follows sectors: step 02 is {predicted_gain(block):.1f}x faster than step 01")
 
@@ -187,14 +189,15 @@ def predict_lines(block=BLOCK, gpu: str | None = None) -> None:
     gpu = gpu or prediction_gpu()
     spec = hardware.spec_for(gpu)
     naive, coal = (lines_per_k_step(mp, block) for mp in ("naive", "coalesced"))
-    b1 = line_bound("naive", gpu, block)
+    b1, b2 = line_bound("naive", gpu, block), line_bound("coalesced", gpu, block)
     glue("ch2_pred_lines_v1", naive); glue("ch2_pred_lines_v2", coal); glue("ch2_pred_line_gain", naive / coal)
-    glue("ch2_pred_v1_bound", b1); glue("ch2_pred_spec", spec.name if spec else hardware.NO_DATA)
+    glue("ch2_pred_v1_bound", b1); glue("ch2_pred_v2_bound", b2); glue("ch2_pred_spec", spec.name if spec else hardware.NO_DATA)
     glue("ch2_pred_sms", spec.sms if spec else 0); glue("ch2_pred_boost", spec.boost_mhz if spec else 0)
     print(f"lines per k step (128-byte lines a warp's A and B loads touch): step 01 {naive}, step 02 {coal}")
     if spec:
         print(f"model: L1 looks up {L1_LINES_PER_CYCLE} line per SM per cycle; {FLOP_PER_K_STEP} FLOP per k step, "
-              f"{spec.sms} SMs at {spec.boost_mhz} MHz ({spec.name}): step 01 <= {b1:.2f} TFLOP/s")
+              f"{spec.sms} SMs at {spec.boost_mhz} MHz ({spec.name}): step 01 <= {b1:.2f} TFLOP/s, "
+              f"step 02 <= {b2:.2f} TFLOP/s")
     print(f"prediction, if time follows lines: step 02 up to {naive / coal:.1f}x faster than step 01")
 
 
@@ -230,6 +233,10 @@ def seed_table(records: list):
     glue("ch2_seed_size", documents.figure(0, "v1_pct").size)
     for key in ("v1_pct", "v2_pct", "v2_gain"):
         glue(f"ch2_seed_{key}", documents.figure(0, key).text())
+    v1, v2, gain = (documents.figure(0, k) for k in ("v1_pct", "v2_pct", "v2_gain"))
+    glue("ch2_seed_v1_times_gain", f"{v1.value * gain.value:.1f}%")   # what V1 x the stated gain would give
+    glue("ch2_seed_v2_over_v1", f"{v2.value / v1.value:.1f}x")         # the gain the two percentages give
+    glue("ch2_seed_gain_factor", f"{gain.value:g}")
     return documents.table_000(records, through=2)
 
 

@@ -319,8 +319,8 @@ def draw_sector_sweep(choices: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256
         ax.set_xlabel("BLOCK_X")
         ax.set_ylabel("BLOCK_Y")
         ax.set_title(f"{STEP_OF[mp]}", fontsize=10)
-    fig.suptitle("Bytes moved per FMA by the A and B loads (fewer is better)", fontsize=10)
-    bar = fig.colorbar(im, ax=axes, shrink=0.8, label="bytes per FMA")
+    fig.suptitle("Bytes moved per FFMA by the A and B loads (fewer is better)", fontsize=10)
+    bar = fig.colorbar(im, ax=axes, shrink=0.8, label="bytes per FFMA")
     bar.ax.minorticks_off()
     bar.set_ticks([4, 8, 16, 32, 64], labels=["4", "8", "16", "32", "64"])
     return fig

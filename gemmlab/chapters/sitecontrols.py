@@ -328,7 +328,7 @@ def coalescing_label(bx: int, by: int) -> list[str]:
     if problem:
         return _wrap(f"block ({bx}, {by}): cannot run: {problem}")
     return _wrap(coalescing.describe((bx, by)),
-                 f"  bytes moved per FMA (A + B loads): naive {coalescing.bytes_per_fma('naive', (bx, by)):.3g}"
+                 f"  bytes moved per FFMA (A + B loads): naive {coalescing.bytes_per_fma('naive', (bx, by)):.3g}"
                  f" -> coalesced {coalescing.bytes_per_fma('coalesced', (bx, by)):.3g}")
 
 
@@ -367,11 +367,11 @@ def coalescing_twin(bx: int = 32, by: int = 8) -> Chart:
     def heat(mapping: str) -> dict:
         return {"width": 190, "height": 190, "data": {"name": "shapes"},
                 "transform": [{"filter": f"isValid(datum.{mapping})"}],
-                "title": {"text": f"{coalescing.STEP_OF[mapping]}: bytes per FMA", "fontSize": 11},
+                "title": {"text": f"{coalescing.STEP_OF[mapping]}: bytes per FFMA", "fontSize": 11},
                 "mark": {"type": "rect", "strokeWidth": 3},
                 "encoding": {"x": {"field": "BLOCK_X", "type": "ordinal", "sort": list(xs)},
                              "y": {"field": "BLOCK_Y", "type": "ordinal", "sort": list(reversed(ys))},
-                             "color": {"field": mapping, "type": "quantitative", "title": "bytes per FMA",
+                             "color": {"field": mapping, "type": "quantitative", "title": "bytes per FFMA",
                                        "scale": {"type": "log", "domain": [4, 64], "scheme": "viridis",
                                                  "reverse": True},
                                        "legend": {"values": [4, 8, 16, 32, 64], "orient": "right"}},
@@ -381,7 +381,7 @@ def coalescing_twin(bx: int = 32, by: int = 8) -> Chart:
                  {"shapes": rows},
                  [bar_view, {"hconcat": [heat("naive"), heat("coalesced")]}, _text_view("shapes", pick, _lines(rows))])
     return _finish(Chart(spec, "Static control: BLOCK_X and BLOCK_Y of sgemm/01 and 02; the chart shows the sectors "
-                               "per warp request of each access and the bytes moved per FMA (coalescing model).",
+                               "per warp request of each access and the bytes moved per FFMA (coalescing model).",
                          controls, lambda s: coalescing_label(s["BLOCK_X"], s["BLOCK_Y"]),
                          {"fn": "coalescing_twin", "kwargs": {"bx": bx, "by": by}}))
 
