@@ -196,3 +196,10 @@ def test_waves_picture_deals_ten_blocks_to_four_sms_in_three_waves():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["wave 1", "wave 2", "wave 3"]
     assert "3 waves, the last 2 of 4" in ax.get_title()
     plt.close("all")
+
+
+def test_the_spec_table_names_its_sources(capsys):
+    """Each reference GPU's spec-sheet figures come with the document they were taken from."""
+    ch1.your_gpu()
+    out = capsys.readouterr().out
+    assert all(f"{spec.name}: {spec.source}" in out for spec in hardware.SPECS.values())

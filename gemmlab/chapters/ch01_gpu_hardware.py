@@ -63,6 +63,9 @@ def your_gpu() -> dict | None:
         print(f"{row['name']:10s} {row['arch']}  {row['sms']:3d} SMs  {row['fp32_tflops']:6.1f} TFLOP/s fp32  "
               f"{row['fp16_tensor_tflops']:6.1f} TFLOP/s fp16 tensor  {row['dram_gbps']:6.0f} GB/s DRAM  "
               f"L2 {row['l2_mb']:g} MB  (spec sheet)")
+    print("sources (the Hopper tensor-core figures are dense: half their sheets' 'with sparsity'):")
+    for spec in hardware.SPECS.values():
+        print(f"  {spec.name}: {spec.source}")
     glue("ch1_gpu", chapter_gpu(info))
     return info
 
