@@ -1527,8 +1527,7 @@ _PY_TASKS = {name: f"{text} `exercises.show(\"{name}\")` prints the whole task (
 _SOLUTION_DIFF = "show.diff(STEP, PREVIOUS) in the chapter lists the lines that differ"
 _EXERCISES = [
     Exercise("ch1/smallest_n", 1, "",
-             "the smallest N at which an N^3 GEMM can be compute-bound, per GPU and precision (Python; checked on "
-             "every GPU of the table and on a made-up GPU that is in no table)", _ch1_property, minutes=15,
+             "the smallest N at which an N^3 GEMM can be compute-bound, per GPU and precision (Python)", _ch1_property, minutes=15,
              after="chapter 2. Harder: the same for a kernel that reads A and B once per 128 x 128 tile of C "
                    "instead of once in all (chapter 4 builds it): its intensity no longer grows with N.",
              hints=("Write the intensity of an N x N x N GEMM as a formula in N: 2 N^3 FLOP over the bytes of A, B "
