@@ -104,7 +104,7 @@ def test_steps_06_and_07_are_predicted_from_the_step_before_as_measured(run, cap
         ch9.step_table(run, step)
     out = capsys.readouterr().out
     assert f"{p6['predicted_us']:7.1f} µs" in out and f"{p7['predicted_us']:7.1f} µs" in out
-    assert out.count("predicted (from the step before)") == 2
+    assert out.count("predicted (at 512 from the step before") == 2
 
 
 def test_tiles_and_the_stage_spread_come_from_the_records(run):
