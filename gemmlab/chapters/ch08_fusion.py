@@ -23,7 +23,10 @@ from .glue import glue
 from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
 from .plots import COLOURS, roofline as draw
+from .. import errors
+from ..measure.check import verify
 from ..runtime import variants
+from ..runtime.kernel import step as kernel_step
 from ..runtime.source import REPO
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
@@ -453,7 +456,6 @@ def error_subject(e: Exception) -> str:
 def refuse(call, *args, cut: str = "", **kwargs) -> None:
     """Run call(*args, **kwargs) and print the refusal it raises (a gemmlab error), one line: the error's kind and its
     message without the step's name in front (a message's parameters end in '}: '), cut before `cut` if given."""
-    from .. import errors
     try:
         call(*args, **kwargs)
     except (errors.ShapeError, errors.ConfigError, errors.ArchError) as e:
@@ -470,10 +472,9 @@ def refuse(call, *args, cut: str = "", **kwargs) -> None:
 def split_errors(n_cases: int = 0) -> None:
     """Step 05's check and its one-mma variant (one_tf32_source, big x big only), each as the worst |error| over the
     fp32 bound of its cases (check.Case.worst: under 1 passes): what chapter 7b's split buys inside the fused kernel."""
-    import gemmlab
-    for label, kern in (("3xTF32 (step 05)", gemmlab.step("fused/05_tf32x3", backend="cpu")),
-                        ("one TF32 mma", gemmlab.step("fused/05_tf32x3", backend="cpu", source=one_tf32_source()))):
-        r = gemmlab.verify(kern, raise_on_fail=False)
+    for label, kern in (("3xTF32 (step 05)", kernel_step("fused/05_tf32x3", backend="cpu")),
+                        ("one TF32 mma", kernel_step("fused/05_tf32x3", backend="cpu", source=one_tf32_source()))):
+        r = verify(kern, raise_on_fail=False)
         ran = [c for c in r.cases if not c.rejected and c.kind in ("random", "identity", "ones")]
         where = f"{len(ran)} inputs" if r.passed else f"first failing input: {r.failed.kind}"
         print(f"{label}: {'PASS' if r.passed else 'FAIL'}, worst |error| {max(c.worst for c in ran):.2f} x the fp32 "
