@@ -161,6 +161,37 @@ def test_the_error_helpers_print_what_the_claim_cells_printed():
     assert ch8.error_subject(e) == str(e).split(":")[0]
 
 
+def test_refuse_prints_the_refusal_in_one_line(capsys):
+    from gemmlab import errors
+
+    def shape(*_):
+        raise errors.ShapeError("fused/02_row_panel cannot run M=2: a panel needs 9 bytes of shared memory, over 227 KB")
+
+    def config(*_):
+        raise errors.ConfigError("fused/04_split_k{'SPLIT_K': 8}: a block of 8192 threads exceeds 1024")
+    ch8.refuse(shape, cut=" of shared memory")
+    ch8.refuse(config)
+    ch8.refuse(lambda: None)
+    assert capsys.readouterr().out.splitlines() == [
+        "ShapeError: a panel needs 9 bytes of shared memory ...",
+        "ConfigError: a block of 8192 threads exceeds 1024", "no refusal"]
+
+
+def test_split_errors_gives_the_worst_error_of_each_form(capsys):
+    """3xTF32 passes under the fp32 bound; one TF32 mma per product fails by far more than the bound (emulator)."""
+    ch8.split_errors()
+    three, one = capsys.readouterr().out.splitlines()
+    worst = [float(re.search(r"worst \|error\| ([\d.]+) x", line).group(1)) for line in (three, one)]
+    assert three.startswith("3xTF32 (step 05): PASS") and worst[0] < 1
+    assert one.startswith("one TF32 mma: FAIL") and worst[1] > 100
+
+
+def test_glue_gap_names_the_timelines_tiles():
+    glue.VALUES.clear()
+    ch8.glue_gap()
+    assert re.fullmatch(r"\d+ x \d+, SPLIT_K \d+", glue.VALUES["ch8_g_tiles_short"])
+
+
 def test_step_02s_picture_outlines_block_0s_thread_tiles(monkeypatch):
     import matplotlib.pyplot as plt
 

@@ -79,7 +79,7 @@ def test_step_08_is_predicted_from_step_07_as_measured(run, capsys):
     assert p["predicted_us"] == pytest.approx(p["from_07_us"] - p["saved_us"])
     assert ch9.prediction("fused/08_tile_flags", 4096, run)["saved_us"] == 0
     ch9.step_table(run, "fused/08_tile_flags")
-    assert f"{p['predicted_us']:7.1f} µs |" in capsys.readouterr().out
+    assert f"{p['predicted_us']:7.1f} µs" in capsys.readouterr().out
     glue.VALUES.clear()
     ch9.glue_prediction("fused/08_tile_flags", recs=run)
     assert glue.VALUES["ch9_p08_512_predicted_us"] == p["predicted_us"]
@@ -103,8 +103,8 @@ def test_steps_06_and_07_are_predicted_from_the_step_before_as_measured(run, cap
         assert p["saved_us"] == 0 and p["predicted_us"] == pytest.approx(p["from_prev_us"])
         ch9.step_table(run, step)
     out = capsys.readouterr().out
-    assert f"{p6['predicted_us']:7.1f} µs |" in out and f"{p7['predicted_us']:7.1f} µs |" in out
-    assert out.count("predicted (from the step before)") == 2
+    assert f"{p6['predicted_us']:7.1f} µs" in out and f"{p7['predicted_us']:7.1f} µs" in out
+    assert out.count("predicted (at 512 from the step before") == 2
 
 
 def test_tiles_and_the_stage_spread_come_from_the_records(run):
@@ -316,3 +316,40 @@ def test_the_predicted_wgmma_count_is_the_profiles():
     ch9.glue_profile06(ch9.one_run())
     assert glue.VALUES["ch9_f06_pred_issue_ms"] < glue.VALUES["ch9_f06_tensor_ms"]
     assert glue.VALUES["ch9_f06_wps"] == pytest.approx(4, abs=0.05)
+
+
+def test_step_table_shows_the_prediction_first_and_the_measurement_after(run, capsys):
+    """Before the kernel only the prediction (at 4096 none beyond the model's bound); after the check the run's time."""
+    ch9.step_table(run, "fused/07_tma_tf32x3")
+    before = capsys.readouterr().out
+    assert "measured" not in before.splitlines()[1] and "a@b@c" not in before
+    assert before.splitlines()[3].split()[-1] == "-"  # 4096: no prediction
+    ch9.step_table(run, "fused/07_tma_tf32x3", part="measured")
+    after = capsys.readouterr().out
+    m = ch9.row(run, "fused/07_tma_tf32x3", 4096)
+    assert f"{m['us']:6.1f} µs" in after and "x eager" in after
+
+
+def test_one_line_helpers_and_the_mix_table(capsys):
+    class R:
+        def __init__(self, regs):
+            self.registers, self.spill_stores, self.spill_loads = regs, 0, 4
+
+        def __str__(self):
+            return "sm_90a: registers"
+    ch9.spills(R(90))
+    ch9.fewer_registers(R(90), R(128))
+    ch9.mix_table()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "compiled for sm_90a: spills 0/4 B (stores/loads)"
+    assert out[1] == "at sm_90a, step 07 needs fewer registers per thread than step 06: True; 07 spills 0/4 B"
+    shares = [float(line.split()[-2].rstrip("%")) for line in out[3:]]
+    assert out[3].split()[0] == "HGMMA" and out[-1].split()[:2] == ["the", "rest"]
+    assert sum(shares) == pytest.approx(100, abs=0.5)
+
+
+def test_chapter_8s_bound_is_quoted_with_its_probe_rate():
+    glue.VALUES.clear()
+    ch9.glue_ch8_bound()
+    assert 300 < glue.VALUES["ch9_c8_rate"] < 340 and glue.VALUES["ch9_c8_best_us"] > ch9.prediction(
+        "fused/06_wgmma_tf32x3", 512)["best_us"]

@@ -23,7 +23,10 @@ from .glue import glue
 from .sitecontrols import FUSION_GPU as GPU
 from .sitecontrols import fusion_twin as twin  # noqa: F401  (the chapter's static controls)
 from .plots import COLOURS, roofline as draw
+from .. import errors
+from ..measure.check import verify
 from ..runtime import variants
+from ..runtime.kernel import step as kernel_step
 from ..runtime.source import REPO
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
@@ -450,6 +453,34 @@ def error_subject(e: Exception) -> str:
     return str(e).split(":")[0]
 
 
+def refuse(call, *args, cut: str = "", **kwargs) -> None:
+    """Run call(*args, **kwargs) and print the refusal it raises (a gemmlab error), one line: the error's kind and its
+    message without the step's name in front (a message's parameters end in '}: '), cut before `cut` if given."""
+    try:
+        call(*args, **kwargs)
+    except (errors.ShapeError, errors.ConfigError, errors.ArchError) as e:
+        text = str(e)
+        if isinstance(e, errors.ArchError):  # its subject says it all: the step, and the arch it needs
+            head = error_subject(e)
+        else:
+            head = text.split("}: ", 1)[-1] if "}: " in text else error_head(e)
+        print(f"{type(e).__name__}: {head.split(cut)[0] + cut + ' ...' if cut and cut in head else head}")
+    else:
+        print("no refusal")
+
+
+def split_errors(n_cases: int = 0) -> None:
+    """Step 05's check and its one-mma variant (one_tf32_source, big x big only), each as the worst |error| over the
+    fp32 bound of its cases (check.Case.worst: under 1 passes): what chapter 7b's split buys inside the fused kernel."""
+    for label, kern in (("3xTF32 (step 05)", kernel_step("fused/05_tf32x3", backend="cpu")),
+                        ("one TF32 mma", kernel_step("fused/05_tf32x3", backend="cpu", source=one_tf32_source()))):
+        r = verify(kern, raise_on_fail=False)
+        ran = [c for c in r.cases if not c.rejected and c.kind in ("random", "identity", "ones")]
+        where = f"{len(ran)} inputs" if r.passed else f"first failing input: {r.failed.kind}"
+        print(f"{label}: {'PASS' if r.passed else 'FAIL'}, worst |error| {max(c.worst for c in ran):.2f} x the fp32 "
+              f"bound ({where})")
+
+
 def glue_step04(recs: list[dict], n: int = 512, big: int = 4096) -> None:
     """Where step 04 stands in the run (ch8_s4_*): its rate at n and at big, against cuBLAS's fp32 GEMMs there."""
     nan = float("nan")
@@ -609,11 +640,8 @@ def glue_gap(n: int = 512) -> None:
     glue("ch8_g_launch_date", kt["date"])
     glue("ch8_g_05", us["05 packed"]); glue("ch8_g_05_graph", us["05 graph"]); glue("ch8_g_empty", us["empty packed"])
     glue("ch8_g_tiles", ", ".join(f"{k} {v}" for k, v in kt["config"][str(n)].items()))
-    h100 = sorted((r for r in fusion.load(H100) if r["kind"] == "sweep" and r["step"] == "fused/05_tf32x3" and r["m"] == n),
-                  key=lambda r: r["median_s"])
-    glue("ch8_g_sweep_gpu", h100[0]["gpu"] if h100 else H100); glue("ch8_g_sweep_date", h100[0]["date"] if h100 else "-")
-    glue("ch8_g_sweep_n", len(h100))
-    glue("ch8_g_sweep_us", h100[0]["median_s"] * 1e6 if h100 and h100[0]["params"] == kt["config"][str(n)] else float("nan"))
+    c = kt["config"][str(n)]
+    glue("ch8_g_tiles_short", f"{c['BLOCK_M']} x {c['BLOCK_N']}, SPLIT_K {c['SPLIT_K']}")
     tf = results.experiment("fusion-tf32x3")
     tl, inside = tf["timeline_us"][f"{n} best512"], tf["tile_timeline_us"][f"{n} best512"]
     glue("ch8_g_tl_gpu", tf["gpu"]); glue("ch8_g_tl_date", tf["date"])

@@ -158,24 +158,35 @@ def glue_prediction(step: str, sizes: Sequence[int] = SIZES, recs: list[dict] | 
     glue("ch9_tf32_peak", TF32_TFLOPS); glue("ch9_spec", SPEC.name)
 
 
-def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> None:
-    """Predict, then measure, for one step: the model's bound and the run's time, side by side, microseconds first."""
-    how = "from the step before" if "from_prev_us" in prediction(step, sizes[0], recs) else "the model"
-    print(f"{step}: predicted ({how}) | measured ({run_label(recs)}), µs")
-    print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s} | {'measured':>9s} "
-          f"{'a@b@c':>8s} {'graph':>8s}  x eager  x graph  TFLOP/s (cuBLAS)")
+def step_table(recs: list[dict], step: str, sizes: Sequence[int] = SIZES, part: str = "predicted") -> None:
+    """Predict, then measure, for one step, microseconds first. part="predicted" (before the kernel): the model's
+    traffic, bound and launch floor at each size, and at 512 the prediction from the step before as measured in the
+    run, less what the new idea can take off (a recorded experiment); at 4096 no such experiment is recorded, so no
+    prediction beyond the model's bound. part="measured" (after the check): the run's time beside both baselines."""
+    from_prev = "from_prev_us" in prediction(step, sizes[0], recs)
+    if part == "measured":
+        print(f"{step}: measured ({run_label(recs)}), µs")
+        print(f"{'N':>5s} {'predicted':>10s} {'measured':>9s} {'a@b@c':>8s} {'graph':>8s}  x eager  x graph  "
+              "TFLOP/s (cuBLAS)")
+        for n in sizes:
+            p, m = prediction(step, n, recs), row(recs, step, n)
+            pred = f"{p['predicted_us']:7.1f} µs" if n == 512 or not from_prev else f"{'-':>10s}"
+            if m:
+                print(f"{n:5d} {pred} {m['us']:6.1f} µs {m['eager_us']:8.1f} {m['base_graph_us']:8.1f}  {m['x']:7.2f}  "
+                      f"{m['xg']:7.2f}  {m['tflops']:5.1f} ({m['cublas_tflops']:.1f})")
+        return
+    how = f"at 512 from the step before as measured in the {run_label(recs)}" if from_prev else "the model"
+    print(f"{step}: predicted ({how}), µs")
+    print(f"{'N':>5s} {'traffic':>9s} {'bound':>12s} {'launch':>7s} {'predicted':>10s}")
     for n in sizes:
-        p, m = prediction(step, n, recs), row(recs, step, n)
+        p = prediction(step, n, recs)
         bound = f"{max(p['arith_us'], p['dram_us']):.1f} {'TC' if p['bound'] == 'tensor pipe' else 'DRAM'}"
-        line = (f"{n:5d} {p['traffic_mib']:6.0f} MiB {bound:>12s} {p['floor_us']:7.1f} "
-                f"{p['predicted_us']:7.1f} µs | ")
-        if m:
-            line += (f"{m['us']:6.1f} µs {m['eager_us']:8.1f} {m['base_graph_us']:8.1f}  {m['x']:7.2f}  "
-                     f"{m['xg']:7.2f}  {m['tflops']:5.1f} ({m['cublas_tflops']:.1f})")
-        print(line)
-    if "from_prev_us" in prediction(step, sizes[0], recs):
-        print(f"predicted: step {PREVIOUS[step][6:8]}'s time in this run, less {SAVINGS[step]} at 512 (at 4096 not "
-              "recorded: nothing taken off); the model's bound and launch floor shown for reference")
+        pred = f"{p['predicted_us']:7.1f} µs" if n == 512 or not from_prev else f"{'-':>10s}"
+        print(f"{n:5d} {p['traffic_mib']:6.0f} MiB {bound:>12s} {p['floor_us']:7.1f} {pred}")
+    if from_prev:
+        print(f"predicted: step {PREVIOUS[step][6:8]}'s time in this run, less {SAVINGS[step]}, at 512; at 4096 "
+              "nothing of the kind is recorded, so no prediction beyond the model's bound (TC: tensor cores at the "
+              "spec rate) and launch floor")
 
 
 SAVINGS = {"fused/06_wgmma_tf32x3": "the ALU pipe's share of step 05's kernel time (fusion-counters)",
@@ -224,6 +235,44 @@ def compiled_for(res) -> str:
     return str(res).split(":")[0]
 
 
+def spills(res) -> None:
+    """One line: the architecture a resources report was compiled for and its spills (stores/loads, bytes)."""
+    print(f"compiled for {compiled_for(res)}: spills {res.spill_stores}/{res.spill_loads} B (stores/loads)")
+
+
+def fewer_registers(res, than, name: str = "07", other: str = "06") -> None:
+    """One line: whether step `name` (res) needs fewer registers per thread than step `other` (than), and its spills."""
+    print(f"at {compiled_for(res)}, step {name} needs fewer registers per thread than step {other}: "
+          f"{res.registers < than.registers}; {name} spills {res.spill_stores}/{res.spill_loads} B")
+
+
+def glue_ch8_bound(n: int = 512) -> None:
+    """Chapter 8's prediction for step 05 at n beside this chapter's model (ch9_c8_*): the same three TF32 products
+    at the TF32 mma.sync rate the course's probe measured (fusion-tf32x3), plus the launch floor."""
+    rate = results.experiment("fusion-tf32x3")["peaks"]["mma_m16n8k8_tf32"]["tflops"]
+    glue("ch9_c8_rate", rate)
+    glue("ch9_c8_best_us", 3 * fusion.flops(n) / (rate * 1e12) * 1e6 + ch8.launch_floor_us(n))
+
+
+def mix_table(n: int = 4096) -> None:
+    """Step 06's executed warp instructions at n by opcode (Nsight Compute's source page, lab/gaps, one launch):
+    HGMMA (the wgmmas) and the split's and the addresses' opcodes, then the rest."""
+    mix = opcode_mix(source_rows(PLACES / f"src-f06-{n}.csv.gz"))
+    total = sum(mix.values())
+    print(f"fused/06_wgmma_tf32x3 at {n}: {total / 1e6:,.0f}M warp instructions executed (one launch)")
+    ops = ("HGMMA", "IMAD", "FADD", "LDS", "VIADD", "LOP3", "STS")
+    for op, k in [(op, mix[op]) for op in ops] + [("the rest", total - sum(mix[op] for op in ops))]:
+        print(f"  {op:8s} {100 * k / total:5.1f}%  {k / 1e6:7.1f}M")
+
+
+def log_tiles(experiment: str, part: str) -> str:
+    """The tiles a recorded experiment ran ("BLOCK_N 32, SPLIT_K 4, NUM_STAGES 3"): the first {...} of its log."""
+    t = results.experiment(experiment)[part][GPU]
+    text = (results.EXPERIMENTS / experiment / t["log"]).read_text()
+    found = re.search(r"\{([^}]*)\}", text)
+    return ", ".join(f"{k} {v}" for k, v in re.findall(r"'(\w+)': (\d+)", found.group(1))) if found else "?"
+
+
 def matches_float64(e, a, b, c) -> bool:
     """True when no element of E = A B C computed by a step is out of tolerance against float64."""
     return not fusion.compare(e, a, b, c)[0].any()
@@ -262,8 +311,12 @@ def glue_verdict(recs: list[dict], n: int = 512) -> None:
     glue("ch9_v_xg", best["xg"]); glue("ch9_v_graph_us", best["graph_us"]); glue("ch9_v_x_graphs", best["x_graphs"])
     ratio, date = _kernel_time_ratio(n)
     glue("ch9_kt_512", ratio); glue("ch9_kt_date", date)
+    pf = results.experiment("fusion-kernel-time").get("profiler", {}).get(GPU, {}).get("kernels", {}).get(str(n), {})
+    med = {k: statistics.median(v["sum_us"]) for k, v in pf.items()}
+    glue("ch9_kt_fused_us", min(med.get("07", float("nan")), med.get("08", float("nan"))))
+    glue("ch9_kt_cublas_us", min(med.get("torch a@b@c", float("nan")), med.get("cupy a@b@c", float("nan"))))
     glue("ch9_v_small", small_verdict(recs))
-    sizes = fastest_at(recs)
+    sizes = [n for n in fastest_at(recs) if n in SIZES]  # the sizes the chapter's tables show
     glue("ch9_v07_fastest_at", ", ".join(map(str, sizes[:-1])) + (" and " if len(sizes) > 1 else "")
          + (str(sizes[-1]) if sizes else "no size"))
 
@@ -351,7 +404,7 @@ def glue_evidence07() -> None:
     """Step 06's parts at 512 (fusion-tma parts, 2026-11-24): what its copies cost; and step 07's timeline."""
     t = results.experiment("fusion-tma")
     p = {k[3:]: statistics.median(v) for k, v in t["parts"][GPU]["us"]["512"].items() if k.startswith("06 ")}
-    glue("ch9_e07_date", t["date"]); glue("ch9_e07_06", p["as it is"])
+    glue("ch9_e07_date", t["date"]); glue("ch9_e07_06", p["as it is"]); glue("ch9_e07_tiles", log_tiles("fusion-tma", "parts"))
     glue("ch9_e07_copies", p["as it is"] - p["no copies"]); glue("ch9_e07_split", p["as it is"] - p["no split of B"])
     glue("ch9_e07_mmas", p["as it is"] - p["no wgmmas"]); glue("ch9_e07_empty", p["returns at once"])
     marks = t["timeline"][GPU]["marks"]["as it is"]
@@ -376,6 +429,7 @@ def glue_evidence08() -> None:
     glue("ch9_e08_after_p1", m8["end"][1] - m8["phase 1 done"][1])
     glue("ch9_e07_end", m7["end"][1]); glue("ch9_e07_after_bar", m7["end"][1] - m7["before barrier"][1])
     glue("ch9_e08_sooner", m7["end"][1] - m8["end"][1])
+    glue("ch9_e08_shorter", (m7["end"][1] - m7["before barrier"][1]) - (m8["end"][1] - m8["phase 1 done"][1]))
     glue("ch9_e08_marks_date", w["logs"][1].split("-h200-")[-1][:-4] if "-h200-" in w["logs"][1] else "?")
 
 

@@ -1645,7 +1645,7 @@ _EXERCISES = [
              "the fused kernel's second phase, E = T C, from a panel of T stored M-major and read in float2s (checks "
              "results, C's traffic, T on chip, the panel's shared loads)",
              _ch8_property, _ch8_diagnose, minutes=45,
-             after="the next section (the fused kernel's measurements); then chapter 9. Harder: THREAD_M = 4, "
+             after="chapter 9. Harder: THREAD_M = 4, "
                    "with the panel read as float4s: which alignment must thread_row and PANEL_M then have?",
              hints=("After phase 1 the block's panel of T (its PANEL_M rows, all L columns) sits in sT, stored the "
                     "way phase 1 wrote it. Each E[row][col] is a row of T times a column of C: which part of C does "

@@ -11,7 +11,7 @@
 // relative: dropped). Three mmas per product instead of one, each exact in its products and
 // accumulated in fp32, the small terms first so that they are not lost against the big one, and
 // each K tile's sum added to the total with a rounded fp32 add (see compute: the tensor cores
-// truncate).
+// may truncate).
 // The error is then of the order of fp32's, and the check (float64 reference, fp32 bound) is the
 // same as for 01-04, Inf and NaN included. The split makes an Inf's small part NaN (Inf - Inf), so a
 // tile's sums end NaN wherever their dot product meets an Inf or NaN; the epilogue recomputes those
@@ -109,9 +109,9 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
         }
     };
 
-    // The tensor cores add with truncation (rounding toward zero), so an accumulator that is fed
-    // mma after mma drifts toward zero by up to an ulp per mma: over K = 4096 (1536 mmas) that is
-    // 50x fp32's error. So each K tile is summed into a fresh `chunk` (12 mmas for BLOCK_K = 32)
+    // The tensor cores may add with truncation (rounding toward zero; how they round is not
+    // documented). If they do, an accumulator fed mma after mma drifts toward zero by up to an ulp
+    // per mma: over K = 4096 (1536 mmas), 50x fp32's error. So each K tile is summed into a fresh `chunk` (12 mmas for BLOCK_K = 32)
     // and added to acc with an ordinary, rounded fp32 add.
     auto compute = [&](const Stage<BLOCK_M, BLOCK_N, BLOCK_K>& s) {
         float chunk[MMA_M][MMA_N][4] = {};
