@@ -111,3 +111,34 @@ def test_step_10_interleaves_a_lanes_rows_where_09_keeps_4x4_pieces():
     assert "rows 0, 8, 16" in axes[1].get_title() and "rows 0, 1, 2, 3, 32" in axes[0].get_title()
     assert len(axes[0].texts) == 32 * 4 and not axes[1].texts  # 09's pieces numbered; 10's one-row pieces not
     plt.close("all")
+
+
+def test_stalls_also_print_the_stalls_the_prose_quotes(capsys):
+    ch6.stalls(ch6.STEPS[1:2])  # step 08: short_scoreboard and long_scoreboard are not in its top four
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "short_scoreboard 0.38" in line and "long_scoreboard 0.13" in line
+
+
+def test_step_10s_extra_shared_loads_are_the_null_loads_before_each_cp_async():
+    from gemmlab.chapters.glue import VALUES
+    out = ch6.null_loads_per_copy()
+    assert out["per_copy"] == 3 and out["copies_per_tile"] == 4
+    ch6.stalls(ch6.STEPS[2:4])
+    assert VALUES["ch6_lds10_extra_per_tile"] == out["per_tile"] == 12  # the profiler's difference, per warp and K tile
+
+
+def test_step_08s_prediction_from_the_h200s_own_profile_holds_at_block_k_8(capsys):
+    from gemmlab.chapters.glue import VALUES
+    ch6.parts("sgemm/08_register_prefetch")
+    assert VALUES["ch6_pred8_h200"] < VALUES["ch6_one8_s8k8_x"] < VALUES["ch6_pred8_more_h200"]
+    assert VALUES["ch6_one8_nocapk8_x"] < VALUES["ch6_pred8_h200"]  # the prefetch alone: the gap the prose states
+
+
+def test_diff_can_keep_to_the_k_loop():
+    from gemmlab.chapters import show
+    whole = repr(show.diff("sgemm/09_double_buffer", "sgemm/08_register_prefetch"))
+    loop = repr(show.diff("sgemm/09_double_buffer", "sgemm/08_register_prefetch", start_at="const int num_tiles",
+                          end_before="// float4 stores of C"))
+    assert "store_tiles(1 - buf)" in loop and "Extends 08" in whole and "Extends 08" not in loop
+    assert len(loop.splitlines()) < len(whole.splitlines())
+    assert "@@ -135," in loop  # line numbers of the files, not of the excerpt

@@ -183,7 +183,8 @@ def ncu_table() -> None:
             if kind not in h100:
                 continue
             model = model_average(step, kind)
-            print(f"{step:24s} {kind:6s} {model:6.2f} {h100[kind]['per_request']:6.2f} "
+            shown = f"{model:6.2f}" if model == model else f"{'–':>6s}"  # step 05: no model (its source reads scalars)
+            print(f"{step:24s} {kind:6s} {shown} {h100[kind]['per_request']:6.2f} "
                   f"{other.get(kind, {}).get('per_request', float('nan')):6.2f} {h100[kind]['ideal_per_request']:6.2f}")
             v = step[6:8]
             glue(f"ch5_model_{v}_{kind}", model)
@@ -191,6 +192,7 @@ def ncu_table() -> None:
             glue(f"ch5_ncu_{v}_{kind}_conflicts", h100[kind]["conflicts"])
             glue(f"ch5_ncu_{v}_{kind}_ideal", h100[kind]["ideal_per_request"])
     print("H100: results/gpu-lane/ncu/shared-*.csv; H200: results/nvidia-h200.ncu.json; one launch at 4096 each")
+    print("–: no model for step 05, whose source reads scalars that nvcc compiles to 128-bit loads (see below)")
     glue("ch5_ch3_broadcast", ch3.broadcast_wavefronts())   # chapter 3's broadcast LDS.128, measured (H200)
     glue("ch5_ch3_broadcast_model", sw.ideal_wavefronts(32, 16))
 
@@ -307,6 +309,10 @@ def variant_profiles() -> dict:
         glue(f"ch5_p_{layout}_faster", 100 * (base["ms"] / r["ms"] - 1))
         glue(f"ch5_p_{layout}_l2_gain", r["l2"] - base["l2"])
         glue(f"ch5_p_{layout}_shared_cut", 100 * (base["shared"] - r["shared"]) / base["shared"])
+        # the same cut if each load took the model's 4 wavefronts (the quarter-warp rule), not the measured 3
+        ld = profile.shared_per_request(rec[VARIANT_KEYS["plain"]])["load"]
+        at4 = base["shared"] - ld["wavefronts"] + sw.ideal_wavefronts(32, 16) * ld["instructions"]
+        glue(f"ch5_p_{layout}_shared_cut_at4", 100 * (base["shared"] - r["shared"]) / at4)
     glue("ch5_p_residual", base["conflicts"] - base["model_conflicts"])
     glue("ch5_p_inst_diff", max(abs(r["inst"] - base["inst"]) for r in rows.values()))
     return rows
@@ -335,8 +341,7 @@ def spread_rows(folder=None) -> dict[str, dict]:
 def launch_spread() -> dict[str, dict]:
     """Eight profiled launches of step 07 and each variant at 4096 (spread_rows): a table of medians, spreads, gains
     over step 07, L2 hit and SM clock ranges; glued with each variant's registers and barrier stall from its one-launch
-    profile, and the timing run's step 07 and swizzled times at 4096 (results/experiments/ch5-variants), whose
-    protocol differs."""
+    profile."""
     rows = spread_rows()
     base = rows["plain"]["median"]
     print(f"{COUNTERS_GPU}, Nsight Compute, launches 3 to 10 of one process each at {SIZE}, L2 flushed before each:")
@@ -360,10 +365,6 @@ def launch_spread() -> dict[str, dict]:
     for layout, key in VARIANT_KEYS.items():
         glue(f"ch5_s_{layout}_regs", int(rec[key]["launch__registers_per_thread"]))
         glue(f"ch5_s_{layout}_barrier", rec[key]["smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"])
-    timed = cublas_runs((gemmlab.source.REPO / "results" / "experiments" / VARIANTS_RUN / "bench.log").read_text())
-    for name, layout in (("step", "plain"), ("swizzled", "swizzled")):
-        tf = timed[(name, SIZE)]["tflops"]
-        glue(f"ch5_s_{layout}_timed_us", 2 * SIZE**3 / (sum(tf) / len(tf)) / 1e6)
     return rows
 
 

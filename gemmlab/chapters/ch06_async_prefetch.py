@@ -206,16 +206,21 @@ def issue_rate(rec: dict) -> float:
     return rec["warps"] / rec["cpi"]
 
 
+QUOTED = ("long_scoreboard", "short_scoreboard", "barrier")  # stalls the chapter quotes, printed beyond the top four
+
+
 def stalls(steps: list | None = None) -> None:
     """The recorded warp states at 4096 of `steps` (default: steps 07 to 11): occupancy, warps per scheduler, cycles
-    per issued instruction, the issue rate they give, and the top stall reasons. The chapter shows step 07's row
-    first and each later step's after its measurement."""
+    per issued instruction, the issue rate they give, the top four stall reasons and, after them, the others the
+    chapter quotes (QUOTED). The chapter shows step 07's row first and each later step's after its measurement."""
     for step in steps or STEPS:
         rec = record(step)
         if not rec:
             print(f"{step}: no profiler record")
             continue
-        top = ", ".join(f"{r} {v:.2f}" for r, v in sorted(rec["stalls"].items(), key=lambda kv: -kv[1])[:4])
+        ranked = [r for r, _ in sorted(rec["stalls"].items(), key=lambda kv: -kv[1])]
+        shown = ranked[:4] + [r for r in QUOTED if r in rec["stalls"] and r not in ranked[:4]]  # what the prose quotes
+        top = ", ".join(f"{r} {rec['stalls'][r]:.2f}" for r in shown)
         print(f"{step:27s} occupancy {rec['occupancy']:4.1f}% ({rec['warps']:.1f} warps/scheduler), "
               f"{rec['cpi']:.2f} cycles per instruction -> issues {issue_rate(rec):.2f}/cycle | {top}")
         glue(f"ch6_rate{_v(step)}", issue_rate(rec)); glue(f"ch6_cpi{_v(step)}", rec["cpi"])
@@ -227,8 +232,30 @@ def stalls(steps: list | None = None) -> None:
     r9, r10, r11 = record("sgemm/09_double_buffer"), record("sgemm/10_cp_async"), record("sgemm/11_fragment_prefetch")
     if r9 and r10:
         glue("ch6_lds10_over9", 100 * (r10["shared_loads"] / r9["shared_loads"] - 1))
+        p = gemmlab.instance("sgemm/10_cp_async").params
+        warp_tiles = (SIZE // p["BLOCK_M"]) * (SIZE // p["BLOCK_N"]) * (SIZE // p["BLOCK_K"]) * \
+            (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"])
+        glue("ch6_lds10_extra_per_tile", (r10["shared_loads"] - r9["shared_loads"]) / warp_tiles)
+        if "sgemm/10_cp_async" in (steps or STEPS):
+            null_loads_per_copy()  # where those extra shared loads come from (the SASS)
     if r9 and r11:  # instructions executed are proportional to duration x issue rate (same clock, same SMs)
         glue("ch6_inst11_over9", 100 * (1 - (r11["time_ns"] * issue_rate(r11)) / (r9["time_ns"] * issue_rate(r9))))
+
+
+def null_loads_per_copy(step: str = "sgemm/10_cp_async", arch: str = "sm_90") -> dict:
+    """In `step`'s SASS, the never-executed shared loads the compiler puts before each cp.async (`@!PT LDS RZ, [RZ]`:
+    predicate always false, yet issued, so the profiler counts them) per LDGSTS, and the copies per thread and K tile
+    (A's and B's float4s); glued for the prose. Returns both with their product."""
+    text = gemmlab.instance(step).sass(arch)
+    null = sum(1 for line in text.splitlines() if re.search(r"@!PT\s+LDS\b", line))
+    copies = nvrtc.count_instructions(text, ["LDGSTS"])["LDGSTS"]
+    p = gemmlab.instance(step).params
+    threads = (p["BLOCK_M"] // p["WARP_M"]) * (p["BLOCK_N"] // p["WARP_N"]) * 32
+    per_tile = math.ceil(p["BLOCK_M"] * p["BLOCK_K"] / 4 / threads) + math.ceil(p["BLOCK_K"] * p["BLOCK_N"] / 4 / threads)
+    out = {"per_copy": null / copies, "copies_per_tile": per_tile, "per_tile": null / copies * per_tile}
+    glue("ch6_null_lds_per_copy", out["per_copy"]); glue("ch6_copies10_per_tile", per_tile)
+    glue("ch6_null_lds_per_tile", out["per_tile"])
+    return out
 
 
 def hide_bound(rec: dict, hidden: float, warps: float | None = None) -> float:
@@ -611,6 +638,7 @@ def claim() -> None:
         print(f"{step}: {gemmlab.verify(gemmlab.step(step, backend='cpu'))} (emulator)")
 
 
+ONE_RUN_COUNTERS, ONE_RUN_STEP07 = "nvidia-h200", "sgemm/07_warptiling<base>"  # the run's GPU's profile of step 07
 ONE_RUN = REPO / "results" / "experiments" / "ch6-parts"  # the checkout, or the installed copy (Colab)
 ONE_RUN_LOGS = {  # the step whose changes a table takes apart: (log, {variant in the log: label})
     "sgemm/08_register_prefetch": [
@@ -656,3 +684,12 @@ def parts(step: str) -> None:
     if v == 8:
         for k in ("s7k16", "s8k8", "nocapk8"):
             glue(f"ch6_one8_{k}_x", pct[[lbl for lbl, kk in keys.items() if kk == k][0]] / pct["step 07"])
+        # step 08's prediction from the H200's own profile of step 07 (the run's GPU; the chapter's is the H100's)
+        m = profile.load(ONE_RUN_COUNTERS).get(ONE_RUN_STEP07)
+        if m:
+            st = dict(profile.stall_reasons(m, top=100))
+            rec = {"stalls": st, "cpi": sum(st.values()),
+                   "warps": m["sm__warps_active.avg.pct_of_peak_sustained_active"] / 100 * MAX_WARPS_PER_SM
+                   / SCHEDULERS_PER_SM}
+            hidden = st.get("long_scoreboard", 0.0)
+            glue("ch6_pred8_h200", hide_bound(rec, hidden)); glue("ch6_pred8_more_h200", hide_bound(rec, hidden, 4.0))

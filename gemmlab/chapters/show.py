@@ -96,17 +96,22 @@ def previous_step(name: str) -> str:
     return step.previous
 
 
-def diff(name: str, against: str | None = None, context: int = 3) -> Listing:
-    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff."""
+def diff(name: str, against: str | None = None, context: int = 3, start_at: str | tuple[str, str] | None = None,
+         end_before: str | tuple[str, str] | None = None) -> Listing:
+    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff; with
+    `start_at`/`end_before` (as in source(); a pair gives the new file's marker, then the old file's) only that part
+    of each file, line numbers kept."""
     new_path, old_path = kernel_file(name), kernel_file(against or previous_step(name))
-    new, old = new_path.read_text().rstrip("\n"), old_path.read_text().rstrip("\n")
+    pair = lambda m: m if isinstance(m, tuple) else (m, m)  # noqa: E731
+    new, new_first = _excerpt(new_path.read_text().rstrip("\n"), pair(start_at)[0], pair(end_before)[0])
+    old, old_first = _excerpt(old_path.read_text().rstrip("\n"), pair(start_at)[1], pair(end_before)[1])
     new_lines, old_lines = new.split("\n"), old.split("\n")
     new_html, old_html = highlighted_lines(new), highlighted_lines(old)
     html_lines, text_lines = [], []
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
-        hunk = f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@"
+        hunk = f"@@ -{i1 + old_first},{i2 - i1} +{j1 + new_first},{j2 - j1} @@"
         html_lines.append(f'<span style="{_HUNK}">{hunk}</span>')
         text_lines.append(hunk)
         for tag, a1, a2, b1, b2 in group:
