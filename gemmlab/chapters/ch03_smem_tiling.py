@@ -111,7 +111,8 @@ def draw_roles(block: int = BLOCK, thread: tuple[int, int] = (2, 5)):
         ax.set_xlabel("tx (column)", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0].set_ylabel("ty (row)", fontsize=8)
-    fig.suptitle(f"step 03, BLOCK = {block}: colour = warp ({n_warps} warps, one row of 32 threads each), "
+    shape = "one row of 32 threads each" if block == 32 else "up to 32 consecutive threads each, across rows"
+    fig.suptitle(f"step 03, BLOCK = {block}: colour = warp ({n_warps} warps, {shape}), "
                  f"black = thread ({ty}, {tx})", fontsize=10)
     fig.tight_layout()
     return axes
