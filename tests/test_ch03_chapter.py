@@ -40,6 +40,18 @@ def test_roles_picture_shows_one_thread_and_what_it_reads():
     plt.close("all")
 
 
+def test_roles_picture_at_31_shows_a_warp_over_two_tile_rows(capsys):
+    ch3.show_roles(31, thread=(2, 5))
+    fig = plt.gcf()
+    warps = np.asarray(fig.axes[0].images[0].get_array())
+    title = fig._suptitle.get_text()
+    plt.close("all")
+    assert "31 warps" in title and "across rows" in title   # 961 threads: 30 full warps and one of 1 thread
+    assert np.array_equal(warps, ch3.roles(31) // 32)
+    assert sorted(set(warps[2].tolist())) == [1, 2] and sorted(set(warps[3].tolist())) == [2, 3]
+    assert capsys.readouterr().out.rstrip().endswith("its warp 2 holds tile row(s) [2, 3]")
+
+
 def test_bank_rule():
     assert [ch3.bank(a) for a in (0, 4, 124, 128, 132, 4096 + 8)] == [0, 1, 31, 0, 1, 2]
 

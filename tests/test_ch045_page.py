@@ -71,7 +71,25 @@ def test_step06_prediction_splits_the_two_changes(capsys):
     ch4.step06_predict()
     out = capsys.readouterr().out.splitlines()
     assert "8 -> 2  (x 0.25" in out[0] and "(x 1.00)" in out[1]
+    assert "32 / 512 -> 32 / 512" in out[1]   # LDS counted once: its LDS.128 are among the LDS (the profiler's 1/16)
     assert out[2].endswith("step 06 6, step 07 4")
+
+
+def test_sb_lanes_draws_step_06_two_sweeps_and_step_07_one():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    out = ch4.sb_lanes()
+    fig = plt.gcf()
+    titles = [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
+    assert out["sgemm/06_vectorized"] == (2, 2, 8) and out["sgemm/07_warptiling"] == (1, 1, 4)
+    assert titles[0].startswith("sgemm/06_vectorized") and titles[1].startswith("sgemm/07_warptiling")
+
+
+def test_sass_counts_count_an_lds128_once_as_chapter_3_does():
+    from gemmlab.chapters import ch04_register_tiling as ch4
+    counts = ch4.sass_counts()
+    assert (counts["sgemm/03_smem_tiling"]["LDS"], counts["sgemm/03_smem_tiling"]["LDS.128"]) == (32, 8)
+    assert (counts["sgemm/07_warptiling"]["LDS"], counts["sgemm/07_warptiling"]["LDS.128"]) == (0, 32)
 
 
 def test_transposed_store_picture_puts_a_threads_float4_in_four_rows():

@@ -111,7 +111,8 @@ def draw_roles(block: int = BLOCK, thread: tuple[int, int] = (2, 5)):
         ax.set_xlabel("tx (column)", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0].set_ylabel("ty (row)", fontsize=8)
-    fig.suptitle(f"step 03, BLOCK = {block}: colour = warp ({n_warps} warps, one row of 32 threads each), "
+    shape = "one row of 32 threads each" if block == 32 else "up to 32 consecutive threads each, across rows"
+    fig.suptitle(f"step 03, BLOCK = {block}: colour = warp ({n_warps} warps, {shape}), "
                  f"black = thread ({ty}, {tx})", fontsize=10)
     fig.tight_layout()
     return axes
@@ -391,13 +392,16 @@ def corrected_bound(records: list, lds: float, waves: float) -> None:
     glue("ch3_waves_per_ffma", per_ffma); glue("ch3_smem_div2", FFMA_PER_CYCLE * per_ffma)
     glue("ch3_smem_bound2", bound); glue("ch3_ffma_per_tile", BLOCK)
     glue("ch3_v3_of_smem_bound2", 100 * v3["tflops"] / bound if v3 else float("nan"))
+    h = next((r for r in sweep_records() if r["params"]["BLOCK"] == BLOCK), None)  # timed on the counters' GPU
+    glue("ch3_sweep32_gpu", h["gpu"] if h else hardware.NO_DATA)
+    glue("ch3_sweep32_tflops", h["tflops"] if h else float("nan"))
+    glue("ch3_sweep32_of_bound2", 100 * h["tflops"] / bound if h else float("nan"))
     print(f"per warp and K tile: {lds:.0f} shared loads = {narrow} LDS (sB) + {wide} LDS.128 (sA); {waves:.0f} "
           f"wavefronts = {narrow} x 1 + {wide} x {per_wide:.0f}: {per_ffma:.1f} per FFMA, so shared memory bounds "
           f"step 03 at peak / {FFMA_PER_CYCLE * per_ffma:.0f} = {bound:.1f} TFLOP/s")
 
 
 # ----------------------------------------------------------------------------------------------- tile edges
-INTEGER = ("IMAD", "LEA", "SHF", "IADD3", "LOP3")
 
 
 def lds128_wavefronts() -> float:
@@ -443,25 +447,16 @@ def peak_of(records: list | None) -> float:
 
 
 def power_of_two(records: list | None = None, odd: int = 31) -> None:
-    """Step 03's SASS for sm_90 (compile-only) with BLOCK = 32 and `odd`, as written (2-D block) and with seed 000's
-    1-D indexing: integer instructions before the K loop and in one iteration, shared loads, FFMAs; then the
-    shared-memory bound the chapter's model gives `odd` on the records' GPU, beside the corrected bound of 32."""
-    print(f"{'indexing':25s} {'BLOCK':>5s} | before the loop: " + " ".join(f"{op:>5s}" for op in INTEGER)
-          + " | one K iteration: integer   LDS  LDS.128  FFMA")
+    """Step 03's SASS for sm_90 (compile-only) with BLOCK = 32 and `odd`: the shared loads (LDS, LDS.128) and FFMAs
+    of one iteration of the K loop; then the shared-memory bound the chapter's model gives `odd` on the records'
+    GPU, beside the corrected bound of 32, and the recorded times of both. (Seed 000's 1-D indexing, which divides
+    by BLOCK, is tiling.one_d_indexing; tiling.power_of_two_counts counts its integer instructions too.)"""
+    print(f"step 03's K loop, compiled for sm_90 (NVRTC {nvrtc.version()}), per warp and iteration:")
     p2 = {}
-    for indexing in ("2-D", "1-D"):
-        for block in (32, odd):
-            c = p2[indexing, block] = tiling.power_of_two_counts(block, indexing)
-            label = "2-D block (step 03)" if indexing == "2-D" else "1-D, / and % (seed 000)"
-            print(f"{label:25s} {block:5d} | {'':17s}" + " ".join(f"{c['before'][op]:5d}" for op in INTEGER)
-                  + f" | {sum(c['loop'][op] for op in INTEGER):24d} {c['loop']['LDS']:5d} {c['loop']['LDS.128']:8d}"
-                  f" {c['loop']['FFMA']:5d}")
-    print(f"(NVRTC {nvrtc.version()}: the counts are the compiler's choices and may move with its release)")
-    setup = {key: sum(c["before"][op] for op in INTEGER) for key, c in p2.items()}
-    loop_int = {key: sum(c["loop"][op] for op in INTEGER) for key, c in p2.items()}
+    for block in (32, odd):
+        c = p2["2-D", block] = tiling.power_of_two_counts(block, "2-D")
+        print(f"  BLOCK = {block}: {c['loop']['LDS']} LDS + {c['loop']['LDS.128']} LDS.128 for {c['loop']['FFMA']} FFMA")
     shared = {key: c["loop"]["LDS"] + c["loop"]["LDS.128"] for key, c in p2.items()}
-    glue("ch3_p2_setup_1d_32", setup["1-D", 32]); glue("ch3_p2_setup_1d_31", setup["1-D", odd])
-    glue("ch3_p2_loop_int_32", loop_int["2-D", 32]); glue("ch3_p2_loop_int_31", loop_int["2-D", odd])
     glue("ch3_p2_lds_32", shared["2-D", 32]); glue("ch3_p2_lds128_32", p2["2-D", 32]["loop"]["LDS.128"])
     glue("ch3_p2_lds_31", shared["2-D", odd]); glue("ch3_p2_fma_31", p2["2-D", odd]["loop"]["FFMA"])
     glue("ch3_p2_row_31", odd * tiling.FLOAT_BYTES)

@@ -233,8 +233,9 @@ def step06_predict(before: str = "sgemm/05_2d_blocktiling", step: str = "sgemm/0
         per_thread = (p["BLOCK_M"] * p["BLOCK_K"] + p["BLOCK_K"] * p["BLOCK_N"]) / threads  # floats per K tile
         width = 4 if s == step else 1
         ops = _global_ops(s)
-        out[s] = {"ldg": per_thread / width, "lds_per_ffma": (ops["LDS"] + ops["LDS.128"]) / ops["FFMA"],
-                  "lds": ops["LDS"] + ops["LDS.128"], "ffma": ops["FFMA"]}
+        # count_instructions matches opcode prefixes: ops["LDS"] already counts the LDS.128 among them
+        out[s] = {"ldg": per_thread / width, "lds_per_ffma": ops["LDS"] / ops["FFMA"],
+                  "lds": ops["LDS"], "ffma": ops["FFMA"]}
     g = out[step]["ldg"] / out[before]["ldg"]
     l = out[step]["lds_per_ffma"] / out[before]["lds_per_ffma"]
     w6, w7 = ch5.model_average("sgemm/06_vectorized", "load"), ch5.model_average("sgemm/07_warptiling", "load")
@@ -433,7 +434,7 @@ def tile_against_idea() -> None:
     print(f"{recs[0]['gpu']}, {recs[0]['date']}, one process at {SIZE} (results/experiments/{TILE_RUN}), cuBLAS at "
           f"{lo:.1f}-{hi:.1f} TFLOP/s beside each; profiles: one launch each (results/nvidia-h200.ncu.json)")
     print(f"{'':20s} {'tile':>11s} {'threads':>7s} {'TFLOP/s':>7s} {'ms':>6s} {'gain':>11s} | {'regs':>4s} "
-          f"{'warps/SM':>9s} {'FMA':>5s} {'long_sb':>7s} {'barrier':>7s}  {'top stall':21s} {'wf/LDS':>6s} "
+          f"{'warps/SM':>9s} {'FMA':>5s} {'long_sb':>7s} {'barrier':>7s} {'mio':>5s}  {'top stall':21s} {'wf/LDS':>6s} "
           f"{'LDG/FFMA':>8s} {'DRAM GB':>7s}")
     for label, step, changed, before in TILE_CONFIGS:
         r, p = rows[label], rows[label]["params"]
@@ -442,11 +443,11 @@ def tile_against_idea() -> None:
         gain = f"x {r['x']:.2f} of {before}" if before else ""
         print(f"{name:20s} {tile:>11s} {r['threads']:7d} {r['tflops']:7.2f} {r['ms']:6.2f} {gain:>11s} | "
               f"{r['registers']:4d} {r['warps']:3d} ({r['warps_measured']:4.1f}) {r['fma']:4.1f}% "
-              f"{r['long_scoreboard']:7.2f} {r['barrier']:7.2f}  {r['stall'] + ' ' + format(r['stall_v'], '.2f'):21s} "
+              f"{r['long_scoreboard']:7.2f} {r['barrier']:7.2f} {r['mio_throttle']:5.2f}  {r['stall'] + ' ' + format(r['stall_v'], '.2f'):21s} "
               f"{r['per_lds']:6.2f} {r['gld']:8.3f} {r['dram_gb']:7.2f}")
     print("tile: BLOCK_M x BLOCK_N x BLOCK_K; gain: TFLOP/s against the step named, same run; warps/SM: blocks per SM "
           "from the GPU's registers x warps per block (in brackets the profiler's active warps); FMA: pipe busy; "
-          "long_sb, barrier, top stall ('selected' left out): warps stalled per issued instruction; wf/LDS: shared "
+          "long_sb, barrier, mio (mio_throttle), top stall ('selected' left out): warps stalled per issued instruction; wf/LDS: shared "
           "wavefronts per load; LDG: global load instructions; DRAM GB: bytes read")
 
 
@@ -457,11 +458,26 @@ def sass_excerpt(step: str = "sgemm/07_warptiling", lines: int = 16, arch: str =
     print("\n".join(line.strip() for line in sass[first:first + lines]))
 
 
-def sass_counts(arch: str = "sm_90") -> None:
-    """Static SASS counts of each step's FFMA, LDS (and LDS.128), LDG and BAR instructions on `arch`."""
+def sb_lanes(steps=("sgemm/06_vectorized", "sgemm/07_warptiling")) -> dict:
+    """One quarter warp's sB float4 read (lanes 0-7, which the hardware serves together) in step 06 and in step 07,
+    each lane's 16 bytes drawn at their banks: chapter 5's drawing (ch5.sb_picture). Step 06's lanes read float4s
+    spread over two sweeps of the banks (2-way), step 07's side by side in one. Returns {step: (wavefronts of the
+    quarter warp, sweeps of the banks, distinct float4s)}."""
+    out = ch5.sb_picture(steps)
+    glue("ch4_lanes06_waves", out[steps[0]][0]); glue("ch4_lanes07_waves", out[steps[1]][0])
+    return out
+
+
+def sass_counts(arch: str = "sm_90") -> dict[str, dict[str, int]]:
+    """Static SASS counts of each step's FFMA, LDS (32-bit and other narrow widths), LDS.128, LDG and BAR
+    instructions on `arch`, as chapter 3 counts them: an LDS.128 is not also an LDS. Prints and returns them."""
+    out = {}
     for step in LADDER:
         ops = nvrtc.count_instructions(gemmlab.instance(step).sass(arch), ["FFMA", "LDS", "LDS.128", "LDG", "BAR"])
+        ops["LDS"] -= ops["LDS.128"]   # count_instructions matches prefixes: its LDS includes the LDS.128
+        out[step] = ops
         print(f"{step:24s} {ops}")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- pictures
@@ -581,7 +597,7 @@ def heat_map(step: str = "sgemm/07_warptiling", size: int = SIZE) -> None:
          or "the defaults")
     glue("ch4_default_pct", at_default["pct_of_baseline"] if at_default else float("nan"))
     glue("ch4_tuned_n", len(recs))
-    glue("ch4_tuned_date", best["date"])
+    glue("ch4_tuned_date", best["date"]); glue("ch4_tuned_gpu", best["gpu"])
     glue("ch4_tuned_protocol", "interleaved with cuBLAS" if best["date"] >= gemmlab.results.INTERLEAVED_SINCE
          else "cuBLAS timed first, the older protocol")
 
