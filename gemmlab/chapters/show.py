@@ -96,15 +96,23 @@ def previous_step(name: str) -> str:
     return step.previous
 
 
-def diff(name: str, against: str | None = None, context: int = 3) -> Listing:
-    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff."""
+def diff(name: str, against: str | None = None, context: int = 3, start_at: str | None = None) -> Listing:
+    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff; with
+    `start_at`, both files from their first line holding it (as show.source: the header comment's changes left
+    out); the hunks keep the files' line numbers."""
     new_path, old_path = kernel_file(name), kernel_file(against or previous_step(name))
     new, old = new_path.read_text().rstrip("\n"), old_path.read_text().rstrip("\n")
     new_lines, old_lines = new.split("\n"), old.split("\n")
     new_html, old_html = highlighted_lines(new), highlighted_lines(old)
+    a0 = b0 = 0
+    if start_at is not None:
+        a0, b0 = (next((i for i, line in enumerate(lines) if start_at in line), None) for lines in (old_lines, new_lines))
+        if a0 is None or b0 is None:
+            raise ValueError(f"{start_at!r} is not in both {old_path.name} and {new_path.name}")
     html_lines, text_lines = [], []
-    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    matcher = difflib.SequenceMatcher(a=old_lines[a0:], b=new_lines[b0:], autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
+        group = [(tag, a1 + a0, a2 + a0, b1 + b0, b2 + b0) for tag, a1, a2, b1, b2 in group]
         (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
         hunk = f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@"
         html_lines.append(f'<span style="{_HUNK}">{hunk}</span>')
