@@ -882,18 +882,19 @@ def barrier_places(step: str, text: str | None = None) -> dict | None:
 
 def barrier_places_table(steps=("hopper/03_tma_ring",)) -> str:
     """One line per step: barrier_places as the chapter prints it."""
+    w = max(19, *(len(s) for s in steps))
     lines = [f"where the barrier samples sit (Nsight Compute's source page, {GPU}, 4096, one launch; a repeat "
              f"profile, {PLACES_DATE})",
-             f"{'step':19s} {'barrier stall: one run | repeat':>31s} {'barrier, % of samples':>22s} "
+             f"{'step':{w}s} {'barrier stall: one run | repeat':>31s} {'barrier, % of samples':>22s} "
              f"{'on WARPGROUP.DEPBAR':>20s} {'after BAR.SYNC':>15s}"]
     for s in steps:
         p = barrier_places(s)
         if p is None:
-            lines.append(f"{s:19s} recorded data missing")
+            lines.append(f"{s:{w}s} recorded data missing")
             continue
         one = f"{p['barrier_one_run']:.2f}" if p["barrier_one_run"] is not None else "-"
         rep = f"{p['barrier_repeat']:.2f}" if p["barrier_repeat"] is not None else "-"
-        lines.append(f"{s:19s} {one + ' | ' + rep:>31s} {p['barrier_pct']:21.1f}% "
+        lines.append(f"{s:{w}s} {one + ' | ' + rep:>31s} {p['barrier_pct']:21.1f}% "
                      f"{p['depbar_pct']:6.1f}% ({p['depbar_sites']} site{'s' if p['depbar_sites'] != 1 else ''}) "
                      f"{p['barsync_pct']:14.1f}%")
     lines.append("barrier stall: warps per issued instruction; the DEPBAR sites: "
