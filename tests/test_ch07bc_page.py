@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from gemmlab.chapters import ch07b_ampere_pipeline as ch7b  # noqa: E402
 from gemmlab.chapters import ch07c_hopper_wgmma as ch7c  # noqa: E402
+from gemmlab.chapters import ch07d_hopper_schedule as ch7d  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -211,3 +212,35 @@ def test_first_launches_clock_against_the_sustained_clock():
         assert abs(f["us"] / f["profiled_us"] - 1) < 0.02 and f["bench_us"] > f["us"]
         assert f["over_board_pct"] == pytest.approx(100 * (f["mhz"] / ch7c.board_clock()["mhz"] - 1))
     assert "its MHz" in ch7c.gap_table() and " 1683 " in ch7c.gap_table()
+
+
+def test_more_source_pages_place_step02s_waits_and_step11s_wait1():
+    """hopper/02: long_scoreboard on the branches of the mbarrier's try-wait loop, barrier on the two wgmma_wait<0>;
+    hgemm/11: the barrier samples on wgmma_wait<1> (gsb0, 0x1), mio_throttle on the HGMMAs; hgemm/09 like 08."""
+    one = ch7c.TENSOR_BUSY
+    assert one.endswith("pct_of_peak_sustained_elapsed") and ch7c.profiled("hgemm/08_wgmma")["tensor_pct"] == \
+        ch7d.stalls("hgemm/08_wgmma")["tensor"]  # one busy measure in both chapters
+    lsb = ch7c.stall_places("hopper/02_tma", "long_sb")
+    assert 48 < lsb["pct_of_all"] < 50 and len(lsb["sites"]) == 2
+    assert all(s["sass"].startswith("@!P0") and "BRA" in s["sass"] and "TRYWAIT" in s["after"] for s in lsb["sites"])
+    p02 = ch7c.barrier_places("hopper/02_tma")
+    assert 35 < p02["barrier_pct"] < 36 and 91 < p02["depbar_pct"] < 92 and p02["depbar_sites"] == 2
+    assert 8 < p02["barsync_pct"] < 9 and list(p02["depbar_kinds"]) == ["gsb0, 0x0"]
+    p09, p11 = ch7c.barrier_places("hgemm/09_persistent"), ch7c.barrier_places("hgemm/11_mma_in_flight")
+    assert p09["depbar_pct"] > 99 and p09["depbar_sites"] == 2
+    assert 46 < p11["barrier_pct"] < 47 and 95 < p11["depbar_kinds"]["gsb0, 0x1"] < 96
+    assert p11["depbar_sass"] == "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    mio = ch7c.stall_places("hgemm/11_mma_in_flight", "mio")
+    assert 10 < mio["pct_of_all"] < 11 and mio["by_opcode"]["HGMMA"] > 99
+    assert "hgemm/11_mma_in_flight" in ch7c.barrier_places_table(("hgemm/11_mma_in_flight",))
+
+
+def test_diff_from_a_line_leaves_the_header_comment_out():
+    from gemmlab.chapters import show
+    whole = show.diff("hgemm/11_mma_in_flight", "hgemm/10_tma_store").text
+    cut = show.diff("hgemm/11_mma_in_flight", "hgemm/10_tma_store", start_at='#include "common.cuh"').text
+    assert whole.startswith("@@ -1,") and not cut.startswith("@@ -1,")
+    assert "wgmma_wait<1>" in cut and len(cut.splitlines()) < len(whole.splitlines())
+    assert cut.splitlines()[-1] == whole.splitlines()[-1]  # the same hunks after the header, the files' line numbers
+    with pytest.raises(ValueError):
+        show.diff("hgemm/11_mma_in_flight", "hgemm/10_tma_store", start_at="no such line")

@@ -36,7 +36,11 @@ BLOCK_M, BLOCK_K = 128, 64
 
 
 RUN_DATE = "2026-11-29"  # the one H200 run (lab/one-run/gpu.sh) every timing of chapters 7c and 7d comes from
-TENSOR_FLOPS_PER_CLOCK = 4096  # dense fp16 flops per SM per clock on Hopper: 4 tensor cores x 512 FMA x 2
+TENSOR_FLOPS_PER_CLOCK = 4096  # dense fp16 flops per SM per clock on Hopper: 4 tensor cores x 512 FMA x 2 (NVIDIA's
+# H100 architecture whitepaper: an SM's tensor cores do twice A100's 1,024 dense fp16 FMA per clock)
+# The tensor pipe's busy share, one metric in chapters 7c and 7d: cycles the pipe is active as a share of its peak
+# over the kernel's elapsed cycles (idle SMs and the tail count as idle), so peak x clock x busy bounds the launch
+TENSOR_BUSY = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
 CH7B_RUN = ("NVIDIA H100 80GB HBM3", "2026-11-24")  # chapter 7b's run (its records of hgemm/07 at 8192)
 POWER_RUN = "hgemm-past-cublas"  # the lab run on the same GPU model that logged SM clock and board power (nvidia-smi)
 
@@ -277,6 +281,13 @@ def serial_prediction(gpu: str = GPU, block_n: int = 256) -> dict:
             "tflops": 2 * BLOCK_M * block_n * BLOCK_K * spec.sms / ((copy + c) * 1e-6) / 1e12}
 
 
+def serial_report(gpu: str = GPU) -> str:
+    """serial_prediction's inputs and result, as the chapter prints them."""
+    p = serial_prediction(gpu)
+    return (f"{p['gpu']}: {p['sms']} SMs, DRAM {p['dram_gbps']:.0f} GB/s, fp16 tensor peak {p['peak_tflops']:.0f} TFLOP/s\n"
+            f"per k tile: copy {p['copy_us']:.2f} us + math {p['compute_us']:.2f} us -> {p['tflops']:.0f} TFLOP/s")
+
+
 def board_clock(gpu: str = GPU) -> dict:
     """The SM clock and board power nvidia-smi logged while GEMMs of 4096 ran for 2 s each (POWER_RUN, the same GPU
     model): median, lowest, highest; and the clock the spec sheet's peak assumes (peak / (SMs x flops per clock))."""
@@ -322,7 +333,8 @@ def gap_table() -> str:
     spec = hardware.spec_for(GPU)
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
              f" at {clk['watts']:.0f} W, nvidia-smi, {clk['date']}); the spec's peak assumes {clk['spec_mhz']:.0f} MHz, derived: "
-             f"{spec.fp16_tensor_tflops:.0f} TFLOP/s / ({spec.sms} SMs x {TENSOR_FLOPS_PER_CLOCK} FLOP per SM per clock)",
+             f"{spec.fp16_tensor_tflops:.0f} TFLOP/s / ({spec.sms} SMs x {TENSOR_FLOPS_PER_CLOCK} FLOP per SM per clock, "
+             "twice A100's 2 x 1,024 FMA: NVIDIA's H100 whitepaper)",
              f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s} {'profiled':>9s} {'its MHz':>7s}  top stall"]
     mhz = {f["step"]: f"{f['mhz']:7.0f}" for f in first_launches(STEPS)}
     for step, model in models.items():
@@ -359,7 +371,7 @@ def profiled(step: str, gpu: str = GPU) -> dict | None:
     if not m:
         return None
     return {"stalls": profile.stall_reasons(m, top=3),
-            "tensor_pct": m.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+            "tensor_pct": m.get(TENSOR_BUSY),
             "registers": m.get("launch__registers_per_thread")}
 
 
@@ -450,7 +462,7 @@ def glue_all() -> None:
         res = k.resources("sm_90")  # compile only, as setmaxnreg_check
         glue(f"ch7c_{key}_regs", res.registers); glue(f"ch7c_{key}_spills", res.spill_stores + res.spill_loads)
     ci = copy_instructions()
-    glue("ch7c_copy_per_thread", ci["per_thread_01"])
+    glue("ch7c_copy_per_thread", ci["per_thread_01"]); glue("ch7c_copy_loads_per_thread", ci["per_thread_01"] // 2)
     glue("ch7c_copy_per_block", ci["per_block_01"])
     glue("ch7c_tma_per_block", ci["tma_per_block_02"])
     w = wgmma_per_tile()
@@ -765,7 +777,11 @@ def glue_more() -> None:
 
 PLACES = "gaps-places"  # results/experiments/gaps-places: source pages (src-*.csv.gz) and launches/first-*.csv.gz
 PLACES_DATE = "2026-11-29"
-SOURCE_PAGES = {"hopper/03_tma_ring": "src-hopper03-4096.csv.gz", "hgemm/08_wgmma": "src-h08-4096.csv.gz"}
+SOURCE_PAGES = {"hopper/02_tma": "gaps-more/src-hopper-02_tma-4096.csv.gz",  # under results/experiments/
+                "hopper/03_tma_ring": "gaps-places/src-hopper03-4096.csv.gz",
+                "hgemm/08_wgmma": "gaps-places/src-h08-4096.csv.gz",
+                "hgemm/09_persistent": "gaps-more/src-hgemm-09_persistent-4096.csv.gz",
+                "hgemm/11_mma_in_flight": "gaps-more/src-hgemm-11_mma_in_flight-4096.csv.gz"}  # PART=places, =more
 FIRST_STEPS = ("hopper/01_wgmma", "hopper/02_tma", "hopper/03_tma_ring", "hgemm/08_wgmma", "hgemm/09_persistent",
                "hgemm/10_tma_store", "hgemm/11_mma_in_flight", "hgemm/12_stream_k")
 WAITS = ("BAR.SYNC", "BAR.ARV", "BAR.RED", "SYNCS", "WARPGROUP.DEPBAR", "WARPSYNC", "DEPBAR")
@@ -797,20 +813,51 @@ def wait_before(rows: list[dict], i: int, reach: int = 16) -> str:
     return "other"
 
 
+def _page_text(step: str) -> str | None:
+    path = results.EXPERIMENTS / SOURCE_PAGES[step] if step in SOURCE_PAGES else None
+    return gzip.open(path, "rt").read() if path and path.exists() else None
+
+
+def stall_places(step: str, reason: str = "long_sb", text: str | None = None, near: str = "TRYWAIT") -> dict | None:
+    """Where `step`'s samples of one stall `reason` (the source page's column stall_<reason>) sit: their share of all
+    samples, and the instructions holding at least 10% of them, each with its share of the reason's samples and the
+    nearest instruction at or before it (16 rows) whose SASS holds `near` (the mbarrier's try-wait, whose predicate a
+    waiting branch reads), or ''."""
+    text = _page_text(step) if text is None else text
+    if text is None:
+        return None
+    rows = source_page(text)
+    total = sum(_samples(r["Warp Stall Sampling (All Samples)"]) for r in rows) or 1.0
+    col = f"stall_{reason}"
+    by_row = {i: _samples(r.get(col, "0")) for i, r in enumerate(rows)}
+    mine = sum(by_row.values()) or 1.0
+    sites = []
+    for i, v in sorted(by_row.items(), key=lambda kv: -kv[1]):
+        if v < 0.1 * mine:
+            break
+        waits = next((rows[j]["Source"].strip() for j in range(i, max(-1, i - 16), -1) if near in rows[j]["Source"]), "")
+        sites.append({"sass": rows[i]["Source"].strip(), "pct": 100 * v / mine, "after": waits})
+    ops: dict[str, float] = {}
+    for i, v in by_row.items():
+        if v:
+            op = rows[i]["Source"].split()[1 if rows[i]["Source"].split()[0].startswith("@") else 0].split(".")[0]
+            ops[op] = ops.get(op, 0.0) + 100 * v / mine
+    return {"step": step, "pct_of_all": 100 * sum(by_row.values()) / total, "sites": sites, "by_opcode": ops}
+
+
 def barrier_places(step: str, text: str | None = None) -> dict | None:
     """Where `step`'s `barrier` stall samples sit (its source page at 4096, SOURCE_PAGES; or `text`): the share of
     all samples that are `barrier`, and of those the share on WARPGROUP.DEPBAR (wgmma.wait_group in SASS), after
     BAR.SYNC (__syncthreads) and elsewhere; the DEPBAR instructions holding them; and the overall `barrier` stall
     (warps per issued instruction) of the one run's profile beside the repeat's, to show the repeat matches it."""
     if text is None:
-        path = results.EXPERIMENTS / PLACES / SOURCE_PAGES[step]
-        if not path.exists():
+        text = _page_text(step)
+        if text is None:
             return None
-        text = gzip.open(path, "rt").read()
     rows = source_page(text)
     total = sum(_samples(r["Warp Stall Sampling (All Samples)"]) for r in rows) or 1.0
     by_wait: dict[str, float] = {}
-    sites = {}
+    sites, kinds = {}, {}
     for i, r in enumerate(rows):
         v = _samples(r.get("stall_barrier", "0"))
         if v:
@@ -818,6 +865,8 @@ def barrier_places(step: str, text: str | None = None) -> dict | None:
             by_wait[w] = by_wait.get(w, 0.0) + v
             if w == "WARPGROUP.DEPBAR":
                 sites[i] = v
+                kind = rows[i]["Source"].split("WARPGROUP.DEPBAR.LE")[-1].strip() if "DEPBAR" in rows[i]["Source"] else "?"
+                kinds[kind] = kinds.get(kind, 0.0) + v
     bar = sum(by_wait.values()) or 1.0
     prof = profile.load(GPU)
     one, rep = (stall_values(k).get("barrier") if k in prof else None for k in (step, f"{step}<source>"))
@@ -827,23 +876,25 @@ def barrier_places(step: str, text: str | None = None) -> dict | None:
             "barsync_pct": 100 * by_wait.get("BAR.SYNC", 0.0) / bar,
             "depbar_of_all_pct": 100 * by_wait.get("WARPGROUP.DEPBAR", 0.0) / total,
             "depbar_sites": len(big), "depbar_sass": rows[big[0]]["Source"].strip() if big else "",
-            "barrier_one_run": one, "barrier_repeat": rep}
+            "barrier_one_run": one, "barrier_repeat": rep,
+            "depbar_kinds": {k: 100 * v / bar for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}}
 
 
 def barrier_places_table(steps=("hopper/03_tma_ring",)) -> str:
     """One line per step: barrier_places as the chapter prints it."""
+    w = max(19, *(len(s) for s in steps))
     lines = [f"where the barrier samples sit (Nsight Compute's source page, {GPU}, 4096, one launch; a repeat "
              f"profile, {PLACES_DATE})",
-             f"{'step':19s} {'barrier stall: one run | repeat':>31s} {'barrier, % of samples':>22s} "
+             f"{'step':{w}s} {'barrier stall: one run | repeat':>31s} {'barrier, % of samples':>22s} "
              f"{'on WARPGROUP.DEPBAR':>20s} {'after BAR.SYNC':>15s}"]
     for s in steps:
         p = barrier_places(s)
         if p is None:
-            lines.append(f"{s:19s} recorded data missing")
+            lines.append(f"{s:{w}s} recorded data missing")
             continue
         one = f"{p['barrier_one_run']:.2f}" if p["barrier_one_run"] is not None else "-"
         rep = f"{p['barrier_repeat']:.2f}" if p["barrier_repeat"] is not None else "-"
-        lines.append(f"{s:19s} {one + ' | ' + rep:>31s} {p['barrier_pct']:21.1f}% "
+        lines.append(f"{s:{w}s} {one + ' | ' + rep:>31s} {p['barrier_pct']:21.1f}% "
                      f"{p['depbar_pct']:6.1f}% ({p['depbar_sites']} site{'s' if p['depbar_sites'] != 1 else ''}) "
                      f"{p['barsync_pct']:14.1f}%")
     lines.append("barrier stall: warps per issued instruction; the DEPBAR sites: "
@@ -874,13 +925,22 @@ def first_launches(steps=FIRST_STEPS) -> list[dict]:
 
 
 def glue_places() -> None:
-    """The barrier's places (steps 03 and 08) and the first launches' clocks (steps 01-03 and 08, this chapter's)."""
-    for key, step in (("h03", "hopper/03_tma_ring"), ("v08", "hgemm/08_wgmma")):
+    """The barrier's places (steps 02, 03, 08 and chapter 7d's 11), step 02's long_scoreboard places, and the first
+    launches' clocks (steps 01-03 and 08, this chapter's)."""
+    for key, step in (("h02", "hopper/02_tma"), ("h03", "hopper/03_tma_ring"), ("v08", "hgemm/08_wgmma"),
+                      ("v11", "hgemm/11_mma_in_flight")):
         p = barrier_places(step)
         if p:
             for k in ("barrier_pct", "depbar_pct", "barsync_pct", "depbar_of_all_pct", "depbar_sites",
                       "barrier_repeat"):
                 glue(f"ch7c_{key}_src_{k}", p[k])
+    lsb = stall_places("hopper/02_tma", "long_sb")
+    if lsb:  # step 02's long_scoreboard: the branches that loop on the mbarrier's try-wait
+        glue("ch7c_h02_src_lsb_pct", lsb["pct_of_all"]); glue("ch7c_h02_src_lsb_sites", len(lsb["sites"]))
+        glue("ch7c_h02_src_lsb_site_pct", sum(x["pct"] for x in lsb["sites"] if "TRYWAIT" in x["after"]))
+    p11 = barrier_places("hgemm/11_mma_in_flight")
+    if p11:  # step 11's warps still wait at a DEPBAR, now wgmma_wait<1>'s
+        glue("ch7c_v11_src_wait1_pct", p11["depbar_kinds"].get("gsb0, 0x1", 0.0))
     first = [f for f in first_launches() if f["step"] in STEPS]
     if first:
         glue("ch7c_first_mhz_lo", min(f["mhz"] for f in first)); glue("ch7c_first_mhz_hi", max(f["mhz"] for f in first))

@@ -87,6 +87,25 @@ def glue_profiled_clock() -> None:
     p = ch7c.barrier_places(STEPS[0])
     if p:
         glue("ch7d_v8_src_depbar_pct", p["depbar_pct"])
+    p = ch7c.barrier_places(STEPS[3])
+    if p:  # step 11's source page: its warps still wait at a DEPBAR, now wgmma_wait<1>'s, and mio_throttle at the HGMMAs
+        glue("ch7d_v11_src_barrier_pct", p["barrier_pct"])
+        glue("ch7d_v11_src_wait1_pct", p["depbar_kinds"].get("gsb0, 0x1", 0.0))
+        glue("ch7d_v11_src_wait0_pct", p["depbar_kinds"].get("gsb0, 0x0", 0.0))
+        mio = ch7c.stall_places(STEPS[3], "mio")
+        glue("ch7d_v11_src_mio_pct", mio["pct_of_all"]); glue("ch7d_v11_src_mio_hgmma", mio["by_opcode"].get("HGMMA", 0.0))
+    drift = ch7c.cublas_drift(8192)
+    if drift:  # step 08 against the run's median cuBLAS at 8192 (chapter 7c's caveat)
+        glue("ch7d_v8_8192_pct_med", drift["pct_of_median"].get(STEPS[0], float("nan")))
+
+
+def two_tiles_check() -> str:
+    """Step 09 in the emulator at 2000 x 2000 (256 tiles of 128 x 128 on 132 blocks: most blocks carry the ring into a
+    second tile) with a ring of 2 stages, against float64 within the fp32 bound."""
+    a, b = (np.random.default_rng(9).uniform(-1, 1, s).astype(np.float16) for s in ((2000, 520), (520, 2000)))
+    got = gemmlab.step(STEPS[1], backend="cpu", BLOCK_N=128, NUM_STAGES=2)(a, b)
+    ok = not gemmlab.check.compare(got, a, b, "float32")[0].any()
+    return f"two tiles per block, ring of 2 stages: matches float64 within the fp32 bound: {ok}"
 
 
 def cublas_band(at: dict, size: int) -> tuple[float, float] | None:
@@ -109,7 +128,7 @@ def stalls(step: str) -> dict | None:
     if not m:
         return None
     return {"us": m["gpu__time_duration.sum"] / 1e3, "tflops": 2.0 * 4096 ** 3 / m["gpu__time_duration.sum"] / 1e3,
-            "tensor": m["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"],
+            "tensor": m[ch7c.TENSOR_BUSY],
             "stalls": profile.stall_reasons(m, top=4)}
 
 
@@ -455,8 +474,8 @@ def step12(at: dict, sms: int) -> None:
         print(f"  {n}: " + ", ".join(f"{who} {v['median_us']:.1f} us" for who, v in sorted(t.items())))
         glue(f"ch7d_fixed12_{n}_gain", 100 * (t["step 11"]["median_us"] / t["step 12"]["median_us"] - 1))
         glue(f"ch7d_fixed11_{n}_us", t["step 11"]["median_us"]); glue(f"ch7d_fixed12_{n}_us", t["step 12"]["median_us"])
-        glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"])
-    print(f"\nTimeline of one launch at 4096 with every tile of the last wave shared (the lab's timeline.py, {past['date']}:"
+        glue(f"ch7d_fixedcublas_{n}_us", t["cuBLAS"]["median_us"]); glue(f"ch7d_fixed10_{n}_us", t["step 10"]["median_us"])
+    print(f"\nTimeline of one launch at 4096 with every tile of the last wave shared (the lab's timeline.py, {past['gpu']}, {past['date']}:"
           "\n  %globaltimer stamps (the GPU's nanosecond clock, read by each block at each mark) in the last of 10 launches, at the board's own clock, not the base clock; us from its start):")
     n = 4096
     h = handover_cost(sms, n)
