@@ -96,32 +96,39 @@ def previous_step(name: str) -> str:
     return step.previous
 
 
-def diff(name: str, against: str | None = None, context: int = 3) -> Listing:
-    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff."""
+def diff(name: str, against: str | None = None, context: int = 3, start_at: str | None = None) -> Listing:
+    """What step `name` changes in `against` (default: the step it extends), as a highlighted unified diff.
+
+    With `start_at`, both files from their first line containing it (the code, not the comment headers the two
+    files word differently)."""
     new_path, old_path = kernel_file(name), kernel_file(against or previous_step(name))
     new, old = new_path.read_text().rstrip("\n"), old_path.read_text().rstrip("\n")
     new_lines, old_lines = new.split("\n"), old.split("\n")
+    first = old_first = 0
+    if start_at is not None:
+        first, old_first = _excerpt(new, start_at, None)[1] - 1, _excerpt(old, start_at, None)[1] - 1
+        new_lines, old_lines = new_lines[first:], old_lines[old_first:]
     new_html, old_html = highlighted_lines(new), highlighted_lines(old)
     html_lines, text_lines = [], []
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
-        hunk = f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@"
+        hunk = f"@@ -{old_first + i1 + 1},{i2 - i1} +{first + j1 + 1},{j2 - j1} @@"
         html_lines.append(f'<span style="{_HUNK}">{hunk}</span>')
         text_lines.append(hunk)
         for tag, a1, a2, b1, b2 in group:
             if tag == "equal":
                 for j in range(b1, b2):
-                    html_lines.append(" " + new_html[j])
+                    html_lines.append(" " + new_html[first + j])
                     text_lines.append(" " + new_lines[j])
                 continue
             for i in range(a1, a2):
-                html_lines.append(f'<span style="{_REMOVED};display:inline-block;min-width:100%">-{old_html[i]}</span>')
+                html_lines.append(f'<span style="{_REMOVED};display:inline-block;min-width:100%">-{old_html[old_first + i]}</span>')
                 text_lines.append("-" + old_lines[i])
             for j in range(b1, b2):
-                html_lines.append(f'<span style="{_ADDED};display:inline-block;min-width:100%">+{new_html[j]}</span>')
+                html_lines.append(f'<span style="{_ADDED};display:inline-block;min-width:100%">+{new_html[first + j]}</span>')
                 text_lines.append("+" + new_lines[j])
-    title = f"{_label(new_path)}, changes against {_label(old_path)}"
+    title = f"{_label(new_path)}, changes against {_label(old_path)}" + (f" (from line {first + 1})" if first else "")
     if not html_lines:
         html_lines, text_lines = ["(no changes)"], ["(no changes)"]
     return Listing(title, html_lines, "\n".join(text_lines))
