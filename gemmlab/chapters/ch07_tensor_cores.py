@@ -146,12 +146,28 @@ def warp_k_step(name: str) -> dict:
             "flop_per_cycle": flop / waves, "params": p}
 
 
+_PEAKS: dict = {}
+
+
+def mma_ceiling(gpu) -> float | None:
+    """The measured mma.m16n8k8 ceiling (kernels/probe/peak.cu, chapter 7b's instruction ceilings) in TFLOP/s if it
+    was recorded (or runs now) on `gpu` itself, else None: a probe on another GPU is not this one's roof."""
+    if "peaks" not in _PEAKS:
+        _PEAKS["peaks"] = hardware.measure_peaks()
+    peaks = _PEAKS["peaks"]
+    same = peaks.get("gpu") == gpu if isinstance(gpu, str) else hardware.spec_for(peaks.get("gpu")) is gpu
+    return peaks["mma_m16n8k8"]["tflops"] if same and peaks.get("mma_m16n8k8") else None
+
+
 def predicted_tflops(name: str, gpu) -> float | None:
-    """The bound of step `name` on `gpu` (a name or a GpuSpec): peak x min(1, FLOP per shared cycle / 4096)."""
+    """The bound of step `name` on `gpu` (a name or a GpuSpec): the lower of the shared pipe's bound, peak x FLOP per
+    shared cycle / 4096 (the data sheet's peak is 4096 FLOP per SM cycle at its clock), and the compute roof: the
+    measured mma.m16n8k8 ceiling where recorded on this GPU, else the data sheet's peak."""
     spec = hardware.spec_for(gpu)
     if spec is None:
         return None
-    return spec.fp16_tensor_tflops * min(1.0, warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE)
+    shared = spec.fp16_tensor_tflops * warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE
+    return min(shared, mma_ceiling(gpu) or spec.fp16_tensor_tflops)
 
 
 def shared_bound(name: str, gpu: str | None = None) -> None:
@@ -162,7 +178,7 @@ def shared_bound(name: str, gpu: str | None = None) -> None:
     w = warp_k_step(name)
     gpu = gpu or (_hgemm_records() or [{"gpu": "H100"}])[0]["gpu"]
     spec = hardware.spec_for(gpu) or hardware.spec_for("H100")
-    bound = predicted_tflops(name, spec)
+    bound = predicted_tflops(name, gpu)
     w.update(bound=bound, peak=spec.fp16_tensor_tflops, spec=spec.name)
     v = name.split("/")[1][:2]
     glue(f"ch7_bound_{v}", bound)
@@ -182,8 +198,14 @@ def shared_bound(name: str, gpu: str | None = None) -> None:
         glue("ch7_tc_clock", clock)
         print(f"     ({TENSOR_FLOP_PER_SM_CYCLE} = 4 tensor cores x 512 multiply-adds x 2 FLOP; the data sheet's "
               f"{spec.fp16_tensor_tflops:.0f}e12 / ({spec.sms} SMs x {clock:.2f} GHz) is the same rate)")
-    limit = "no limit below the peak" if bound >= spec.fp16_tensor_tflops else f"at most {bound:.0f} TFLOP/s"
-    print(f"  predicted on the {spec.name} (peak {spec.fp16_tensor_tflops:.0f} TFLOP/s): {limit}")
+    ceiling = mma_ceiling(gpu)
+    glue("ch7_mma_ceiling", ceiling or float("nan"))
+    roof = (f"mma.m16n8k8 measured at {ceiling:.0f} TFLOP/s on this GPU (kernels/probe/peak.cu, chapter 7b)"
+            if ceiling else f"data-sheet peak {spec.fp16_tensor_tflops:.0f} TFLOP/s (no mma probe recorded on {gpu})")
+    limit = (f"at most {bound:.0f} TFLOP/s (shared memory)" if bound < (ceiling or spec.fp16_tensor_tflops)
+             else f"at most {bound:.0f} TFLOP/s (the compute roof: shared memory allows more)")
+    print(f"  compute roof: {roof}")
+    print(f"  predicted on the {gpu}: {limit}")
 
 
 def measure() -> list:
