@@ -302,7 +302,10 @@ def profile_gaps() -> None:
         glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
         print(f"{name:25s} {g['ld']:11.0f} {g['st']:8.0f} {g['sts']:6.0f} {'>= %.0f%%' % (100 * g['busy']):>11s} "
               f"{g['tflops']:7.0f} {'%.0f (%.0f)' % (g['blocks'], g['regs']):>13s} {g['warps_pct']:5.1f}%")
-    print("shared busy: wavefronts over (SMs x seconds x top clock), a lower bound on the share of cycles the pipe worked")
+        glue("ch7_top_clock_ghz", g["clock"] / 1e9)
+    print(f"shared busy: wavefronts over (SMs x seconds x top clock, {g['clock'] / 1e9:.2f} GHz), a lower bound on the "
+          "share of cycles the pipe worked; TFLOP/s: of the one profiled launch (not the run's median above); warps: "
+          "the most the registers allow, of 64")
     print("\nNsight Compute on the H200 (results/nvidia-h200.ncu.json; top stalls in warps stalled per issued instruction):")
     print(f"{'step':30s} {'L2 hit':>6s} {'ldmatrix wf':>11s} {'warps/SM':>8s} {'issue':>6s}  top stalls")
     for name in STEPS:
@@ -316,6 +319,7 @@ def profile_gaps() -> None:
                     glue(f"ch7_stall{i}_{v}", why.replace("_", " ")); glue(f"ch7_stall{i}_{v}_x", x)
                 glue(f"ch7_issue_{v}", h["issue"]); glue(f"ch7_h200_warps_{v}", h["warps"])
                 glue(f"ch7_h200_regs_{v}", h["regs"]); glue(f"ch7_h200_blocks_{v}", h["blocks"])
+                glue(f"ch7_h200_warps_pct_{v}", 100 * h["warps"] / 64)
             print(f"{name + '@' + str(n):30s} {h['l2_hit']:5.1f}% {h['ldsm']:11.2f} {h['warps']:8.1f} {h['issue']:5.1f}%  "
                   + ", ".join(f"{why} {x:.2f}" for why, x in h["stalls"]))
 
@@ -337,35 +341,49 @@ def h200_profile(name: str, n: int) -> dict | None:
 
 
 def size_effect(records: list) -> None:
-    """Step 01 at 2048 and 4096: the measured rates, the waves of blocks and whether A and B fit in L2."""
+    """Steps 01 to 03 at 2048 and 4096: the timed rates, the waves of blocks, whether A and B fit in L2, and what the
+    H200's profiles (one launch each) say: the profiled rate, the L2 hit rate and the bytes read from DRAM."""
     g = shared_pipe(STEPS[0])
     p = gemmlab.instance(STEPS[0]).params
-    at = {r["m"]: r for r in records if r["step"] == STEPS[0]}
-    if g is None or 2048 not in at or 4096 not in at:
+    at = {(r["step"], r["m"]): r for r in records}
+    if g is None or (STEPS[0], 2048) not in at or (STEPS[0], 4096) not in at:
         print("not recorded"); return
     slots = g["sms"] * g["blocks"]
-    glue("ch7_l2_mib", g["l2"] / 2**20)
+    glue("ch7_l2_mib", g["l2"] / 2**20); glue("ch7_slots", slots)
     for n in (2048, 4096):
         blocks = (n // p["BLOCK_M"]) * (n // p["BLOCK_N"])
         ab = 2 * n * n * 2
-        print(f"{n}: {at[n]['tflops']:.1f} TFLOP/s; {blocks} blocks on {slots:.0f} slots ({blocks / slots:.2f} waves); "
-              f"A and B {ab / 2**20:.0f} MiB, {'inside' if ab <= g['l2'] else 'more than'} the "
-              f"{g['l2'] / 2**20:.0f} MiB L2")
-    for n in (2048, 4096):
-        h = h200_profile(STEPS[0], n)
-        if h:
-            glue(f"ch7_l2hit_01_{n}", h["l2_hit"])
-            print(f"{n}: L2 hit rate {h['l2_hit']:.1f}% (Nsight Compute on the H200, {STEPS[0]}@{n})")
+        print(f"{n}: {blocks} blocks on {slots:.0f} slots ({g['sms']:.0f} SMs x {g['blocks']:.0f} blocks, limited by "
+              f"registers: below), {blocks / slots:.2f} waves; A and B {ab / 2**20:.0f} MiB, "
+              f"{'inside' if ab <= g['l2'] else 'more than'} the {g['l2'] / 2**20:.0f} MiB L2")
+    print(f"\n{'step':25s} {'size':>5s} {'timed':>6s} {'profiled':>8s} {'L2 hit':>7s} {'DRAM read':>10s}")
+    print(f"{'':25s} {'':5s} {'H100':>6s} {'H200':>8s} {'H200':>7s} {'H200':>10s}")
+    for name in STEPS:
+        v = name.split("/")[1][:2]
+        for n in (2048, 4096):
+            m = profile.load(H200).get(f"{name}@{n}")
+            if not m or (name, n) not in at:
+                print(f"{name:25s} {n:5d} not recorded"); continue
+            prof = hardware.gemm_flops(n, n, n) / (m["gpu__time_duration.sum"] * 1e-9) / 1e12
+            dram = m["dram__bytes_read.sum"] / 2**20
+            glue(f"ch7_l2hit_{v}_{n}", m["lts__t_sector_hit_rate.pct"]); glue(f"ch7_prof_{v}_{n}", prof)
+            glue(f"ch7_dram_{v}_{n}", dram)
+            print(f"{name:25s} {n:5d} {at[(name, n)]['tflops']:6.1f} {prof:8.1f} {m['lts__t_sector_hit_rate.pct']:6.1f}% "
+                  f"{dram:6.0f} MiB")
+    print("timed: TFLOP/s, median of the run (H100, recorded); profiled: one launch under Nsight Compute "
+          "(H200, results/nvidia-h200.ncu.json)")
 
 
 def ladder(records: list) -> None:
     """Steps 02 and 03 against their predictions, then steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band) with the
     predicted bounds, and % of cuBLAS by size."""
     against_bound(records, STEPS[1:])
-    cublas = [r["baseline_tflops"] for r in records if r["m"] == 8192]
-    if cublas:  # each step's cuBLAS is timed beside it: the reference differs by row
-        glue("ch7_cublas_lo", min(cublas)); glue("ch7_cublas_hi", max(cublas))
-        print(f"cuBLAS fp16 at 8192, timed beside each step: {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s")
+    for n in (4096, 8192):  # each step's cuBLAS is timed beside it: the reference differs by row
+        cublas = [r["baseline_tflops"] for r in records if r["m"] == n]
+        if cublas:
+            if n == 8192:
+                glue("ch7_cublas_lo", min(cublas)); glue("ch7_cublas_hi", max(cublas))
+            print(f"cuBLAS fp16 at {n}, timed beside each step: {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s")
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.6))
     plots.ladder(records, STEPS, ax=bars, size=8192)
     if records and hardware.spec_for(records[0]["gpu"]):
