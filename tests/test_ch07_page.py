@@ -1,4 +1,5 @@
 """Chapter 7's module: the shared-wavefront prediction, the recorded profiles' gaps and the ldmatrix.x4 placement picture."""
+import collections
 import re
 
 import matplotlib
@@ -105,3 +106,28 @@ def test_f16_speed_puts_one_h200_run_and_its_profiles_beside_the_prediction(caps
     assert (rows["f32"]["blocks"], rows["f16"]["blocks"]) == (2, 3)  # the GPU's build: 130 registers, 3 blocks
     assert rows["f16"]["warps"] > rows["f32"]["warps"] and rows["f16"]["issue"] > rows["f32"]["issue"]
     assert rows["f16"]["long"] == pytest.approx(rows["f32"]["long"], rel=0.01)  # each warp waits as long
+
+
+def test_copy_mapping_is_the_kernels_round_robin():
+    """Step 02's copy as its kernel deals it (chunk e to thread e % NUM_THREADS): every thread moves 4 chunks of each
+    tile, one per copy, and a warp's 32 chunks of one copy are whole tile rows (8 rows of sA, 2 of sB), consecutive
+    threads on consecutive chunks of a row; the picture labels one band per warp and copy."""
+    import matplotlib.pyplot as plt
+    text = kernel_file("hgemm/02_vectorized_copy").read_text()
+    assert "const int e = i * NUM_THREADS + tid;" in text and "e / (BLOCK_K / 8), c = e % (BLOCK_K / 8) * 8" in text
+    p = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "WARP_M": 64, "WARP_N": 64}
+    mp = ch7.copy_mapping(p)
+    assert mp["threads"] == 128
+    for op, rows_per_warp in (("A", 8), ("B", 2)):
+        tid, copy = mp[op]["tid"], mp[op]["copy"]
+        assert sorted(collections.Counter(tid.ravel()).values()) == [4] * 128
+        assert (tid[0] == range(tid.shape[1])).all()  # consecutive threads, consecutive chunks of a row
+        for w in range(4):
+            for i in range(4):
+                rows = {r for r, _ in zip(*((tid // 32 == w) & (copy == i)).nonzero())}
+                assert len(rows) == rows_per_warp and all(((tid[r] // 32 == w) & (copy[r] == i)).all() for r in rows)
+    axes = ch7.draw_copy_mapping(p)
+    for ax in axes:
+        labels = [t.get_text() for t in ax.texts]
+        assert len(labels) == 16 and "warp 3, copy 3" in labels
+    plt.close("all")

@@ -110,18 +110,24 @@ def hierarchy() -> dict:
 
 def fragment_checks() -> None:
     """The demo kernel's fragments (mma and ldmatrix) against the Python twins in gemmlab.layouts."""
+    where = {"cpu": "the CPU emulator", "gpu": "the GPU's own instructions"}
     for shape in ("m16n8k8", "m16n8k16"):
         demo = tc.mma_demo(shape)  # on a GPU without sm_80, m16n8k16 runs in the emulator
         same = [op.upper() for op in "abc" if demo[op] == layouts.mma_fragment(shape, op)]
-        print(f"mma.{shape}: fragments {', '.join(same)} equal the twin in gemmlab.layouts: {len(same) == 3}")
+        print(f"mma.{shape} ({where[demo['backend']]}): fragments {', '.join(same)} equal the twin in "
+              f"gemmlab.layouts: {len(same) == 3}")
     for num in (1, 2, 4):
         for trans in (False, True):
             ok = tc.ldmatrix_demo(num, trans) == layouts.ldmatrix_fragment(num, trans)
             print(f"ldmatrix.x{num}{'.trans' if trans else '      '}: equals the twin: {ok}")
-    cpu = tc.mma_demo("m16n8k8", backend="cpu")["raw"]
-    here = tc.mma_demo("m16n8k8")["raw"]
-    print("emulator registers equal the active backend's, bit for bit:",
-          all(np.array_equal(cpu[k].view(np.uint32), here[k].view(np.uint32)) for k in cpu))
+    if gemmlab.backend() == "gpu":
+        cpu = tc.mma_demo("m16n8k8", backend="cpu")["raw"]
+        here = tc.mma_demo("m16n8k8")["raw"]
+        print("the GPU's registers equal the emulator's, bit for bit:",
+              all(np.array_equal(cpu[k].view(np.uint32), here[k].view(np.uint32)) for k in cpu))
+    else:
+        print("ran in the emulator (no GPU): this checks the emulator against the twin; on a GPU the demo runs the "
+              "hardware's ldmatrix and mma and this line compares its registers with the emulator's, bit for bit")
 
 
 # ---- the prediction: what shared memory allows, per warp per K step ----
@@ -487,7 +493,8 @@ def gpu_errors(errors: dict) -> None:
             print(f"K = {K:5d}: GPU fp32 acc {tc.relative_error(g32(a, b), a, b):.2e}, fp16 acc "
                   f"{tc.relative_error(g16(a, b), a, b):.2e} (emulator: {errors[K][0]:.2e}, {errors[K][1]:.2e})")
     else:
-        print("No GPU here: the emulator's numbers above are the ones to compare with a GPU run.")
+        print("Stored from a run without a GPU: on a GPU this cell prints the hardware's errors beside the emulator's "
+              "above.")
 
 
 # ---- ldmatrix and the banks (moved from chapter 5, whose FP32 half stays there) ----
@@ -691,4 +698,44 @@ def draw_x4_placement(axes=None):
         ax.set_xlabel(f"{cols} within the piece"); ax.set_ylabel(f"{rows} within the piece")
         ax.set_xlim(0, 16); ax.set_ylim(16, 0); ax.set_aspect("equal")
         ax.set_title(titles[op], fontsize=9)
+    return axes
+
+
+# ---- the picture: step 02's copy, which thread moves which 16-byte chunk ----
+
+def copy_mapping(params: dict) -> dict:
+    """Step 02's copy (kernels/hgemm/02_vectorized_copy.cu): chunk e of a tile (16 bytes, 8 halves, row-major) goes to
+    thread e % NUM_THREADS in copy iteration e // NUM_THREADS. Returns {"A" | "B": {"tid", "copy": arrays of shape
+    (rows, chunks per row)}, "threads": NUM_THREADS}, sA being BLOCK_M x BLOCK_K halves and sB BLOCK_K x BLOCK_N."""
+    threads = (params["BLOCK_M"] // params["WARP_M"]) * (params["BLOCK_N"] // params["WARP_N"]) * 32
+    out = {"threads": threads}
+    for op, rows, cols in (("A", params["BLOCK_M"], params["BLOCK_K"]), ("B", params["BLOCK_K"], params["BLOCK_N"])):
+        e = np.arange(rows * cols // 8).reshape(rows, cols // 8)
+        out[op] = {"tid": e % threads, "copy": e // threads}
+    return out
+
+
+def draw_copy_mapping(params: dict | None = None, axes=None):
+    """Step 02's copy of one K step: each 16-byte chunk of sA and sB coloured by the warp that copies it, each band of
+    rows labelled with the warp and the copy iteration (one LDG.128 + STS.128 per thread). Returns the axes."""
+    params = params or gemmlab.instance("hgemm/02_vectorized_copy").params
+    mp = copy_mapping(params)
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1, 2.2]})
+    colours = plt.get_cmap("Set2")
+    for ax, op in zip(axes, "AB"):
+        tid, copy = mp[op]["tid"], mp[op]["copy"]
+        rows, chunks = tid.shape
+        for r in range(rows):
+            for c in range(chunks):
+                ax.add_patch(Rectangle((c, r), 1, 1, fc=colours(tid[r, c] // 32), ec="white", lw=0.3))
+        for (w, i) in sorted({(int(t) // 32, int(k)) for t, k in zip(tid.ravel(), copy.ravel())}):
+            band = np.argwhere((tid // 32 == w) & (copy == i))
+            r0, r1 = band[:, 0].min(), band[:, 0].max() + 1
+            ax.text(chunks / 2, (r0 + r1) / 2, f"warp {w}, copy {i}", ha="center", va="center",
+                    fontsize=6.5 if op == "A" else 7)
+        ax.set_xlim(0, chunks); ax.set_ylim(rows, 0)
+        ax.set_xlabel("16-byte chunk of the row (8 halves)"); ax.set_ylabel("tile row")
+        ax.set_title(f"s{op}: {rows} x {chunks * 8} halves, {rows * chunks} chunks; thread t copies chunks t, "
+                     f"t + {mp['threads']}, ...", fontsize=9)
     return axes
