@@ -706,7 +706,7 @@ def predict(step: str, at: dict, peaks: dict, size: int = 8192, stages: int | No
     rate_l, rate_c, k = 1 / load, 1 / c, {"register_prefetch": 1, "cp_async": stages - 1}[schedule]
     glue(f"ch7b_pred_{v}_load", rate_l)
     how = (f"1 / (1/{r['tflops']:.0f} - 1/{peaks['mma_m16n8k8']['tflops']:.0f}) (step 03 waits, then computes)"
-           if prev_schedule == "serial" else f"{r['tflops']:.0f} ({prev} runs at its loads' rate: L > C)")
+           if prev_schedule == "serial" else f"{r['tflops']:.0f} ({prev} runs at its loads' rate: L < C)")
     print(f"  L: the loads alone allow {rate_l:.0f} TFLOP/s = {how}; C: the math alone {rate_c:.0f}")
     print(f"  {k} tile(s) ahead: min({k} x L, C) = {min(k * rate_l, rate_c):.0f} TFLOP/s; with the pipeline's fill "
           f"over {n} K tiles: {out['tflops']:.0f}")
