@@ -131,3 +131,12 @@ def test_copy_mapping_is_the_kernels_round_robin():
         labels = [t.get_text() for t in ax.texts]
         assert len(labels) == 16 and "warp 3, copy 3" in labels
     plt.close("all")
+
+
+def test_diff_from_include_skips_the_reworded_headers():
+    from gemmlab.chapters import show
+    whole, code = (show.diff("hgemm/03_swizzled", "hgemm/02_vectorized_copy", **kw) for kw in ({}, {"start_at": "#include"}))
+    assert "step 02_vectorized_copy" in repr(whole) and "step 02_vectorized_copy" not in repr(code)
+    assert "int swizzle(int row, int col)" in repr(code) and "(from line" in code.title
+    first_hunk = next(line for line in repr(code).splitlines() if line.startswith("@@"))
+    assert int(first_hunk.split("+")[1].split(",")[0]) >= 24  # new-file line numbers stay the file's own

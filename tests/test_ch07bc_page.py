@@ -211,3 +211,17 @@ def test_first_launches_clock_against_the_sustained_clock():
         assert abs(f["us"] / f["profiled_us"] - 1) < 0.02 and f["bench_us"] > f["us"]
         assert f["over_board_pct"] == pytest.approx(100 * (f["mhz"] / ch7c.board_clock()["mhz"] - 1))
     assert "its MHz" in ch7c.gap_table() and " 1683 " in ch7c.gap_table()
+
+
+def test_predictions_print_the_model_in_rates_a_reader_can_redo(capsys):
+    """predict() prints L (the rate the loads alone allow) and C (the math alone), and the model's min(k L, C), which
+    the pipeline's fill over the K tiles lowers only a little: 07's prediction is about twice step 06's rate."""
+    recs, at = ch7b.starting_point()
+    peaks, _ = ch7b.ceilings(at)
+    capsys.readouterr()
+    p7 = ch7b.predict("hgemm/07_cp_async", at, peaks)
+    out = capsys.readouterr().out
+    assert "L: the loads alone allow" in out and "min(2 x L, C)" in out
+    rate = min(2 * p7["from_tflops"], peaks["mma_m16n8k16"]["tflops"])
+    assert 0.98 * rate < p7["tflops"] <= rate
+    assert ch7b.tf32_measure().keys() == ch7b.tf32_records().keys()
