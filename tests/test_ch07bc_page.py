@@ -244,3 +244,17 @@ def test_diff_from_a_line_leaves_the_header_comment_out():
     assert cut.splitlines()[-1] == whole.splitlines()[-1]  # the same hunks after the header, the files' line numbers
     with pytest.raises(ValueError):
         show.diff("hgemm/11_mma_in_flight", "hgemm/10_tma_store", start_at="no such line")
+
+
+def test_predictions_print_the_model_in_rates_a_reader_can_redo(capsys):
+    """predict() prints L (the rate the loads alone allow) and C (the math alone), and the model's min(k L, C), which
+    the pipeline's fill over the K tiles lowers only a little: 07's prediction is about twice step 06's rate."""
+    recs, at = ch7b.starting_point()
+    peaks, _ = ch7b.ceilings(at)
+    capsys.readouterr()
+    p7 = ch7b.predict("hgemm/07_cp_async", at, peaks)
+    out = capsys.readouterr().out
+    assert "L: the loads alone allow" in out and "min(2 x L, C)" in out
+    rate = min(2 * p7["from_tflops"], peaks["mma_m16n8k16"]["tflops"])
+    assert 0.98 * rate < p7["tflops"] <= rate
+    assert ch7b.tf32_measure().keys() == ch7b.tf32_records().keys()

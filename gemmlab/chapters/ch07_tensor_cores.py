@@ -110,18 +110,24 @@ def hierarchy() -> dict:
 
 def fragment_checks() -> None:
     """The demo kernel's fragments (mma and ldmatrix) against the Python twins in gemmlab.layouts."""
+    where = {"cpu": "the CPU emulator", "gpu": "the GPU's own instructions"}
     for shape in ("m16n8k8", "m16n8k16"):
         demo = tc.mma_demo(shape)  # on a GPU without sm_80, m16n8k16 runs in the emulator
         same = [op.upper() for op in "abc" if demo[op] == layouts.mma_fragment(shape, op)]
-        print(f"mma.{shape}: fragments {', '.join(same)} equal the twin in gemmlab.layouts: {len(same) == 3}")
+        print(f"mma.{shape} ({where[demo['backend']]}): fragments {', '.join(same)} equal the twin in "
+              f"gemmlab.layouts: {len(same) == 3}")
     for num in (1, 2, 4):
         for trans in (False, True):
             ok = tc.ldmatrix_demo(num, trans) == layouts.ldmatrix_fragment(num, trans)
             print(f"ldmatrix.x{num}{'.trans' if trans else '      '}: equals the twin: {ok}")
-    cpu = tc.mma_demo("m16n8k8", backend="cpu")["raw"]
-    here = tc.mma_demo("m16n8k8")["raw"]
-    print("emulator registers equal the active backend's, bit for bit:",
-          all(np.array_equal(cpu[k].view(np.uint32), here[k].view(np.uint32)) for k in cpu))
+    if gemmlab.backend() == "gpu":
+        cpu = tc.mma_demo("m16n8k8", backend="cpu")["raw"]
+        here = tc.mma_demo("m16n8k8")["raw"]
+        print("the GPU's registers equal the emulator's, bit for bit:",
+              all(np.array_equal(cpu[k].view(np.uint32), here[k].view(np.uint32)) for k in cpu))
+    else:
+        print("ran in the emulator (no GPU): this checks the emulator against the twin; on a GPU the demo runs the "
+              "hardware's ldmatrix and mma and this line compares its registers with the emulator's, bit for bit")
 
 
 # ---- the prediction: what shared memory allows, per warp per K step ----
@@ -146,12 +152,28 @@ def warp_k_step(name: str) -> dict:
             "flop_per_cycle": flop / waves, "params": p}
 
 
+_PEAKS: dict = {}
+
+
+def mma_ceiling(gpu) -> float | None:
+    """The measured mma.m16n8k8 ceiling (kernels/probe/peak.cu, chapter 7b's instruction ceilings) in TFLOP/s if it
+    was recorded (or runs now) on `gpu` itself, else None: a probe on another GPU is not this one's roof."""
+    if "peaks" not in _PEAKS:
+        _PEAKS["peaks"] = hardware.measure_peaks()
+    peaks = _PEAKS["peaks"]
+    same = peaks.get("gpu") == gpu if isinstance(gpu, str) else hardware.spec_for(peaks.get("gpu")) is gpu
+    return peaks["mma_m16n8k8"]["tflops"] if same and peaks.get("mma_m16n8k8") else None
+
+
 def predicted_tflops(name: str, gpu) -> float | None:
-    """The bound of step `name` on `gpu` (a name or a GpuSpec): peak x min(1, FLOP per shared cycle / 4096)."""
+    """The bound of step `name` on `gpu` (a name or a GpuSpec): the lower of the shared pipe's bound, peak x FLOP per
+    shared cycle / 4096 (the data sheet's peak is 4096 FLOP per SM cycle at its clock), and the compute roof: the
+    measured mma.m16n8k8 ceiling where recorded on this GPU, else the data sheet's peak."""
     spec = hardware.spec_for(gpu)
     if spec is None:
         return None
-    return spec.fp16_tensor_tflops * min(1.0, warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE)
+    shared = spec.fp16_tensor_tflops * warp_k_step(name)["flop_per_cycle"] / TENSOR_FLOP_PER_SM_CYCLE
+    return min(shared, mma_ceiling(gpu) or spec.fp16_tensor_tflops)
 
 
 def shared_bound(name: str, gpu: str | None = None) -> None:
@@ -162,7 +184,7 @@ def shared_bound(name: str, gpu: str | None = None) -> None:
     w = warp_k_step(name)
     gpu = gpu or (_hgemm_records() or [{"gpu": "H100"}])[0]["gpu"]
     spec = hardware.spec_for(gpu) or hardware.spec_for("H100")
-    bound = predicted_tflops(name, spec)
+    bound = predicted_tflops(name, gpu)
     w.update(bound=bound, peak=spec.fp16_tensor_tflops, spec=spec.name)
     v = name.split("/")[1][:2]
     glue(f"ch7_bound_{v}", bound)
@@ -182,8 +204,14 @@ def shared_bound(name: str, gpu: str | None = None) -> None:
         glue("ch7_tc_clock", clock)
         print(f"     ({TENSOR_FLOP_PER_SM_CYCLE} = 4 tensor cores x 512 multiply-adds x 2 FLOP; the data sheet's "
               f"{spec.fp16_tensor_tflops:.0f}e12 / ({spec.sms} SMs x {clock:.2f} GHz) is the same rate)")
-    limit = "no limit below the peak" if bound >= spec.fp16_tensor_tflops else f"at most {bound:.0f} TFLOP/s"
-    print(f"  predicted on the {spec.name} (peak {spec.fp16_tensor_tflops:.0f} TFLOP/s): {limit}")
+    ceiling = mma_ceiling(gpu)
+    glue("ch7_mma_ceiling", ceiling or float("nan"))
+    roof = (f"mma.m16n8k8 measured at {ceiling:.0f} TFLOP/s on this GPU (kernels/probe/peak.cu, chapter 7b)"
+            if ceiling else f"data-sheet peak {spec.fp16_tensor_tflops:.0f} TFLOP/s (no mma probe recorded on {gpu})")
+    limit = (f"at most {bound:.0f} TFLOP/s (shared memory)" if bound < (ceiling or spec.fp16_tensor_tflops)
+             else f"at most {bound:.0f} TFLOP/s (the compute roof: shared memory allows more)")
+    print(f"  compute roof: {roof}")
+    print(f"  predicted on the {gpu}: {limit}")
 
 
 def measure() -> list:
@@ -280,7 +308,10 @@ def profile_gaps() -> None:
         glue("ch7_warps_pct", g["warps_pct"]); glue(f"ch7_blocks_{v}", g["blocks"])
         print(f"{name:25s} {g['ld']:11.0f} {g['st']:8.0f} {g['sts']:6.0f} {'>= %.0f%%' % (100 * g['busy']):>11s} "
               f"{g['tflops']:7.0f} {'%.0f (%.0f)' % (g['blocks'], g['regs']):>13s} {g['warps_pct']:5.1f}%")
-    print("shared busy: wavefronts over (SMs x seconds x top clock), a lower bound on the share of cycles the pipe worked")
+        glue("ch7_top_clock_ghz", g["clock"] / 1e9)
+    print(f"shared busy: wavefronts over (SMs x seconds x top clock, {g['clock'] / 1e9:.2f} GHz), a lower bound on the "
+          "share of cycles the pipe worked; TFLOP/s: of the one profiled launch (not the run's median above); warps: "
+          "the most the registers allow, of 64")
     print("\nNsight Compute on the H200 (results/nvidia-h200.ncu.json; top stalls in warps stalled per issued instruction):")
     print(f"{'step':30s} {'L2 hit':>6s} {'ldmatrix wf':>11s} {'warps/SM':>8s} {'issue':>6s}  top stalls")
     for name in STEPS:
@@ -294,6 +325,7 @@ def profile_gaps() -> None:
                     glue(f"ch7_stall{i}_{v}", why.replace("_", " ")); glue(f"ch7_stall{i}_{v}_x", x)
                 glue(f"ch7_issue_{v}", h["issue"]); glue(f"ch7_h200_warps_{v}", h["warps"])
                 glue(f"ch7_h200_regs_{v}", h["regs"]); glue(f"ch7_h200_blocks_{v}", h["blocks"])
+                glue(f"ch7_h200_warps_pct_{v}", 100 * h["warps"] / 64)
             print(f"{name + '@' + str(n):30s} {h['l2_hit']:5.1f}% {h['ldsm']:11.2f} {h['warps']:8.1f} {h['issue']:5.1f}%  "
                   + ", ".join(f"{why} {x:.2f}" for why, x in h["stalls"]))
 
@@ -315,35 +347,49 @@ def h200_profile(name: str, n: int) -> dict | None:
 
 
 def size_effect(records: list) -> None:
-    """Step 01 at 2048 and 4096: the measured rates, the waves of blocks and whether A and B fit in L2."""
+    """Steps 01 to 03 at 2048 and 4096: the timed rates, the waves of blocks, whether A and B fit in L2, and what the
+    H200's profiles (one launch each) say: the profiled rate, the L2 hit rate and the bytes read from DRAM."""
     g = shared_pipe(STEPS[0])
     p = gemmlab.instance(STEPS[0]).params
-    at = {r["m"]: r for r in records if r["step"] == STEPS[0]}
-    if g is None or 2048 not in at or 4096 not in at:
+    at = {(r["step"], r["m"]): r for r in records}
+    if g is None or (STEPS[0], 2048) not in at or (STEPS[0], 4096) not in at:
         print("not recorded"); return
     slots = g["sms"] * g["blocks"]
-    glue("ch7_l2_mib", g["l2"] / 2**20)
+    glue("ch7_l2_mib", g["l2"] / 2**20); glue("ch7_slots", slots)
     for n in (2048, 4096):
         blocks = (n // p["BLOCK_M"]) * (n // p["BLOCK_N"])
         ab = 2 * n * n * 2
-        print(f"{n}: {at[n]['tflops']:.1f} TFLOP/s; {blocks} blocks on {slots:.0f} slots ({blocks / slots:.2f} waves); "
-              f"A and B {ab / 2**20:.0f} MiB, {'inside' if ab <= g['l2'] else 'more than'} the "
-              f"{g['l2'] / 2**20:.0f} MiB L2")
-    for n in (2048, 4096):
-        h = h200_profile(STEPS[0], n)
-        if h:
-            glue(f"ch7_l2hit_01_{n}", h["l2_hit"])
-            print(f"{n}: L2 hit rate {h['l2_hit']:.1f}% (Nsight Compute on the H200, {STEPS[0]}@{n})")
+        print(f"{n}: {blocks} blocks on {slots:.0f} slots ({g['sms']:.0f} SMs x {g['blocks']:.0f} blocks, limited by "
+              f"registers: below), {blocks / slots:.2f} waves; A and B {ab / 2**20:.0f} MiB, "
+              f"{'inside' if ab <= g['l2'] else 'more than'} the {g['l2'] / 2**20:.0f} MiB L2")
+    print(f"\n{'step':25s} {'size':>5s} {'timed':>6s} {'profiled':>8s} {'L2 hit':>7s} {'DRAM read':>10s}")
+    print(f"{'':25s} {'':5s} {'H100':>6s} {'H200':>8s} {'H200':>7s} {'H200':>10s}")
+    for name in STEPS:
+        v = name.split("/")[1][:2]
+        for n in (2048, 4096):
+            m = profile.load(H200).get(f"{name}@{n}")
+            if not m or (name, n) not in at:
+                print(f"{name:25s} {n:5d} not recorded"); continue
+            prof = hardware.gemm_flops(n, n, n) / (m["gpu__time_duration.sum"] * 1e-9) / 1e12
+            dram = m["dram__bytes_read.sum"] / 2**20
+            glue(f"ch7_l2hit_{v}_{n}", m["lts__t_sector_hit_rate.pct"]); glue(f"ch7_prof_{v}_{n}", prof)
+            glue(f"ch7_dram_{v}_{n}", dram)
+            print(f"{name:25s} {n:5d} {at[(name, n)]['tflops']:6.1f} {prof:8.1f} {m['lts__t_sector_hit_rate.pct']:6.1f}% "
+                  f"{dram:6.0f} MiB")
+    print("timed: TFLOP/s, median of the run (H100, recorded); profiled: one launch under Nsight Compute "
+          "(H200, results/nvidia-h200.ncu.json)")
 
 
 def ladder(records: list) -> None:
     """Steps 02 and 03 against their predictions, then steps 01 to 03 in TFLOP/s at 8192 (cuBLAS's band) with the
     predicted bounds, and % of cuBLAS by size."""
     against_bound(records, STEPS[1:])
-    cublas = [r["baseline_tflops"] for r in records if r["m"] == 8192]
-    if cublas:  # each step's cuBLAS is timed beside it: the reference differs by row
-        glue("ch7_cublas_lo", min(cublas)); glue("ch7_cublas_hi", max(cublas))
-        print(f"cuBLAS fp16 at 8192, timed beside each step: {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s")
+    for n in (4096, 8192):  # each step's cuBLAS is timed beside it: the reference differs by row
+        cublas = [r["baseline_tflops"] for r in records if r["m"] == n]
+        if cublas:
+            if n == 8192:
+                glue("ch7_cublas_lo", min(cublas)); glue("ch7_cublas_hi", max(cublas))
+            print(f"cuBLAS fp16 at {n}, timed beside each step: {min(cublas):.0f} to {max(cublas):.0f} TFLOP/s")
     fig, (bars, ax) = plt.subplots(1, 2, figsize=(12, 3.6))
     plots.ladder(records, STEPS, ax=bars, size=8192)
     if records and hardware.spec_for(records[0]["gpu"]):
@@ -447,7 +493,8 @@ def gpu_errors(errors: dict) -> None:
             print(f"K = {K:5d}: GPU fp32 acc {tc.relative_error(g32(a, b), a, b):.2e}, fp16 acc "
                   f"{tc.relative_error(g16(a, b), a, b):.2e} (emulator: {errors[K][0]:.2e}, {errors[K][1]:.2e})")
     else:
-        print("No GPU here: the emulator's numbers above are the ones to compare with a GPU run.")
+        print("Stored from a run without a GPU: on a GPU this cell prints the hardware's errors beside the emulator's "
+              "above.")
 
 
 # ---- ldmatrix and the banks (moved from chapter 5, whose FP32 half stays there) ----
@@ -651,4 +698,44 @@ def draw_x4_placement(axes=None):
         ax.set_xlabel(f"{cols} within the piece"); ax.set_ylabel(f"{rows} within the piece")
         ax.set_xlim(0, 16); ax.set_ylim(16, 0); ax.set_aspect("equal")
         ax.set_title(titles[op], fontsize=9)
+    return axes
+
+
+# ---- the picture: step 02's copy, which thread moves which 16-byte chunk ----
+
+def copy_mapping(params: dict) -> dict:
+    """Step 02's copy (kernels/hgemm/02_vectorized_copy.cu): chunk e of a tile (16 bytes, 8 halves, row-major) goes to
+    thread e % NUM_THREADS in copy iteration e // NUM_THREADS. Returns {"A" | "B": {"tid", "copy": arrays of shape
+    (rows, chunks per row)}, "threads": NUM_THREADS}, sA being BLOCK_M x BLOCK_K halves and sB BLOCK_K x BLOCK_N."""
+    threads = (params["BLOCK_M"] // params["WARP_M"]) * (params["BLOCK_N"] // params["WARP_N"]) * 32
+    out = {"threads": threads}
+    for op, rows, cols in (("A", params["BLOCK_M"], params["BLOCK_K"]), ("B", params["BLOCK_K"], params["BLOCK_N"])):
+        e = np.arange(rows * cols // 8).reshape(rows, cols // 8)
+        out[op] = {"tid": e % threads, "copy": e // threads}
+    return out
+
+
+def draw_copy_mapping(params: dict | None = None, axes=None):
+    """Step 02's copy of one K step: each 16-byte chunk of sA and sB coloured by the warp that copies it, each band of
+    rows labelled with the warp and the copy iteration (one LDG.128 + STS.128 per thread). Returns the axes."""
+    params = params or gemmlab.instance("hgemm/02_vectorized_copy").params
+    mp = copy_mapping(params)
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1, 2.2]})
+    colours = plt.get_cmap("Set2")
+    for ax, op in zip(axes, "AB"):
+        tid, copy = mp[op]["tid"], mp[op]["copy"]
+        rows, chunks = tid.shape
+        for r in range(rows):
+            for c in range(chunks):
+                ax.add_patch(Rectangle((c, r), 1, 1, fc=colours(tid[r, c] // 32), ec="white", lw=0.3))
+        for (w, i) in sorted({(int(t) // 32, int(k)) for t, k in zip(tid.ravel(), copy.ravel())}):
+            band = np.argwhere((tid // 32 == w) & (copy == i))
+            r0, r1 = band[:, 0].min(), band[:, 0].max() + 1
+            ax.text(chunks / 2, (r0 + r1) / 2, f"warp {w}, copy {i}", ha="center", va="center",
+                    fontsize=6.5 if op == "A" else 7)
+        ax.set_xlim(0, chunks); ax.set_ylim(rows, 0)
+        ax.set_xlabel("16-byte chunk of the row (8 halves)"); ax.set_ylabel("tile row")
+        ax.set_title(f"s{op}: {rows} x {chunks * 8} halves, {rows * chunks} chunks; thread t copies chunks t, "
+                     f"t + {mp['threads']}, ...", fontsize=9)
     return axes

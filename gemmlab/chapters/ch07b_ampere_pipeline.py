@@ -342,7 +342,8 @@ def step07_runs(at: dict) -> None:
     if best:
         print(f"  {best['tflops']:6.1f} TFLOP/s  the sweep's best: {_config(best['params'])}, {best['gpu']}, "
               f"{best['date']}, " + ("interleaved timing" if best["date"] >= INTERLEAVED_SINCE
-                                          else "cuBLAS timed first (older protocol)"))
+                                          else "the older protocol (its launches back to back, cuBLAS timed first: "
+                                               "not the ladder's conditions, so read it as a rough figure)"))
     print(f"  {pipe:6.1f} TFLOP/s  the lab's s07_pipe (default tiles, fragments pipelined), {diag['gpu']}, {diag['date']}")
 
 
@@ -389,8 +390,10 @@ def tf32_accuracy(k: int = 2048) -> None:
     print(f"{'one TF32 product (no split)':27s} worst error / fp32 bound = {compare(plain, a, b, 'float32')[1].max():.1e}")
 
 
-def tf32_measure(at: dict) -> None:
-    """Steps 11 and 12 by size, step 12's recorded sweep at 4096, and its registers (this machine's NVRTC)."""
+def tf32_measure(at: dict | None = None) -> dict:
+    """Steps 11 and 12 by size (tf32_records(): live on a GPU, recorded without one, unless `at` is given), step 12's
+    recorded sweep at 4096, and its registers (this machine's NVRTC). Returns the records by (step, size)."""
+    at = tf32_records() if at is None else at
     for name in TF32:
         print(f"{name:27s} " + "   ".join(f"{n}: {at[(name, n)]['pct_of_baseline']:5.1f}% ({at[(name, n)]['tflops']:4.1f} TFLOP/s)"
                                            for n in (1024, 2048, 4096, 8192) if (name, n) in at))
@@ -404,6 +407,7 @@ def tf32_measure(at: dict) -> None:
               f"WARP {p['WARP_M']}x{p['WARP_N']}  NUM_STAGES {p['NUM_STAGES']}  ({r['date']})")
     print(gemmlab.results.timing_note(sweep))
     glue("ch7b_v12_registers", gemmlab.instance("sgemm/12_tf32x3").resources("sm_90").registers)
+    return at
 
 
 TF32_OPS = ["HMMA", "LDS", "LOP3", "FADD"]  # the mma, its 32-bit fragment loads, the split (mask, subtract) and sums
@@ -653,9 +657,12 @@ def claim() -> None:
 
 # --- Issue 52: the starting point alone, a prediction before each step, and the picture of 3xTF32 ----------------
 
-def starting_point(recs: list) -> None:
-    """"Where we are": step 03 (chapter 7's last step) and cuBLAS at each size, nothing of this chapter's own steps."""
+def starting_point() -> tuple[list, dict]:
+    """"Where we are": step 03 (chapter 7's last step) and cuBLAS at each size, nothing of this chapter's own steps.
+    Returns the chapter's records (records(): live on a GPU, recorded without one) for the cells after it."""
+    recs, at = records()
     print(gemmlab.bench.table([r for r in recs if r["step"] == "hgemm/03_swizzled"]))
+    return recs, at
 
 
 PREDICTED = {  # step: (the step whose record it starts from, the schedule of chapter 6's timeline model, its ceiling)
@@ -695,6 +702,14 @@ def predict(step: str, at: dict, peaks: dict, size: int = 8192, stages: int | No
     ahead = {"register_prefetch": "one tile ahead", "cp_async": f"{stages - 1} tiles ahead (NUM_STAGES = {stages})"}
     print(f"prediction for {step} at {size}: from {prev}'s {r['tflops']:.0f} TFLOP/s, the loads run {ahead[schedule]}"
           f", the math at the {ceiling} ceiling ({peaks[ceiling]['tflops']:.0f}): {out['tflops']:.0f} TFLOP/s")
+    # the model written out in rates (TFLOP/s a tile's loads alone, L, or its math alone, C, would allow)
+    rate_l, rate_c, k = 1 / load, 1 / c, {"register_prefetch": 1, "cp_async": stages - 1}[schedule]
+    glue(f"ch7b_pred_{v}_load", rate_l)
+    how = (f"1 / (1/{r['tflops']:.0f} - 1/{peaks['mma_m16n8k8']['tflops']:.0f}) (step 03 waits, then computes)"
+           if prev_schedule == "serial" else f"{r['tflops']:.0f} ({prev} runs at its loads' rate: L < C)")
+    print(f"  L: the loads alone allow {rate_l:.0f} TFLOP/s = {how}; C: the math alone {rate_c:.0f}")
+    print(f"  {k} tile(s) ahead: min({k} x L, C) = {min(k * rate_l, rate_c):.0f} TFLOP/s; with the pipeline's fill "
+          f"over {n} K tiles: {out['tflops']:.0f}")
     return out
 
 

@@ -1600,7 +1600,7 @@ _EXERCISES = [
     Exercise("ch7/ldmatrix_address", 7, "hgemm/01_mma_tiling",
              "the row each lane hands to ldmatrix.x4 for the transposed B operand (sB stored K-major, no .trans; "
              "checks all 32 lane addresses)", _ch7_property, _ch7_lanes,
-             minutes=15, after="the next section (the ldmatrix bank conflicts). Harder: the same piece read with "
+             minutes=15, after="the swizzle exercise below. Harder: the same piece read with "
                                "two ldmatrix.x2 instead of one x4 (lanes 16-31 then give no address).",
              hints=("In sB (B transposed) a row is one column of C (an n) and runs along k. mma's B fragment for "
                     "n 0-7 needs k 0-7 and k 8-15 in consecutive registers: which two quarters of the piece come "
@@ -1613,7 +1613,7 @@ _EXERCISES = [
              "an XOR swizzle for 96-byte rows (BLOCK_K = 48, not a power of two) and 256-byte rows, one function "
              "for both, that makes the ldmatrix reads conflict-free (checks wavefronts per request)",
              _ch5_property, _ch5_diagnose, minutes=30,
-             after="the next section of chapter 7. Harder: BLOCK_K = 40 (80-byte rows, 5 chunks): why does no XOR "
+             after="chapter 7b. Harder: BLOCK_K = 40 (80-byte rows, 5 chunks): why does no XOR "
                    "swizzle work, and what would (padding, chapter 5)?", aliases=("ch5/swizzle",),
              hints=("Without a swizzle, where does chunk c of row r start, counted in 16-byte bank groups (mod 8)? "
                     "Tabulate it for the 8 rows of an ldmatrix matrix at 6 chunks a row and at 16: which rows "

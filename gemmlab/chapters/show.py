@@ -126,7 +126,7 @@ def diff(name: str, against: str | None = None, context: int = 3, start_at: str 
             for j in range(b1, b2):
                 html_lines.append(f'<span style="{_ADDED};display:inline-block;min-width:100%">+{new_html[j]}</span>')
                 text_lines.append("+" + new_lines[j])
-    title = f"{_label(new_path)}, changes against {_label(old_path)}"
+    title = f"{_label(new_path)}, changes against {_label(old_path)}" + (f" (from line {new_first})" if new_first > 1 else "")
     if not html_lines:
         html_lines, text_lines = ["(no changes)"], ["(no changes)"]
     return Listing(title, html_lines, "\n".join(text_lines))

@@ -8,9 +8,9 @@
 //     x = big + small,  big = tf32(x),  small = x - big   (|small| <= 2^-11 |x|)
 //     a * b = big_a big_b + big_a small_b + small_a big_b   (+ small_a small_b ~ 2^-22: dropped)
 // Three mmas per product instead of one, small terms first; each K tile's products are summed in
-// a fresh `chunk` and added to the total with a rounded fp32 add, because the tensor cores add
-// with truncation. The result passes the same float64 check (fp32 bound) as steps 01-11, Inf and
-// NaN included. The split makes an Inf's small part NaN (Inf - Inf), so every output whose dot product
+// a fresh `chunk` and added to the total with a rounded fp32 add, because the tensor cores' adds
+// are not documented to round to nearest. The result passes the same float64 check (fp32 bound)
+// as steps 01-11, Inf and NaN included. The split makes an Inf's small part NaN (Inf - Inf), so every output whose dot product
 // meets an Inf or NaN ends NaN; the epilogue recomputes those (and only those) as a plain fp32 dot
 // product over K from global memory (common.cuh's repair_nans), which gives Inf, -Inf or NaN as FFMA
 // does. The split stays three instructions: one compare per output after the K loop (a clamp in
@@ -89,7 +89,7 @@ __global__ void sgemm_tf32x3(int M, int N, int K, const float* A, const float* B
     };
 
     float acc[MMA_M][MMA_N][4] = {};
-    // One K tile into a fresh chunk (the tensor cores truncate; see the header), then acc += chunk.
+    // One K tile into a fresh chunk (the tensor cores' rounding: see the header), then acc += chunk.
     auto compute = [&](const StageT& s) {
         float chunk[MMA_M][MMA_N][4] = {};
 #pragma unroll
