@@ -342,7 +342,7 @@ def test_one_line_helpers_and_the_mix_table(capsys):
     ch9.mix_table()
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "compiled for sm_90a: spills 0/4 B (stores/loads)"
-    assert out[1] == "at sm_90a, step 07 needs fewer registers per thread than step 06: True; 07 spills 0/4 B"
+    assert out[1] == "at sm_90a, registers per thread: step 07 90, step 06 128 (fewer: True); 07 spills 0/4 B"
     shares = [float(line.split()[-2].rstrip("%")) for line in out[3:]]
     assert out[3].split()[0] == "HGMMA" and out[-1].split()[:2] == ["the", "rest"]
     assert sum(shares) == pytest.approx(100, abs=0.5)

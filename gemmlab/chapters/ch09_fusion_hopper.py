@@ -241,9 +241,11 @@ def spills(res) -> None:
 
 
 def fewer_registers(res, than, name: str = "07", other: str = "06") -> None:
-    """One line: whether step `name` (res) needs fewer registers per thread than step `other` (than), and its spills."""
-    print(f"at {compiled_for(res)}, step {name} needs fewer registers per thread than step {other}: "
-          f"{res.registers < than.registers}; {name} spills {res.spill_stores}/{res.spill_loads} B")
+    """One line: the registers per thread of step `name` (res) and step `other` (than), whether `name` needs fewer,
+    and its spills; glued as ch9_regs<name>, ch9_regs<other>."""
+    glue(f"ch9_regs{name}", res.registers); glue(f"ch9_regs{other}", than.registers)
+    print(f"at {compiled_for(res)}, registers per thread: step {name} {res.registers}, step {other} {than.registers} "
+          f"(fewer: {res.registers < than.registers}); {name} spills {res.spill_stores}/{res.spill_loads} B")
 
 
 def glue_ch8_bound(n: int = 512) -> None:
@@ -289,6 +291,7 @@ def glue_measured(recs: list[dict], step: str, sizes: Sequence[int] = SIZES) -> 
         for k in ("us", "graph_us", "eager_us", "base_graph_us", "x", "xg", "x_graphs", "tflops", "cublas_tflops"):
             glue(f"ch9_m{idea}_{n}_{k}", m.get(k, float("nan")))
         glue(f"ch9_m{idea}_{n}_gap", m.get("us", float("nan")) / p["predicted_us"])
+        glue(f"ch9_m{idea}_{n}_gap_us", m.get("us", float("nan")) - p["predicted_us"])
         r = fusion.lookup(recs, step, n)
         glue(f"ch9_t{idea}_{n}", ", ".join(f"{k} {v}" for k, v in (r or {}).get("params", {}).items()) or "?")
 
@@ -398,6 +401,8 @@ def glue_evidence06() -> None:
     glue("ch9_e06_reduce", parts["the reduction"]["us"]); glue("ch9_e06_stores", parts["the stores"]["us"])
     glue("ch9_e06_bar2", parts["the second barrier"]["us"])
     glue("ch9_e06_unattributed", parts["the whole tile"]["us"] - sum(parts[k]["us"] for k in named + rest))
+    both = wg["timeline"][GPU]["parts"]["512 n32 k4 s3"].values()  # the split of B and the A fragments, both phases
+    glue("ch9_e06_kept", sum(ph["the split of B"]["us"] + ph["the A fragments"]["us"] for ph in both))
 
 
 def glue_evidence07() -> None:
