@@ -249,17 +249,18 @@ def k_tile_compute_us(gpu: str = GPU, block_n: int = 256) -> float:
     return 2 * BLOCK_M * block_n * BLOCK_K / (spec.fp16_tensor_tflops * 1e12 / spec.sms) * 1e6
 
 
-def ring_prediction(size: int = 4096, stages: int = 4, gpu: str = GPU) -> dict | None:
+def ring_prediction(size: int = 4096, stages: int = 4, gpu: str = GPU, clock_scale: float = 1.0) -> dict | None:
     """What a ring should give, from hopper/02's record: with one block per SM, its time per k tile is the wait
     for the tile (L) plus the wgmmas (C, at the peak); with `stages` stages the loads overlap the math, and the
-    timeline model of chapter 6 (pipeline.timeline, cp_async) gives the time per tile."""
+    timeline model of chapter 6 (pipeline.timeline, cp_async) gives the time per tile. clock_scale (the SM clock
+    over the spec's) slows the math alone: the wait is memory's, which the SM clock does not speed up."""
     r = at("hopper/02_tma", size)
     spec = hardware.spec_for(gpu)
     if r is None or spec is None:
         return None
     tiles_per_sm = (size // BLOCK_M) * (size // 256) * (size // BLOCK_K) / spec.sms
     per_tile = r["median_s"] * 1e6 / tiles_per_sm
-    c = k_tile_compute_us(gpu)
+    c = k_tile_compute_us(gpu) / clock_scale
     load = max(per_tile - c, 0.0)
     n = size // BLOCK_K
     ring = pipeline.total_time("cp_async", tiles=n, load=load, compute=c, stages=stages) / n
@@ -269,13 +270,14 @@ def ring_prediction(size: int = 4096, stages: int = 4, gpu: str = GPU) -> dict |
             "peak": spec.fp16_tensor_tflops}
 
 
-def serial_prediction(gpu: str = GPU, block_n: int = 256) -> dict:
+def serial_prediction(gpu: str = GPU, block_n: int = 256, clock_scale: float = 1.0) -> dict:
     """hopper/01 and 02's model: one stage, so a k tile costs its copy plus its math. The copy of the A and B tiles
-    at the SM's share of DRAM bandwidth, the math at the spec sheet's peak; returns both times and the TFLOP/s."""
+    at the SM's share of DRAM bandwidth (every byte from DRAM, no L2 reuse: an upper bound on the copy), the math at
+    the spec sheet's peak (slowed by clock_scale, the SM clock over the spec's); both times and the TFLOP/s."""
     spec = hardware.spec_for(gpu)
     tile_bytes = (BLOCK_M + block_n) * BLOCK_K * 2
     copy = tile_bytes / (spec.dram_gbps * 1e9 / spec.sms) * 1e6
-    c = k_tile_compute_us(gpu, block_n)
+    c = k_tile_compute_us(gpu, block_n) / clock_scale
     return {"bytes": tile_bytes, "copy_us": copy, "compute_us": c, "sms": spec.sms, "dram_gbps": spec.dram_gbps,
             "peak_tflops": spec.fp16_tensor_tflops, "gpu": spec.name,
             "tflops": 2 * BLOCK_M * block_n * BLOCK_K * spec.sms / ((copy + c) * 1e-6) / 1e12}
@@ -300,9 +302,9 @@ def board_clock(gpu: str = GPU) -> dict:
             "spec_mhz": spec.fp16_tensor_tflops * 1e12 / (spec.sms * TENSOR_FLOPS_PER_CLOCK) / 1e6}
 
 
-def explain_gap(step: str, model_tflops: float, size: int = 4096) -> dict | None:
-    """From a model's TFLOP/s (spec sheet's clock) to the record: the model at the clock the board holds under load;
-    then what the tensor pipe delivers at that clock in the share of time Nsight Compute finds it busy (peak x
+def explain_gap(step: str, model_tflops: float, size: int = 4096, at_clock: float | None = None) -> dict | None:
+    """From a model's TFLOP/s (spec sheet's clock) to the record: the model at the clock the board holds under load
+    (at_clock: the model run with its math alone at that clock, models_at_clock; else the whole model scaled); then what the tensor pipe delivers at that clock in the share of time Nsight Compute finds it busy (peak x
     clock x busy), beside the record and the profiler's top stall (why the pipe idles)."""
     r, prof = at(step, size), profiled(step)
     if r is None or prof is None:
@@ -310,7 +312,7 @@ def explain_gap(step: str, model_tflops: float, size: int = 4096) -> dict | None
     clk = board_clock()
     scale = clk["mhz"] / clk["spec_mhz"]
     peak = hardware.spec_for(GPU).fp16_tensor_tflops
-    return {"model": model_tflops, "at_clock": model_tflops * scale, "busy_pct": prof["tensor_pct"],
+    return {"model": model_tflops, "at_clock": model_tflops * scale if at_clock is None else at_clock, "busy_pct": prof["tensor_pct"],
             "peak_at_clock": peak * scale, "busy_bound": peak * scale * prof["tensor_pct"] / 100,
             "measured": r["tflops"], "stall": prof["stalls"][0][0], "profiled": profiled_tflops(step, size)}
 
@@ -323,12 +325,24 @@ def profiled_tflops(step: str, size: int = 4096) -> float | None:
     return 2 * size ** 3 / (ns * 1e-9) / 1e12 if ns else None
 
 
-def gap_table() -> str:
-    """Each step's prediction against its record at 4096, and what closes the gap: the clock, then the tensor
-    pipe's idle share with the top stall that causes it."""
+def models_at_clock() -> dict:
+    """Steps 01-03's models at 4096: step -> (TFLOP/s at the spec's clock, TFLOP/s with the math alone at the clock
+    the board holds under load; the copy, memory's, unchanged)."""
     clk = board_clock()
-    ser, ring = serial_prediction(), ring_prediction(4096)
-    models = {"hopper/01_wgmma": ser["tflops"], "hopper/02_tma": ser["tflops"], "hopper/03_tma_ring": ring["tflops_03"]}
+    scale = clk["mhz"] / clk["spec_mhz"]
+    ser, ser_c = serial_prediction(), serial_prediction(clock_scale=scale)
+    ring, ring_c = ring_prediction(4096), ring_prediction(4096, clock_scale=scale)
+    out = {"hopper/01_wgmma": (ser["tflops"], ser_c["tflops"]), "hopper/02_tma": (ser["tflops"], ser_c["tflops"])}
+    if ring and ring_c:
+        out["hopper/03_tma_ring"] = (ring["tflops_03"], ring_c["tflops_03"])
+    return out
+
+
+def gap_table() -> str:
+    """Each step's prediction against its record at 4096, and what closes the gap: the clock (the math alone), then
+    the tensor pipe's idle share with the top stall that causes it."""
+    clk = board_clock()
+    models = models_at_clock()
     p08 = step08_prediction()
     spec = hardware.spec_for(GPU)
     lines = [f"{GPU}, 4096, TFLOP/s. SM clock under load {clk['mhz']:.0f} MHz ({clk['mhz_lo']:.0f}-{clk['mhz_hi']:.0f}"
@@ -337,8 +351,8 @@ def gap_table() -> str:
              "twice A100's 2 x 1,024 FMA: NVIDIA's H100 whitepaper)",
              f"{'step':19s} {'model':>5s} {'predicted at clock':>18s} {'peak x clock x busy':>20s} {'measured':>9s} {'profiled':>9s} {'its MHz':>7s}  top stall"]
     mhz = {f["step"]: f"{f['mhz']:7.0f}" for f in first_launches(STEPS)}
-    for step, model in models.items():
-        g = explain_gap(step, model)
+    for step, (model, at_clk) in models.items():
+        g = explain_gap(step, model, at_clock=at_clk)
         if g:
             lines.append(f"{step:19s} {g['model']:5.0f} {g['at_clock']:18.0f} {g['peak_at_clock']:7.0f} x "
                          f"{g['busy_pct']:3.0f}% = {g['busy_bound']:3.0f} {g['measured']:9.0f} {g['profiled']:9.0f} {mhz.get(step, '      -')}  {g['stall']}")
@@ -349,6 +363,7 @@ def gap_table() -> str:
                      f"{g['profiled']:9.0f} {mhz.get('hgemm/08_wgmma', '      -')}  {g['stall']}")
         lines.append("(from 03: step 08 has no model of its own; its prediction is step 03's record divided by step 03's "
                      "tensor-pipe busy share, at most the peak at the clock, not a model scaled to the clock)\n"
+                     "predicted at clock: the model with its math at the board's clock, its copy unchanged; "
                      "measured: the benchmark's median; profiled: the one launch Nsight Compute timed, whose busy "
                      "share the table uses; its MHz: the SM clock of the same protocol's launch (the first of a fresh process) "
                      f"repeated in another process ({PLACES_DATE})")
@@ -473,6 +488,10 @@ def glue_all() -> None:
     if p:
         for k in ("tile_02_us", "load_us", "tile_03_us", "tflops_03", "peak"):
             glue(f"ch7c_pred_{k}", p[k])
+    spec = hardware.spec_for(GPU)  # what DRAM must deliver per k tile at 4096 in bands of 16 (each panel read once)
+    fp4 = wave_footprint(4096 // BLOCK_M, 4096 // 256, 16, spec.sms)
+    glue("ch7c_fp4096_kb", fp4["kb_per_k_tile"]); glue("ch7c_fp4096_kb_sm", fp4["kb_per_k_tile"] / spec.sms)
+    glue("ch7c_fp4096_us", fp4["kb_per_k_tile"] * 1024 / (spec.dram_gbps * 1e9) * 1e6)  # = per SM at its share
     ser = serial_prediction()
     for k in ("copy_us", "tflops", "bytes"):
         glue(f"ch7c_ser_{k}", ser[k])
@@ -480,13 +499,14 @@ def glue_all() -> None:
     for k in ("mhz", "mhz_lo", "mhz_hi", "watts", "spec_mhz"):
         glue(f"ch7c_clk_{k}", clk[k])
     glue("ch7c_clk_date", clk["date"])
-    models = {"h01": ("hopper/01_wgmma", ser["tflops"]), "h02": ("hopper/02_tma", ser["tflops"])}
+    mc = models_at_clock()
+    models = {KEYS[s]: (s,) + mc[s] for s in mc}
     if p:
-        models.update({"h03": ("hopper/03_tma_ring", p["tflops_03"]), "v08": ("hgemm/08_wgmma", p["tflops_03"])})
+        models["v08"] = ("hgemm/08_wgmma", p["tflops_03"], None)
     glue_more()
     glue_places()
-    for key, (step, model) in models.items():
-        g = explain_gap(step, model)
+    for key, (step, model, at_clk) in models.items():
+        g = explain_gap(step, model, at_clock=at_clk)
         if g:
             glue(f"ch7c_{key}_at_clock", g["at_clock"]); glue(f"ch7c_{key}_busy_bound", g["busy_bound"])
             glue("ch7c_peak_at_clock", g["peak_at_clock"])
