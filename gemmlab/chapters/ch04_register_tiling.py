@@ -149,8 +149,10 @@ def counters() -> None:
     rec = profile.load(COUNTERS_GPU)
     out = {}
     print(f"Nsight Compute, one launch at {SIZE} on the {COUNTERS_GPU} (results/nvidia-h200.ncu.json); per FFMA:")
-    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^34s}   FMA pipe  occupancy  top stall (per issued instruction)")
-    print(f"{'':24s} model measured   merged, no conflicts  bank model  measured   busy")
+    print(f"{'':24s} {'LDS':^14s}   {'wavefronts':^42s}   {'FMA pipe':>8s} {'occupancy':>9s}   "
+          "top stall (per issued instruction)")
+    print(f"{'':24s} {'model':>5s} {'measured':>8s}   {'merged, no conflicts':>20s} {'bank model':>11s} "
+          f"{'measured':>9s}   {'busy':>8s}")
     for step in LADDER:
         m = rec.get(step)
         if not m:
@@ -171,11 +173,13 @@ def counters() -> None:
         glue(f"ch4_ncu{v}_fma", row["fma"]); glue(f"ch4_ncu{v}_occ", row["occupancy"])
         glue(f"ch4_ncu{v}_regs", row["registers"]); glue(f"ch4_ncu{v}_bound", 100 * min(1, 1 / (4 * row["cycles"])))
         glue(f"ch4_bank{v}", row["bank"])
-        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:20.3f} {row['bank']:11.3f} "
+        bank = "n/a" if np.isnan(row["bank"]) else f"{row['bank']:.3f}"  # 05: not modelled
+        print(f"{step:24s} {row['m_lds']:5.3f} {row['lds']:8.3f}   {row['m_wave']:20.3f} {bank:>11s} "
               f"{row['cycles']:9.3f}   "
-              f"{row['fma']:5.1f}%   {row['occupancy']:5.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
-    print("bank model: chapter 5's quarter-warp rule with conflicts, broadcasts unmerged (05: its source's scalars, "
-          "which nvcc compiles to 06's loads, are not modelled)")
+              f"{row['fma']:7.1f}% {row['occupancy']:8.1f}%   {row['stall'][0]} {row['stall'][1]:.2f}")
+    glue("ch4_bank_bcast_waves", sw.ideal_wavefronts(32, 16))  # the bank model's wavefronts per broadcast LDS.128
+    print("bank model: chapter 5's quarter-warp rule with conflicts, broadcasts unmerged (n/a for 05: its source's "
+          "scalars, which nvcc compiles to 06's loads, are not modelled)")
     for step in NEW[1:]:  # the three largest stall reasons (the issue itself, 'selected', left out) and their total
         if step in out:
             stalls = [kv for kv in profile.stall_reasons(rec[step], top=100) if kv[0] != "selected"]

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import gemmlab
-from gemmlab import explore, nvrtc, pipeline, profile, sitecontrols
+from gemmlab import explore, hardware, nvrtc, pipeline, profile, sitecontrols
 from gemmlab.chapters import ch04_register_tiling as ch4
 from gemmlab.chapters import ch05_bank_conflicts as ch5
 from gemmlab.chapters import swizzle as sw
@@ -693,3 +693,25 @@ def parts(step: str) -> None:
                    / SCHEDULERS_PER_SM}
             hidden = st.get("long_scoreboard", 0.0)
             glue("ch6_pred8_h200", hide_bound(rec, hidden)); glue("ch6_pred8_more_h200", hide_bound(rec, hidden, 4.0))
+
+
+def glue_small(records: list, size: int = 1024, steps=("sgemm/07_warptiling", "sgemm/09_double_buffer",
+                                                      "sgemm/11_fragment_prefetch")) -> dict:
+    """At a small size: each step's TFLOP/s, its block tile (the registry's defaults) and how many blocks cut C,
+    against the records' GPU's SMs; glues ch6_small_*: why step 11's larger tile loses at 1024."""
+    at = {(r["step"], r["m"]): r for r in records}
+    out = {}
+    for step in steps:
+        if (step, size) not in at:
+            continue
+        p = gemmlab.instance(step).params
+        blocks = -(-size // p["BLOCK_M"]) * -(-size // p["BLOCK_N"])
+        out[step] = {"tflops": at[(step, size)]["tflops"], "blocks": blocks, "tile": f"{p['BLOCK_M']} x {p['BLOCK_N']}"}
+        v = _v(step)
+        glue(f"ch6_small{v}_tflops", out[step]["tflops"]); glue(f"ch6_small{v}_blocks", blocks)
+        glue(f"ch6_small{v}_tile", out[step]["tile"])
+        spec = hardware.spec_for(at[(step, size)]["gpu"])
+        if spec:
+            glue("ch6_small_sms", spec.sms)
+    glue("ch6_small_n", size)
+    return out

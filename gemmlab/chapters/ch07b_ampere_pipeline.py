@@ -148,6 +148,11 @@ def profile_steps(size: int = 8192) -> dict:
     if {"04", "05", "06", "07"} <= rows.keys():
         r4, r5, r6, r7 = rows["04"], rows["05"], rows["06"], rows["07"]
         glue("ch7b_p05_inst_cut_pct", 100 * (1 - r5["inst"] / r4["inst"]))
+        # step 04's DRAM read rate: the bytes it read over its kernel time, against the spec's bandwidth
+        dram_tbs = r4["dram_mb"] / r4["ms"] / 1e3
+        glue("ch7b_p04_dram_tbs", dram_tbs)
+        glue("ch7b_p04_dram_pct", 100 * dram_tbs * 1e3 / hardware.spec_for(PROFILE_GPU).dram_gbps)
+        glue("ch7b_prof_dram_gbps", hardware.spec_for(PROFILE_GPU).dram_gbps)
         glue("ch7b_p07_gain_pct", 100 * (r6["ms"] / r7["ms"] - 1))
         glue("ch7b_p07_other_more", r7["inst"] - r7["hmma"] - (r6["inst"] - r6["hmma"]))
         # tensor-pipe time: the share of the kernel's cycles the pipe is busy, times the kernel's time
@@ -198,7 +203,7 @@ def tile_intensity(peaks: dict, at: dict | None = None, size: int = 8192) -> dic
         pred = min(b05, ceiling) if ceiling else b05
         print(f"step 04 (128 x 128) measured {r4['tflops']:.0f} TFLOP/s at {size}, "
               f"{r4['tflops'] / b04:.2f}x its tile's DRAM-only bound: part of its data come from L2")
-        print(f"prediction for step 05 (256 x 128): at most its DRAM-only bound, {pred:.0f} TFLOP/s"
+        print(f"prediction for step 05 (256 x 128): the DRAM-only model allows {pred:.0f} TFLOP/s"
               + (f" (below the mma_m16n8k8 ceiling, {ceiling:.0f})" if ceiling else ""))
         glue("ch7b_v4_over_bound", r4["tflops"] / b04); glue("ch7b_pred_05", pred)
         out |= {"tflops_04": r4["tflops"], "pred_05": pred}

@@ -1566,7 +1566,7 @@ _EXERCISES = [
              "a 4 x 16 register block (not the chapter's 8 x 8) whose sB sliver is read as float4s (checks results "
              "at 4 x 16, registers/spills, shared loads per k step)",
              _ch4_property, minutes=20,
-             after="the next section (vectorized loads). Harder: 16 x 4, where the long sliver is a column of sA: "
+             after="chapter 5. Harder: 16 x 4, where the long sliver is a column of sA: "
                    "what must change in sA's layout before it can be read as float4s (step 06 does it)?",
              hints=("Per k step a thread needs 4 values of sA's column k and 16 of sB's row k. Which of the two "
                     "runs is contiguous in shared memory, and how many 16-byte loads would cover it?",
@@ -1581,7 +1581,7 @@ _EXERCISES = [
              "prefetch two tiles ahead: two sets of staging registers, two shared slots, one barrier per K tile "
              "(checks the loop's order in SASS, barriers and global loads per tile, registers)",
              _ch6_property, _ch6_diagnose, minutes=30,
-             after="the next section (double buffering in shared memory: compare your loop with step 09's). Harder: "
+             after="chapter 7 (first compare your loop with step 09's double buffering, above). Harder: "
                    "three tiles ahead with three sets of registers; count the registers (k.resources()) and say when "
                    "it stops paying.",
              hints=("A load issued during tile t's FMAs has one tile's FMAs to land in 08. Where could tile t + 1 "
