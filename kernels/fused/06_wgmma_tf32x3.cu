@@ -127,8 +127,8 @@ __device__ void gemm_tile(int rows, int cols, int inner, const float* X, const f
         fence_proxy_async();  // these stores, visible to the wgmmas' reads
     };
 
-    // The tensor cores truncate their sums (see 05): each K tile goes into a fresh chunk (the
-    // first wgmma ignores the chunk's old value), added to acc with a rounded fp32 add.
+    // The tensor cores may truncate their sums (not documented; see 05): each K tile goes into a fresh
+    // chunk (the first wgmma ignores the chunk's old value), added to acc with a rounded fp32 add.
     auto compute = [&](const Stage<BLOCK_N>& s) {
         u32 a_big[TILE_K / 8][4], a_small[TILE_K / 8][4];
 #pragma unroll
