@@ -398,6 +398,14 @@ def _gemm_records(step: str, size: int, gpu: str | None = None) -> list[dict]:
     return recs if gpu else results.one_gpu(recs)
 
 
+def _steps_records(steps, size: int, gpu: str | None = None) -> dict[str, list[dict]]:
+    """{step: its records at size^3} for several steps shown side by side, all of ONE GPU (results.one_gpu over
+    the steps together unless `gpu` names one): a row of steps never mixes two GPUs' runs."""
+    recs = [r for r in results.load(gpu) if r["step"] in steps and r["m"] == size]
+    recs = recs if gpu else results.one_gpu(recs)
+    return {step: [r for r in recs if r["step"] == step] for step in steps}
+
+
 def _record_line(rec: dict) -> str:
     return (f"{rec['pct_of_baseline']:.1f}% of cuBLAS ({rec['baseline']} {rec['baseline_tflops']:.1f} TFLOP/s), "
             f"{rec['tflops']:.2f} TFLOP/s; {rec['gpu']}, recorded {rec['date']}")
@@ -604,8 +612,9 @@ def tensor_core_tiling_label(params: dict, size: int = 8192, gpu: str | None = N
              "wavefronts per request, plain (01, 02) -> swizzled (03): "
              + ", ".join(f"{k} {wf[k + ' plain']:.3g} -> {wf[k + ' swizzled']:.3g}" for k in WAVEFRONT_KEYS)]
     recorded, when = [], set()
+    by_step = _steps_records(MMA_STEPS, size, gpu)
     for step in MMA_STEPS:
-        rec = [r for r in _gemm_records(step, size, gpu) if r["params"] == {**registry.get(step).resolve({}), **p}]
+        rec = [r for r in by_step[step] if r["params"] == {**registry.get(step).resolve({}), **p}]
         if rec:
             recorded.append(f"{step.split('/')[1][:2]} {rec[0]['pct_of_baseline']:.1f}%")
             when.add(rec[0]["date"])
@@ -645,7 +654,7 @@ def tensor_core_tiling_twin(block_m: int = 128, block_n: int = 128, block_k: int
                              "y": {"field": "wf", "type": "quantitative", "title": "wavefronts per request"},
                              "color": {"field": "layout", "type": "nominal", "title": "shared tile",
                                        "sort": ["plain", "swizzled"]}}}
-    recs = [r for step in MMA_STEPS for r in _gemm_records(step, size, gpu)]
+    recs = [r for step_recs in _steps_records(MMA_STEPS, size, gpu).values() for r in step_recs]
     spec = _spec(["Chapter 7: block and warp tiles of hgemm/01-03 (registry, tensorcores, swizzle)",
                   f"timings: {_recorded_when(recs)}", *_timing_note(recs)], controls, {"tiles": rows},
                  [bar_view, _text_view("tiles", pick, _lines(rows))])

@@ -78,3 +78,15 @@ def test_records_name_their_gpu_and_date():
         assert re.search(r"(NVIDIA \S+).*recorded \d{4}-\d{2}-\d{2}", title), title
     shown = sitecontrols.fusion_twin().label_for()
     assert "NVIDIA H200" in sitecontrols.fusion_twin().summary and re.search(r"recorded \d{4}-\d{2}-\d{2}", " ".join(shown))
+
+
+def test_a_row_of_steps_reads_one_gpus_records():
+    """Chapter 7's twin shows hgemm/01-03 side by side: their records come from one GPU even where another GPU has
+    a newer record of one of them (the H200's hgemm/01 of 2026-11-29 beside the H100's ladder)."""
+    by_step = sitecontrols._steps_records(sitecontrols.MMA_STEPS, 8192)
+    gpus = {r["gpu"] for recs in by_step.values() for r in recs}
+    assert len(gpus) == 1 and all(by_step.values())
+    line = sitecontrols.tensor_core_tiling_label({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "WARP_M": 64,
+                                                  "WARP_N": 64}, 8192)
+    recorded = [x for x in (line if isinstance(line, list) else str(line).split("\n")) if "recorded at" in x]
+    assert recorded and recorded[0].count("2026-") == 1
